@@ -1,0 +1,98 @@
+package errdefs
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+)
+
+// The wire carries the exact kind in this metadata key, because several kinds
+// share one Connect code (too large and no space are both resource_exhausted).
+const kindHeader = "Reins-Error-Kind"
+
+var kindNames = map[error]string{
+	ErrNotFound: "not_found", ErrAlreadyExists: "already_exists",
+	ErrInvalidArgument: "invalid_argument", ErrPermissionDenied: "permission_denied",
+	ErrUnauthenticated: "unauthenticated", ErrTimeout: "timeout",
+	ErrTooLarge: "too_large", ErrNoSpace: "no_space",
+	ErrResourceExhausted: "resource_exhausted", ErrFailedPrecondition: "failed_precondition",
+	ErrUnavailable: "unavailable", ErrCanceled: "canceled", ErrInternal: "internal",
+}
+
+var kindCodes = map[error]connect.Code{
+	ErrNotFound: connect.CodeNotFound, ErrAlreadyExists: connect.CodeAlreadyExists,
+	ErrInvalidArgument: connect.CodeInvalidArgument, ErrPermissionDenied: connect.CodePermissionDenied,
+	ErrUnauthenticated: connect.CodeUnauthenticated, ErrTimeout: connect.CodeDeadlineExceeded,
+	ErrTooLarge: connect.CodeResourceExhausted, ErrNoSpace: connect.CodeResourceExhausted,
+	ErrResourceExhausted: connect.CodeResourceExhausted, ErrFailedPrecondition: connect.CodeFailedPrecondition,
+	ErrUnavailable: connect.CodeUnavailable, ErrCanceled: connect.CodeCanceled, ErrInternal: connect.CodeInternal,
+}
+
+// ToConnect turns err into a Connect error carrying its kind. Use it only in
+// RPC handlers. A nil err stays nil.
+func ToConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	kind := Kind(err)
+	if kind == nil {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			kind = ErrTimeout
+		case errors.Is(err, context.Canceled):
+			kind = ErrCanceled
+		default:
+			kind = ErrInternal
+		}
+	}
+	ce = connect.NewError(kindCodes[kind], errors.New(err.Error()))
+	ce.Meta().Set(kindHeader, kindNames[kind])
+	return ce
+}
+
+// FromConnect turns an error returned by a Connect client back into an error
+// of the right kind whose text is the server's message. Other errors pass
+// through unchanged.
+func FromConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	name := ce.Meta().Get(kindHeader)
+	for k, n := range kindNames {
+		if n == name {
+			return WithMessage(k, ce.Message())
+		}
+	}
+	switch ce.Code() {
+	case connect.CodeNotFound:
+		return WithMessage(ErrNotFound, ce.Message())
+	case connect.CodeAlreadyExists:
+		return WithMessage(ErrAlreadyExists, ce.Message())
+	case connect.CodeInvalidArgument:
+		return WithMessage(ErrInvalidArgument, ce.Message())
+	case connect.CodePermissionDenied:
+		return WithMessage(ErrPermissionDenied, ce.Message())
+	case connect.CodeUnauthenticated:
+		return WithMessage(ErrUnauthenticated, ce.Message())
+	case connect.CodeDeadlineExceeded:
+		return WithMessage(ErrTimeout, ce.Message())
+	case connect.CodeResourceExhausted:
+		return WithMessage(ErrResourceExhausted, ce.Message())
+	case connect.CodeFailedPrecondition:
+		return WithMessage(ErrFailedPrecondition, ce.Message())
+	case connect.CodeUnavailable:
+		return WithMessage(ErrUnavailable, ce.Message())
+	case connect.CodeCanceled:
+		return WithMessage(ErrCanceled, ce.Message())
+	}
+	return WithMessage(ErrInternal, ce.Message())
+}

@@ -1,0 +1,63 @@
+// Package errdefs holds the few error kinds reins uses everywhere.
+//
+// Code wraps a kind once, with context, where the error is first known:
+//
+//	fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+//
+// and callers test kinds with errors.Is, never by matching strings. Kinds are
+// translated to wire codes only at the RPC edge (see connect.go).
+package errdefs
+
+import "errors"
+
+var (
+	ErrNotFound           = errors.New("not found")
+	ErrAlreadyExists      = errors.New("already exists")
+	ErrInvalidArgument    = errors.New("invalid argument")
+	ErrPermissionDenied   = errors.New("permission denied")
+	ErrUnauthenticated    = errors.New("unauthenticated")
+	ErrTimeout            = errors.New("timed out")
+	ErrTooLarge           = errors.New("too large")
+	ErrNoSpace            = errors.New("no space left")
+	ErrResourceExhausted  = errors.New("resource exhausted")
+	ErrFailedPrecondition = errors.New("failed precondition")
+	ErrUnavailable        = errors.New("unavailable")
+	ErrCanceled           = errors.New("canceled")
+	ErrInternal           = errors.New("internal error")
+)
+
+// kinds lists every kind, in the order Kind looks for them.
+var kinds = []error{
+	ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrPermissionDenied,
+	ErrUnauthenticated, ErrTimeout, ErrTooLarge, ErrNoSpace,
+	ErrResourceExhausted, ErrFailedPrecondition, ErrUnavailable, ErrCanceled,
+	ErrInternal,
+}
+
+// Kind returns the first kind err wraps, or nil if it wraps none.
+func Kind(err error) error {
+	for _, k := range kinds {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return nil
+}
+
+// kindError carries a message that already says everything, while still
+// answering errors.Is for its kind. It is how a kind survives a wire hop.
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// WithMessage returns an error whose text is msg and whose kind is kind.
+func WithMessage(kind error, msg string) error {
+	if kind == nil {
+		kind = ErrInternal
+	}
+	return &kindError{kind: kind, msg: msg}
+}

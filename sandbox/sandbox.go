@@ -1,0 +1,139 @@
+// Package sandbox is the vocabulary of reins' hands: what a sandbox is, the
+// states it moves through, why it ends, and the small interface each
+// isolation technology (a Backend) implements. Backends live in
+// sub-packages (gvisor, runc, fake) and import this package, never the
+// reverse; cmd/reins chooses them by name.
+//
+// A sandbox moves through these states:
+//
+//	creating ──▶ running ◀──▶ paused
+//	               │  ▲
+//	               ▼  │
+//	            suspended
+//
+//	any ──▶ stopped (with a Reason)
+//
+// A stopped sandbox always carries a Reason and a message in words, so a user
+// is told why it ended (out of memory, TTL, idle, killed, lost, …), never a
+// bare exit status.
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// State is where a sandbox is in its life.
+type State string
+
+const (
+	StateCreating  State = "creating"
+	StateRunning   State = "running"
+	StatePaused    State = "paused"
+	StateSuspended State = "suspended"
+	StateStopped   State = "stopped"
+)
+
+// Reason says why a sandbox stopped.
+type Reason string
+
+const (
+	ReasonExited      Reason = "exited"       // its init ended on its own
+	ReasonOOMKilled   Reason = "oom_killed"   // the memory limit killed it
+	ReasonTTLExpired  Reason = "ttl_expired"  // it lived past its TTL
+	ReasonIdleTimeout Reason = "idle_timeout" // nothing ran for its idle timeout
+	ReasonKilled      Reason = "killed"       // a user removed it
+	ReasonLost        Reason = "lost"         // it vanished (host reboot, crash while the service was down)
+	ReasonError       Reason = "error"        // it could not be created or failed on its own
+)
+
+// Limits are the resources a sandbox may use. Zero means the default.
+type Limits struct {
+	CPUs        float64 `json:"cpus,omitempty"`
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+	DiskBytes   int64   `json:"disk_bytes,omitempty"` // size of the writable layer
+}
+
+// Spec is what a user asks for when creating a sandbox.
+type Spec struct {
+	Image       string            `json:"image"`
+	Backend     string            `json:"backend"`
+	Limits      Limits            `json:"limits"`
+	TTL         time.Duration     `json:"ttl,omitempty"`
+	IdleTimeout time.Duration     `json:"idle_timeout,omitempty"`
+	Env         []string          `json:"env,omitempty"` // K=V
+	Labels      map[string]string `json:"labels,omitempty"`
+	Workdir     string            `json:"workdir,omitempty"`
+}
+
+// Mount is a bind mount from the host into a sandbox.
+type Mount struct {
+	Source   string `json:"source"` // host path
+	Target   string `json:"target"` // path inside the sandbox
+	ReadOnly bool   `json:"read_only"`
+}
+
+// Bundle is everything a Backend needs to start a sandbox. The Manager
+// prepares it: the root filesystem is already mounted (an overlay of the
+// image's layers over the sandbox's own writable layer), the executor binary
+// and the control directory are bind mounts.
+type Bundle struct {
+	ID       string   `json:"id"`
+	Dir      string   `json:"dir"`    // host directory owned by this sandbox; the backend may keep files here
+	Rootfs   string   `json:"rootfs"` // mounted root filesystem
+	Mounts   []Mount  `json:"mounts"`
+	Args     []string `json:"args"` // the init process (the executor)
+	Env      []string `json:"env"`
+	Cwd      string   `json:"cwd"`
+	Hostname string   `json:"hostname"`
+	Limits   Limits   `json:"limits"`
+}
+
+// Status is what a Backend knows about a sandbox it started.
+type Status struct {
+	Running   bool
+	Pid       int // host pid of the init (or the sandbox process); 0 when stopped
+	ExitCode  int // when stopped
+	OOMKills  int // times the memory limit killed a process in it, so far
+	OOMKilled bool
+}
+
+// Backend is one isolation technology. Implementations must be safe for
+// concurrent use and must keep no state in memory that a restart of the
+// service would lose: Status of a sandbox started by an earlier process of
+// the service must work.
+type Backend interface {
+	// Name is the name users choose the backend by ("gvisor", "runc").
+	Name() string
+	// Start creates the sandbox described by b and starts its init. It
+	// returns when the init runs; it does not wait for the executor.
+	Start(ctx context.Context, b Bundle) error
+	// Status reports on a sandbox; errdefs.ErrNotFound if the backend has no
+	// trace of it.
+	Status(ctx context.Context, id string) (Status, error)
+	// Kill stops every process of the sandbox; it stays known to Status.
+	Kill(ctx context.Context, id string) error
+	// Delete kills what is left and removes every trace of the sandbox the
+	// backend made. Deleting an unknown sandbox is not an error.
+	Delete(ctx context.Context, id string) error
+}
+
+// Usage is a sandbox's resource use, as a backend measures it from the host.
+type Usage struct {
+	MemoryBytes uint64
+	CPUSeconds  float64
+	Pids        uint64
+}
+
+// UsageReporter is implemented by backends that can measure a sandbox from
+// the host.
+type UsageReporter interface {
+	Usage(ctx context.Context, id string) (Usage, error)
+}
+
+// Pauser is implemented by backends that can freeze a sandbox in place.
+type Pauser interface {
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+}
