@@ -1,0 +1,42 @@
+# reins: two commands on a fresh machine — `make demo` and `make test`.
+GO      ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  = -X main.version=$(VERSION)
+
+.PHONY: all build deps demo test test-short bench proto fmt vet clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/reins ./cmd/reins
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/reinsdev/reins/executor.Version=$(VERSION)" -o bin/reins-executor ./cmd/reins-executor
+
+# deps installs what reins needs from Debian's packages when it is missing.
+deps:
+	@sh scripts/install-deps.sh
+
+demo: deps build
+	@sh scripts/demo.sh
+
+# test runs every test; the ones that need root or runsc run here as root
+# (CI is root). -p 1 keeps sandbox-heavy packages from starving each other
+# on two cores.
+test: deps build
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) test -p 1 -timeout 25m -count=1 ./...
+
+test-short: build
+	$(GO) test -short ./...
+
+bench: deps build
+	$(GO) run ./bench -out docs/benchmarks.md
+
+proto:
+	sh scripts/protogen.sh
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin

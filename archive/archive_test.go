@@ -1,0 +1,208 @@
+package archive_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reinsdev/reins/archive"
+	"github.com/reinsdev/reins/errdefs"
+)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWriteExtractRoundTrip(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	must(t, os.MkdirAll(filepath.Join(src, "d/e"), 0o755))
+	must(t, os.WriteFile(filepath.Join(src, "f"), []byte("file"), 0o640))
+	must(t, os.WriteFile(filepath.Join(src, "d/e/g"), []byte("deep"), 0o755))
+	must(t, os.Chmod(filepath.Join(src, "d/e/g"), 0o755))
+	must(t, os.Symlink("d/e/g", filepath.Join(src, "link")))
+	must(t, os.Symlink("/nonexistent/target", filepath.Join(src, "dangling")))
+	must(t, os.Mkdir(filepath.Join(src, "ro"), 0o755))
+	must(t, os.WriteFile(filepath.Join(src, "ro/inside"), []byte("x"), 0o644))
+	must(t, os.Chmod(filepath.Join(src, "ro"), 0o555))
+	mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	must(t, os.Chtimes(filepath.Join(src, "f"), mtime, mtime))
+
+	var buf bytes.Buffer
+	must(t, archive.Write(&buf, src))
+	var names []string
+	tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		must(t, err)
+		names = append(names, h.Name)
+	}
+	want := "src/ src/d/ src/d/e/ src/d/e/g src/dangling src/f src/link src/ro/ src/ro/inside"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("entries %q, want %q", got, want)
+	}
+
+	dst := t.TempDir()
+	files, n, err := archive.Extract(&buf, dst)
+	must(t, err)
+	if files != 5 || n != 4+4+1 {
+		t.Errorf("Extract = %d files, %d bytes", files, n)
+	}
+	check := func(p string, mode os.FileMode) {
+		t.Helper()
+		fi, err := os.Lstat(filepath.Join(dst, "src", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != mode {
+			t.Errorf("%s: mode %v, want %v", p, fi.Mode(), mode)
+		}
+	}
+	check("f", 0o640)
+	check("d/e/g", 0o755)
+	check("ro", os.ModeDir|0o555)
+	check("link", os.ModeSymlink|0o777)
+	if fi, _ := os.Stat(filepath.Join(dst, "src/f")); !fi.ModTime().Equal(mtime) {
+		t.Errorf("mtime %v, want %v", fi.ModTime(), mtime)
+	}
+	if l, _ := os.Readlink(filepath.Join(dst, "src/dangling")); l != "/nonexistent/target" {
+		t.Errorf("dangling link to %q", l)
+	}
+	os.Chmod(filepath.Join(dst, "src/ro"), 0o755) // let t.TempDir clean up
+
+	// A single file is one entry named after it; a symlink given as the
+	// source is followed.
+	buf.Reset()
+	must(t, archive.Write(&buf, filepath.Join(src, "link")))
+	tr = tar.NewReader(&buf)
+	h, err := tr.Next()
+	if err != nil || h.Name != "link" || h.Typeflag != tar.TypeReg || h.Size != 4 {
+		t.Errorf("tar of a symlink to a file: %+v %v", h, err)
+	}
+}
+
+type entry struct {
+	hdr  tar.Header
+	data string
+}
+
+func tarOf(t *testing.T, entries ...entry) *bytes.Buffer {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := e.hdr
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(e.data))
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		must(t, tw.WriteHeader(&h))
+		io.WriteString(tw, e.data)
+	}
+	must(t, tw.Close())
+	return &buf
+}
+
+func reg(name, data string) entry {
+	return entry{tar.Header{Name: name, Typeflag: tar.TypeReg}, data}
+}
+
+func symlink(name, target string) entry {
+	return entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target}}
+}
+
+// TestExtractRefusesTarSlip feeds Extract the archives a hostile sandbox
+// could send to the host.
+func TestExtractRefusesTarSlip(t *testing.T) {
+	parent := t.TempDir()
+	outside := filepath.Join(parent, "outside")
+	must(t, os.Mkdir(outside, 0o755))
+	must(t, os.WriteFile(filepath.Join(outside, "victim"), []byte("safe"), 0o644))
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		says    string
+	}{
+		{"dotdot", []entry{reg("../outside/victim", "pwned")}, `tar entry "../outside/victim" has a ".." component`},
+		{"absolute", []entry{reg(outside+"/victim", "pwned")}, "has an absolute name"},
+		{"symlink then write through it", []entry{symlink("l", "../outside"), reg("l/victim", "pwned")}, `tar entry "l/victim" would be written through a symbolic link`},
+		{"absolute symlink then write through it", []entry{symlink("l", outside), reg("l/victim", "pwned")}, `"l/victim"`},
+		{"symlink chain", []entry{symlink("a", "b"), symlink("b", ".."), reg("a/outside/victim", "pwned")}, `"a/outside/victim"`},
+		{"symlink over an existing file", []entry{reg("f", "x"), symlink("f", outside+"/victim"), reg("f", "pwned")}, ""},
+		{"hard link out", []entry{{hdr: tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "../outside/victim"}}}, `is a hard link to "../outside/victim", outside the destination`},
+		{"device", []entry{{hdr: tar.Header{Name: "null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}}}, `"null" is a device node`},
+		{"block device", []entry{{hdr: tar.Header{Name: "sda", Typeflag: tar.TypeBlock}}}, "device node"},
+		{"fifo", []entry{{hdr: tar.Header{Name: "p", Typeflag: tar.TypeFifo}}}, "is a fifo"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := filepath.Join(parent, "dst-"+strings.ReplaceAll(tc.name, " ", "-"))
+			_, _, err := archive.Extract(tarOf(t, tc.entries...), dst)
+			if tc.says == "" {
+				// Allowed, but the link must have been replaced, not followed.
+				must(t, err)
+				if fi, _ := os.Lstat(filepath.Join(dst, "f")); !fi.Mode().IsRegular() {
+					t.Errorf("f is %v", fi.Mode())
+				}
+			} else {
+				if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("got %v, want an invalid-argument error saying %q", err, tc.says)
+				}
+				var ee *archive.EntryError
+				if !errors.As(err, &ee) {
+					t.Errorf("%v is not an EntryError", err)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(outside, "victim")); string(b) != "safe" {
+				t.Fatalf("the file outside was overwritten: %q", b)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+				t.Fatalf("files appeared outside: %v", entries)
+			}
+		})
+	}
+}
+
+func TestExtractDropsSetuidAndReplacesSafely(t *testing.T) {
+	dst := t.TempDir()
+	buf := tarOf(t,
+		entry{tar.Header{Name: "suid", Typeflag: tar.TypeReg, Mode: 0o4755}, "x"},
+		entry{tar.Header{Name: "dir/", Typeflag: tar.TypeDir, Mode: 0o2775}, ""},
+		reg("no/parent/entries/file", "y"), // no directory entries: made
+	)
+	_, _, err := archive.Extract(buf, dst)
+	must(t, err)
+	if fi, _ := os.Stat(filepath.Join(dst, "suid")); fi.Mode() != 0o755 {
+		t.Errorf("suid file mode %v, want 0755", fi.Mode())
+	}
+	if fi, _ := os.Stat(filepath.Join(dst, "dir")); fi.Mode() != os.ModeDir|0o775 {
+		t.Errorf("setgid dir mode %v, want drwxrwxr-x", fi.Mode())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "no/parent/entries/file")); string(b) != "y" {
+		t.Errorf("file without parent entries: %q", b)
+	}
+	// Extracting again over the same tree replaces files.
+	_, _, err = archive.Extract(tarOf(t, reg("suid", "new")), dst)
+	must(t, err)
+	if b, _ := os.ReadFile(filepath.Join(dst, "suid")); string(b) != "new" {
+		t.Errorf("replaced content %q", b)
+	}
+}
+
+func TestExtractBadStream(t *testing.T) {
+	_, _, err := archive.Extract(strings.NewReader(strings.Repeat("garbage!", 200)), t.TempDir())
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("garbage: %v", err)
+	}
+}

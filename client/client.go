@@ -1,0 +1,230 @@
+// Package client is the Go client of reins serve: sandboxes, and the
+// processes and files inside them. The CLI is built on it.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/api/reins/executor/v1/executorv1connect"
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// DefaultURL is where reins serve listens unless told otherwise.
+const DefaultURL = "http://127.0.0.1:7070"
+
+// SandboxHeader names the sandbox an executor call is for (see server).
+const SandboxHeader = "Reins-Sandbox"
+
+// Client talks to one reins serve.
+type Client struct {
+	URL       string
+	token     string
+	http      *http.Client
+	sandboxes reinsv1connect.SandboxServiceClient
+}
+
+// New returns a client of the service at url, using token.
+func New(url, token string) *Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetUnencryptedHTTP2(true)
+	t.Protocols.SetHTTP2(true)
+	t.ResponseHeaderTimeout = 0
+	hc := &http.Client{Transport: withToken{rt: t, token: token}}
+	url = strings.TrimRight(url, "/")
+	return &Client{
+		URL:       url,
+		token:     token,
+		http:      hc,
+		sandboxes: reinsv1connect.NewSandboxServiceClient(hc, url),
+	}
+}
+
+// FromEnv returns a client configured by REINS_URL and REINS_TOKEN.
+func FromEnv() (*Client, error) {
+	url := os.Getenv("REINS_URL")
+	if url == "" {
+		url = DefaultURL
+	}
+	token := os.Getenv("REINS_TOKEN")
+	if token == "" {
+		return nil, errors.New("REINS_TOKEN is not set: export REINS_TOKEN=$(cat DATA_DIR/admin.token), where DATA_DIR is reins serve's --data-dir")
+	}
+	return New(url, token), nil
+}
+
+type withToken struct {
+	rt      http.RoundTripper
+	token   string
+	sandbox string
+}
+
+func (w withToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+w.token)
+	if w.sandbox != "" {
+		r.Header.Set(SandboxHeader, w.sandbox)
+	}
+	return w.rt.RoundTrip(r)
+}
+
+// wrap turns a wire error into an errdefs kind, and a refused connection into
+// advice.
+func (c *Client) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) && ce.Code() == connect.CodeUnavailable && strings.Contains(ce.Message(), "connection refused") {
+		return fmt.Errorf("cannot reach reins serve at %s: is it running? (start it with `reins serve --data-dir DIR`, or set REINS_URL): %w", c.URL, errdefs.ErrUnavailable)
+	}
+	return errdefs.FromConnect(err)
+}
+
+// Create makes a sandbox, calling progress (if not nil) with each step.
+func (c *Client) Create(ctx context.Context, spec *reinsv1.SandboxSpec, progress func(*reinsv1.Progress)) (*reinsv1.Sandbox, error) {
+	stream, err := c.sandboxes.Create(ctx, connect.NewRequest(&reinsv1.CreateSandboxRequest{Spec: spec}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		switch m := stream.Msg().Msg.(type) {
+		case *reinsv1.CreateSandboxResponse_Progress:
+			if progress != nil {
+				progress(m.Progress)
+			}
+		case *reinsv1.CreateSandboxResponse_Sandbox:
+			return m.Sandbox, nil
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, c.wrap(err)
+	}
+	return nil, errors.New("the service ended the create stream without a sandbox")
+}
+
+// Get returns a sandbox.
+func (c *Client) Get(ctx context.Context, id string) (*reinsv1.Sandbox, error) {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	resp, err := c.sandboxes.Get(ctx, connect.NewRequest(&reinsv1.GetSandboxRequest{Id: id}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg.Sandbox, nil
+}
+
+// List returns the sandboxes that carry every label given.
+func (c *Client) List(ctx context.Context, labels map[string]string) ([]*reinsv1.Sandbox, error) {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	resp, err := c.sandboxes.List(ctx, connect.NewRequest(&reinsv1.ListSandboxesRequest{Labels: labels}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg.Sandboxes, nil
+}
+
+// Delete stops a sandbox and removes everything it had.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	_, err := c.sandboxes.Delete(ctx, connect.NewRequest(&reinsv1.DeleteSandboxRequest{Id: id}))
+	return c.wrap(err)
+}
+
+// UnaryTimeout bounds calls that return one answer, so a service or an
+// executor that does not answer fails the call instead of hanging it.
+const UnaryTimeout = 60 * time.Second
+
+func unaryDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, UnaryTimeout)
+}
+
+// Sandbox returns a client of the processes and files of sandbox id.
+func (c *Client) Sandbox(id string) *Sandbox {
+	wt := c.http.Transport.(withToken)
+	wt.sandbox = id
+	hc := &http.Client{Transport: wt}
+	return &Sandbox{ID: id, c: c, rpc: executorv1connect.NewExecutorClient(hc, c.URL)}
+}
+
+// Sandbox reaches inside one sandbox through the service.
+type Sandbox struct {
+	ID  string
+	c   *Client
+	rpc executorv1connect.ExecutorClient
+}
+
+// RPC is the executor's API, for calls the helpers below do not cover.
+func (s *Sandbox) RPC() executorv1connect.ExecutorClient { return s.rpc }
+
+// Err converts an error from RPC() calls the way the helpers do.
+func (s *Sandbox) Err(err error) error { return s.c.wrap(err) }
+
+// Exec runs a process and calls onEvent with each event until it exits. It
+// returns the exit, or nil for a background process.
+func (s *Sandbox) Exec(ctx context.Context, req *executorv1.ExecRequest, onEvent func(*executorv1.ExecEvent)) (*executorv1.Exited, error) {
+	stream, err := s.rpc.Exec(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, s.c.wrap(err)
+	}
+	return s.drain(stream, onEvent)
+}
+
+// Attach replays a process's output and, with follow, streams it to exit.
+func (s *Sandbox) Attach(ctx context.Context, pid int32, follow bool, onEvent func(*executorv1.ExecEvent)) (*executorv1.Exited, error) {
+	stream, err := s.rpc.Attach(ctx, connect.NewRequest(&executorv1.AttachRequest{Pid: pid, Follow: follow}))
+	if err != nil {
+		return nil, s.c.wrap(err)
+	}
+	return s.drain(stream, onEvent)
+}
+
+func (s *Sandbox) drain(stream *connect.ServerStreamForClient[executorv1.ExecEvent], onEvent func(*executorv1.ExecEvent)) (*executorv1.Exited, error) {
+	defer stream.Close()
+	var exited *executorv1.Exited
+	for stream.Receive() {
+		ev := stream.Msg()
+		if x := ev.GetExited(); x != nil {
+			exited = x
+		}
+		if onEvent != nil {
+			onEvent(ev)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return exited, s.c.wrap(err)
+	}
+	return exited, nil
+}
+
+// Unary runs one unary executor call with the client's deadline; use it as
+//
+//	resp, err := client.Unary(ctx, sb, sb.RPC().Stat, &executorv1.StatRequest{Path: p})
+func Unary[Req, Resp any](ctx context.Context, s *Sandbox, call func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req) (*Resp, error) {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	resp, err := call(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, s.c.wrap(err)
+	}
+	return resp.Msg, nil
+}
+
+func connectRequest[T any](m *T) *connect.Request[T] { return connect.NewRequest(m) }

@@ -1,0 +1,128 @@
+// Command reins-executor runs inside every sandbox, as its init (PID 1), and
+// serves the reins.executor.v1 API on a unix socket: processes, files, tar
+// streams and usage. See package executor.
+//
+//	reins-executor --listen /run/reins/executor.sock --root / --token-file /run/reins/token
+//
+// The token comes from --token-file (read, then deleted, so that code in the
+// sandbox cannot read it later) or from REINS_EXECUTOR_TOKEN (removed from
+// the environment the processes get).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/reinsdev/reins/executor"
+)
+
+const tokenEnv = "REINS_EXECUTOR_TOKEN"
+
+func main() {
+	// Little to do and a small memory budget: few threads and a GC that
+	// keeps the heap (and the idle RSS) small.
+	if runtime.NumCPU() > 2 && os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(2)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(50)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(64 << 20)
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "reins-executor:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	listen := flag.String("listen", "", "unix socket to serve on (required; a stale socket is replaced)")
+	root := flag.String("root", "", "directory file calls are confined to (required; \"/\" inside a sandbox)")
+	workdir := flag.String("workdir", "/", "where relative paths and processes start, inside the sandbox")
+	tokenFile := flag.String("token-file", "", "file holding the token calls must present; deleted once read (or set "+tokenEnv+")")
+	version := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *version {
+		fmt.Println(executor.Version)
+		return nil
+	}
+	if *listen == "" || *root == "" {
+		flag.Usage()
+		return fmt.Errorf("--listen and --root are required")
+	}
+	token, err := readToken(*tokenFile)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	// Orphans of the processes we start are ours to reap, also when we are
+	// not PID 1 (outside a sandbox), rather than the host's init's.
+	if os.Getpid() != 1 {
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+	srv, err := executor.New(executor.Config{
+		Root:    *root,
+		Workdir: *workdir,
+		Token:   token,
+		BaseEnv: os.Environ(), // the token is already out of it
+		Logger:  log,
+	})
+	if err != nil {
+		return err
+	}
+	l, err := executor.Listen(*listen)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	log.Debug("serving", "socket", *listen, "root", *root, "version", executor.Version)
+	select {
+	case sig := <-sigs:
+		log.Info("stopping: killing every process group", "signal", sig.String())
+		srv.Close()
+		return nil
+	case err := <-errc:
+		srv.Close()
+		return err
+	}
+}
+
+// readToken reads the token from file (then deletes it) or from the
+// environment (then removes it from there).
+func readToken(file string) (string, error) {
+	envToken, fromEnv := os.LookupEnv(tokenEnv)
+	os.Unsetenv(tokenEnv)
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("reading the token: %w", err)
+		}
+		if err := os.Remove(file); err != nil {
+			return "", fmt.Errorf("deleting the token file %s after reading it (code in the sandbox must not read it): %w", file, err)
+		}
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+		return "", fmt.Errorf("the token file %s is empty", file)
+	}
+	if fromEnv && strings.TrimSpace(envToken) != "" {
+		return strings.TrimSpace(envToken), nil
+	}
+	return "", fmt.Errorf("no token: pass --token-file or set %s", tokenEnv)
+}

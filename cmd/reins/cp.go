@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/archive"
+	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
+)
+
+func cpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cp SRC DST",
+		Short: "Copy files or directories into or out of a sandbox (ID:/path on one side)",
+		Long: `Copy a file or a directory between this machine and a sandbox, like docker cp.
+One side is ID:/path, the other a local path. If DST is an existing directory
+the source is copied into it; otherwise it is copied to DST's name.
+
+  reins sandbox cp ./src 3f2a9c1b7d4e:/workspace
+  reins sandbox cp 3f2a9c1b7d4e:/workspace/out.txt .`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			srcID, src := splitRemote(args[0])
+			dstID, dst := splitRemote(args[1])
+			if (srcID == "") == (dstID == "") {
+				return usageError{errors.New("give exactly one side as ID:/path (the other is a local path)")}
+			}
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			if dstID != "" {
+				return copyIn(ctx, cl.Sandbox(dstID), src, dst)
+			}
+			return copyOut(ctx, cl.Sandbox(srcID), src, dst)
+		},
+	}
+}
+
+// splitRemote splits "ID:/path"; a local path (which may contain ':' after a
+// '/' or start with '.' or '/') gives an empty id.
+func splitRemote(s string) (id, p string) {
+	i := strings.IndexByte(s, ':')
+	if i <= 0 || strings.ContainsAny(s[:i], `/\.`) {
+		return "", s
+	}
+	return s[:i], s[i+1:]
+}
+
+func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("cannot copy %s: %w", src, err)
+	}
+	// Into an existing directory keeps the source's name; otherwise the
+	// copy takes dst's name in dst's parent.
+	dir, name := dst, filepath.Base(src)
+	info, err := client.Unary(ctx, sb, sb.RPC().Stat, &executorv1.StatRequest{Path: dst})
+	switch {
+	case err == nil && info.Info.Type == executorv1.FileType_FILE_TYPE_DIR:
+	case err == nil && st.IsDir():
+		return fmt.Errorf("cannot copy directory %s onto file %s:%s", src, sb.ID, dst)
+	case err == nil || errors.Is(err, errdefs.ErrNotFound):
+		dir, name = path.Dir(dst), path.Base(dst)
+	default:
+		return err
+	}
+	pr, pw := io.Pipe()
+	bar := newStatusLine(os.Stderr)
+	defer bar.Done()
+	go func() {
+		inner, iw := io.Pipe()
+		go func() { iw.CloseWithError(archive.Write(iw, src)) }()
+		err := client.RenameTar(inner, pw, filepath.Base(src), name)
+		inner.CloseWithError(err)
+		pw.CloseWithError(err)
+	}()
+	resp, err := sb.Upload(ctx, dir, bar.Counter("copying", pr))
+	if err != nil {
+		return err
+	}
+	bar.Done()
+	if bar.tty {
+		fmt.Fprintf(os.Stderr, "copied %d files (%s) to %s:%s\n", resp.Files, humanBytes(int64(resp.Bytes)), sb.ID, path.Join(dir, name))
+	}
+	return nil
+}
+
+func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
+	info, err := client.Unary(ctx, sb, sb.RPC().Stat, &executorv1.StatRequest{Path: src})
+	if err != nil {
+		return err
+	}
+	base := path.Base(info.Info.Path)
+	if base == "/" || base == "." {
+		base = "root"
+	}
+	dir, name := dst, base
+	if st, err := os.Stat(dst); err == nil && st.IsDir() {
+	} else if err == nil && info.Info.Type == executorv1.FileType_FILE_TYPE_DIR {
+		return fmt.Errorf("cannot copy directory %s:%s onto file %s", sb.ID, src, dst)
+	} else {
+		dir, name = filepath.Dir(dst), filepath.Base(dst)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("cannot copy to %s: directory %s does not exist", dst, dir)
+	}
+	pr, pw := io.Pipe()
+	bar := newStatusLine(os.Stderr)
+	defer bar.Done()
+	go func() {
+		_, err := sb.Download(ctx, src, pw)
+		pw.CloseWithError(err)
+	}()
+	// The tar stream comes from an untrusted sandbox: RenameTar keeps only
+	// the entries under the copied name, and Extract refuses any entry that
+	// would land outside dir.
+	rr, rw := io.Pipe()
+	go func() { rw.CloseWithError(client.RenameTar(bar.Counter("copying", pr), rw, base, name)) }()
+	files, n, err := archive.Extract(rr, dir)
+	rr.CloseWithError(err)
+	if err != nil {
+		return err
+	}
+	bar.Done()
+	if bar.tty {
+		fmt.Fprintf(os.Stderr, "copied %d files (%s) to %s\n", files, humanBytes(n), filepath.Join(dir, name))
+	}
+	return nil
+}

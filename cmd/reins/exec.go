@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/sandbox"
+)
+
+// Exit codes of exec besides the command's own, as GNU timeout and shells
+// use them.
+const (
+	exitTimeout = 124
+	exitKilled  = 137
+)
+
+func execCmd() *cobra.Command {
+	var (
+		detach, tty, interactive bool
+		timeout                  time.Duration
+		env                      kvFlag
+		workdir, tag             string
+	)
+	c := &cobra.Command{
+		Use:   "exec [flags] ID -- CMD [ARG...]",
+		Short: "Run a command in a sandbox; exits with the command's exit code",
+		Long: `Run a command in a sandbox, streaming its output as it comes, and exit
+with its exit code. The command runs directly (no shell): use sh -c '...'
+for pipes and globs.
+
+A command killed by the memory limit exits 137 and says so; one that ran
+past --timeout is killed with its whole process group and exits 124, after
+printing what it wrote.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			if timeout < 0 {
+				return usageError{errors.New("--timeout must not be negative")}
+			}
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			req := &executorv1.ExecRequest{
+				Argv: args[1:], Env: env.v, Cwd: workdir, TimeoutMs: timeout.Milliseconds(),
+				Background: detach, Tag: tag, Pty: tty, Stdin: interactive || tty,
+			}
+			sb := cl.Sandbox(args[0])
+			if detach {
+				return execDetached(ctx, c, sb, req)
+			}
+			return execAttached(ctx, c, cl, sb, req)
+		},
+	}
+	f := c.Flags()
+	f.BoolVarP(&detach, "detach", "d", false, "run in the background and print the PID (see ps, logs, kill)")
+	f.BoolVarP(&tty, "tty", "t", false, "give the command a terminal (implies -i)")
+	f.BoolVarP(&interactive, "interactive", "i", false, "send this terminal's standard input to the command")
+	f.DurationVar(&timeout, "timeout", 0, "kill the command's process group after this long, e.g. 30s")
+	f.Var(&env, "env", "environment variable K=V (repeatable)")
+	f.StringVarP(&workdir, "workdir", "w", "", "working directory (default the sandbox's)")
+	f.StringVar(&tag, "tag", "", "a name shown by ps")
+	return c
+}
+
+func execDetached(ctx context.Context, c *cobra.Command, sb *client.Sandbox, req *executorv1.ExecRequest) error {
+	req.Stdin = false
+	var pid int32
+	_, err := sb.Exec(ctx, req, func(ev *executorv1.ExecEvent) {
+		if s := ev.GetStarted(); s != nil {
+			pid = s.Pid
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.OutOrStdout(), pid)
+	return nil
+}
+
+func execAttached(ctx context.Context, c *cobra.Command, cl *client.Client, sb *client.Sandbox, req *executorv1.ExecRequest) error {
+	start := time.Now()
+	stdout, stderr := c.OutOrStdout(), c.ErrOrStderr()
+	var restore func()
+	if req.Pty {
+		if fd := int(os.Stdin.Fd()); term.IsTerminal(fd) {
+			if w, h, err := term.GetSize(fd); err == nil {
+				req.Cols, req.Rows = uint32(w), uint32(h)
+			}
+			if st, err := term.MakeRaw(fd); err == nil {
+				restore = func() { term.Restore(fd, st) }
+				defer restore()
+			}
+		}
+	}
+	// Stdin, resizes and the first Ctrl-C go to the process once it runs.
+	started := make(chan int32, 1)
+	go forwardInput(ctx, sb, req, started)
+	exited, err := sb.Exec(ctx, req, func(ev *executorv1.ExecEvent) {
+		switch e := ev.Event.(type) {
+		case *executorv1.ExecEvent_Started:
+			started <- e.Started.Pid
+		case *executorv1.ExecEvent_Stdout:
+			stdout.Write(e.Stdout)
+		case *executorv1.ExecEvent_Stderr:
+			stderr.Write(e.Stderr)
+		}
+	})
+	if restore != nil {
+		restore()
+	}
+	if err != nil || exited == nil {
+		return execBroken(cl, sb.ID, err)
+	}
+	switch {
+	case exited.Reason == "timeout":
+		fmt.Fprintf(stderr, "reins: killed: timed out after %s\n", time.Duration(req.TimeoutMs)*time.Millisecond)
+		return exitError{exitTimeout}
+	case exited.Signal == int32(syscall.SIGKILL):
+		if why := oomReason(cl, sb.ID, start); why != "" {
+			fmt.Fprintf(stderr, "reins: killed: %s\n", why)
+			return exitError{exitKilled}
+		}
+	}
+	if exited.ExitCode != 0 {
+		return exitError{int(exited.ExitCode)}
+	}
+	return nil
+}
+
+// forwardInput sends stdin, terminal resizes and interrupts to the process.
+func forwardInput(ctx context.Context, sb *client.Sandbox, req *executorv1.ExecRequest, started <-chan int32) {
+	var pid int32
+	select {
+	case pid = <-started:
+	case <-ctx.Done():
+		return
+	}
+	rpc := sb.RPC()
+	if req.Pty {
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		go func() {
+			defer signal.Stop(winch)
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-winch:
+					if w, h, err := term.GetSize(int(os.Stdin.Fd())); err == nil {
+						client.Unary(ctx, sb, rpc.ResizePTY, &executorv1.ResizePTYRequest{Pid: pid, Cols: uint32(w), Rows: uint32(h)})
+					}
+				}
+			}
+		}()
+	}
+	if !req.Stdin {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := os.Stdin.Read(buf)
+		if n > 0 {
+			if _, werr := client.Unary(ctx, sb, rpc.WriteStdin, &executorv1.WriteStdinRequest{Pid: pid, Data: buf[:n]}); werr != nil {
+				return
+			}
+		}
+		if err == io.EOF {
+			client.Unary(ctx, sb, rpc.WriteStdin, &executorv1.WriteStdinRequest{Pid: pid, Close: true})
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// oomReason says, in words, whether the memory limit killed something in the
+// sandbox since start.
+func oomReason(cl *client.Client, id string, start time.Time) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sb, err := cl.Get(ctx, id)
+	if err != nil || sb.LastOomUnixNano == 0 || time.Unix(0, sb.LastOomUnixNano).Before(start) {
+		return ""
+	}
+	return fmt.Sprintf("out of memory (limit %s)", sandbox.FormatBytes(sb.Spec.MemoryBytes))
+}
+
+// execBroken explains an exec whose stream ended without an exit: most often
+// the sandbox itself ended.
+func execBroken(cl *client.Client, id string, err error) error {
+	if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if sb, gerr := cl.Get(ctx, id); gerr == nil && sb.State == string(sandbox.StateStopped) {
+		fmt.Fprintf(os.Stderr, "reins: sandbox %s stopped: %s: %s\n", id, sb.Reason, sb.Message)
+		if sb.Reason == string(sandbox.ReasonOOMKilled) {
+			fmt.Fprintf(os.Stderr, "reins: killed: out of memory (limit %s)\n", sandbox.FormatBytes(sb.Spec.MemoryBytes))
+			return exitError{exitKilled}
+		}
+		return exitError{1}
+	}
+	if err == nil {
+		err = errors.New("the command's output stream ended without an exit status")
+	}
+	return err
+}

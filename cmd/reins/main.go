@@ -1,0 +1,77 @@
+// Command reins is the reins CLI and, with `reins serve`, the service.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reinsdev/reins/sandbox/oci"
+)
+
+// exitError carries a process exit code through cobra (exec exits with the
+// command's code).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// usageError marks errors in how the command was called; they exit 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func main() {
+	// A sandbox's shim is this binary re-executed; it never returns.
+	oci.MaybeRunShim()
+	root := &cobra.Command{
+		Use:           "reins",
+		Short:         "Run AI agents safely: a durable agent runtime with isolated sandboxes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())}
+	})
+	root.AddCommand(serveCmd(), sandboxCmd(), versionCmd())
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	default:
+		fmt.Fprintln(os.Stderr, "reins:", err)
+		var ue usageError
+		if errors.As(err, &ue) || isCobraUsage(err) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// isCobraUsage recognises cobra's own argument errors, which it returns as
+// plain errors.
+func isCobraUsage(err error) bool {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "invalid argument"} {
+		if strings.Contains(err.Error(), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// version is set by the build (-ldflags "-X main.version=...").
+var version = "dev"
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run:   func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), "reins", version) },
+	}
+}

@@ -1,0 +1,445 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/sandbox"
+)
+
+func sandboxCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:     "sandbox",
+		Aliases: []string{"sb"},
+		Short:   "Create, use and remove sandboxes",
+	}
+	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), rmCmd())
+	return c
+}
+
+// cmdContext is cancelled by Ctrl-C or SIGTERM.
+func cmdContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// sizeFlag is a byte size flag ("512M", "2GiB"); a bad value is a usage error
+// that names the flag.
+type sizeFlag struct{ v int64 }
+
+func (f *sizeFlag) String() string {
+	if f.v == 0 {
+		return ""
+	}
+	return sandbox.FormatBytes(f.v)
+}
+func (f *sizeFlag) Type() string { return "size" }
+func (f *sizeFlag) Set(s string) error {
+	v, err := sandbox.ParseBytes(s)
+	if err != nil {
+		return errors.New("want a size like 512M or 2G")
+	}
+	f.v = v
+	return nil
+}
+
+// kvFlag collects repeated K=V flags.
+type kvFlag struct{ v []string }
+
+func (f *kvFlag) String() string { return strings.Join(f.v, ",") }
+func (f *kvFlag) Type() string   { return "K=V" }
+func (f *kvFlag) Set(s string) error {
+	if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", s)
+	}
+	f.v = append(f.v, s)
+	return nil
+}
+func (f *kvFlag) Map() map[string]string {
+	m := map[string]string{}
+	for _, kv := range f.v {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func createCmd() *cobra.Command {
+	var (
+		spec        reinsv1.SandboxSpec
+		mem, disk   sizeFlag
+		ttl, idle   time.Duration
+		env, labels kvFlag
+		asJSON      bool
+	)
+	c := &cobra.Command{
+		Use:   "create",
+		Short: "Create a sandbox and print its id",
+		Long: `Create a sandbox and print its id.
+
+Defaults: image busybox, backend gvisor, 1 CPU, 1 GiB memory, 4096 pids,
+4 GiB disk, no TTL, no idle timeout. A TTL or idle timeout that runs out
+deletes the sandbox; ls then shows it stopped with reason ttl_expired or
+idle_timeout.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if ttl < 0 || idle < 0 {
+				return usageError{errors.New("--ttl and --idle-timeout must not be negative")}
+			}
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			spec.MemoryBytes, spec.DiskBytes = mem.v, disk.v
+			spec.TtlMs, spec.IdleTimeoutMs = ttl.Milliseconds(), idle.Milliseconds()
+			spec.Env, spec.Labels = env.v, labels.Map()
+			ctx, cancel := cmdContext()
+			defer cancel()
+			bar := newStatusLine(os.Stderr)
+			sb, err := cl.Create(ctx, &spec, bar.Progress)
+			bar.Done()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), sb)
+			}
+			fmt.Fprintln(c.OutOrStdout(), sb.Id)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&spec.Image, "image", "", "image: busybox, debian, an OCI reference, oci:PATH or docker-archive:PATH (default busybox)")
+	f.StringVar(&spec.Backend, "backend", "", "isolation backend: gvisor or runc (default gvisor)")
+	f.Float64Var(&spec.Cpus, "cpus", 0, "CPUs (fractions allowed)")
+	f.Var(&mem, "memory", "memory limit, e.g. 512M, 2G")
+	f.Int64Var(&spec.Pids, "pids", 0, "maximum number of processes")
+	f.Var(&disk, "disk", "size of the writable disk, e.g. 10G")
+	f.DurationVar(&ttl, "ttl", 0, "delete the sandbox after this long, e.g. 30m")
+	f.DurationVar(&idle, "idle-timeout", 0, "delete the sandbox after this long without activity")
+	f.Var(&env, "env", "environment variable K=V (repeatable)")
+	f.Var(&labels, "label", "label K=V (repeatable)")
+	f.StringVar(&spec.Workdir, "workdir", "", "working directory of commands (default the image's, or /workspace)")
+	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
+	return c
+}
+
+func lsCmd() *cobra.Command {
+	var labels kvFlag
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List sandboxes",
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			sbs, err := cl.List(ctx, labels.Map())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSONList(c.OutOrStdout(), sbs)
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tIMAGE\tBACKEND\tSTATE\tCREATED\tLABELS\tREASON")
+			for _, sb := range sbs {
+				reason := sb.Reason
+				if sb.Message != "" {
+					reason += ": " + sb.Message
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.Id, sb.Spec.Image, sb.Spec.Backend, sb.State,
+					ago(sb.CreatedUnixNano), labelString(sb.Spec.Labels), reason)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().Var(&labels, "label", "only sandboxes with this label K=V (repeatable)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func showCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one sandbox",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			sb, err := cl.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), sb)
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
+			s := sb.Spec
+			fmt.Fprintf(w, "id\t%s\nstate\t%s\n", sb.Id, sb.State)
+			if sb.Reason != "" {
+				fmt.Fprintf(w, "reason\t%s: %s\n", sb.Reason, sb.Message)
+			}
+			fmt.Fprintf(w, "image\t%s %s\nbackend\t%s\ncpus\t%g\nmemory\t%s\npids\t%d\ndisk\t%s\ncreated\t%s\n",
+				s.Image, sb.ImageDigest, s.Backend, s.Cpus, sandbox.FormatBytes(s.MemoryBytes), s.Pids,
+				sandbox.FormatBytes(s.DiskBytes), ago(sb.CreatedUnixNano))
+			if sb.ExpiresUnixNano != 0 {
+				fmt.Fprintf(w, "expires\t%s\n", time.Unix(0, sb.ExpiresUnixNano).Format(time.RFC3339))
+			}
+			if s.IdleTimeoutMs != 0 {
+				fmt.Fprintf(w, "idle timeout\t%s\n", time.Duration(s.IdleTimeoutMs)*time.Millisecond)
+			}
+			if len(s.Labels) > 0 {
+				fmt.Fprintf(w, "labels\t%s\n", labelString(s.Labels))
+			}
+			if sb.OomKills > 0 {
+				fmt.Fprintf(w, "oom kills\t%d\n", sb.OomKills)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func rmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm ID...",
+		Aliases: []string{"remove", "delete"},
+		Short:   "Stop sandboxes and remove everything they had",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			var errs []error
+			for _, id := range args {
+				if err := cl.Delete(ctx, id); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintln(c.OutOrStdout(), id)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+func psCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ps ID",
+		Short: "List the processes started in a sandbox",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			sb := cl.Sandbox(args[0])
+			resp, err := client.Unary(ctx, sb, sb.RPC().ListProcesses, &executorv1.ListProcessesRequest{})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), resp)
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "PID\tSTATUS\tSTARTED\tTAG\tCOMMAND")
+			for _, p := range resp.Processes {
+				status := "running"
+				if !p.Running && p.Exited != nil {
+					status = fmt.Sprintf("%s (%d)", p.Exited.Reason, p.Exited.ExitCode)
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", p.Pid, status, ago(p.StartedUnixNano), p.Tag, strings.Join(p.Argv, " "))
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func logsCmd() *cobra.Command {
+	var follow bool
+	c := &cobra.Command{
+		Use:   "logs ID PID",
+		Short: "Print a process's output (kept in a bounded buffer)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			pid, err := parsePid(args[1])
+			if err != nil {
+				return err
+			}
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			_, err = cl.Sandbox(args[0]).Attach(ctx, pid, follow, func(ev *executorv1.ExecEvent) {
+				switch e := ev.Event.(type) {
+				case *executorv1.ExecEvent_Stdout:
+					c.OutOrStdout().Write(e.Stdout)
+				case *executorv1.ExecEvent_Stderr:
+					c.ErrOrStderr().Write(e.Stderr)
+				case *executorv1.ExecEvent_Dropped:
+					fmt.Fprintf(c.ErrOrStderr(), "reins: %d bytes of earlier output were dropped (the buffer is bounded)\n",
+						e.Dropped.StdoutBytes+e.Dropped.StderrBytes)
+				}
+			})
+			return err
+		},
+	}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output until the process exits")
+	return c
+}
+
+func killCmd() *cobra.Command {
+	var sig string
+	c := &cobra.Command{
+		Use:   "kill ID PID",
+		Short: "Send a signal to a process's group (default KILL)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			pid, err := parsePid(args[1])
+			if err != nil {
+				return err
+			}
+			num, err := parseSignal(sig)
+			if err != nil {
+				return usageError{err}
+			}
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			sb := cl.Sandbox(args[0])
+			_, err = client.Unary(ctx, sb, sb.RPC().Signal, &executorv1.SignalRequest{Pid: pid, Signal: int32(num)})
+			return err
+		},
+	}
+	c.Flags().StringVarP(&sig, "signal", "s", "KILL", "signal name or number (TERM, INT, HUP, 9, ...)")
+	return c
+}
+
+func parsePid(s string) (int32, error) {
+	var pid int32
+	if _, err := fmt.Sscanf(s, "%d", &pid); err != nil || pid <= 0 || fmt.Sprint(pid) != s {
+		return 0, usageError{fmt.Errorf("%q is not a process id: give the PID that exec --detach or ps printed", s)}
+	}
+	return pid, nil
+}
+
+var signals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "STOP": syscall.SIGSTOP,
+	"CONT": syscall.SIGCONT, "ALRM": syscall.SIGALRM, "WINCH": syscall.SIGWINCH,
+}
+
+func parseSignal(s string) (syscall.Signal, error) {
+	u := strings.TrimPrefix(strings.ToUpper(s), "SIG")
+	if sig, ok := signals[u]; ok {
+		return sig, nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(s, "%d", &n); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	names := make([]string, 0, len(signals))
+	for k := range signals {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return 0, fmt.Errorf("--signal %q is not a signal: use a number or one of %s", s, strings.Join(names, ", "))
+}
+
+func labelString(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func ago(nano int64) string {
+	if nano == 0 {
+		return "-"
+	}
+	d := time.Since(time.Unix(0, nano)).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+func printJSON(w io.Writer, m proto.Message) error {
+	data, err := jsonOpts.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var v any
+	json.Unmarshal(data, &v)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printJSONList[T proto.Message](w io.Writer, items []T) error {
+	out := make([]json.RawMessage, 0, len(items))
+	for _, it := range items {
+		data, err := jsonOpts.Marshal(it)
+		if err != nil {
+			return err
+		}
+		out = append(out, data)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/gvisor"
+	"github.com/reinsdev/reins/sandbox/manager"
+	"github.com/reinsdev/reins/sandbox/runc"
+	"github.com/reinsdev/reins/server"
+)
+
+// serveConfig is everything `reins serve` is told.
+type serveConfig struct {
+	DataDir        string
+	Addr           string
+	ExecutorPath   string
+	DefaultBackend string
+	LogLevel       string
+	Defaults       sandbox.Limits
+	CheckInterval  time.Duration
+}
+
+func serveCmd() *cobra.Command {
+	var cfg serveConfig
+	var mem, disk sizeFlag
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the reins service (the API, sandboxes, runs)",
+		Long: `Run the reins service. On first start it writes an admin token to
+DATA_DIR/admin.token (mode 0600); clients send it as REINS_TOKEN.
+Sandboxes outlive the service: a restarted service re-attaches to them.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg.Defaults.MemoryBytes, cfg.Defaults.DiskBytes = mem.v, disk.v
+			return serve(cfg)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/reins", "where reins keeps its state, images and sandboxes")
+	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:7070", "HOST:PORT to serve the API on")
+	f.StringVar(&cfg.ExecutorPath, "executor", "", "path of the static reins-executor binary (default: next to this binary)")
+	f.StringVar(&cfg.DefaultBackend, "default-backend", "gvisor", "backend for sandboxes that name none: gvisor or runc")
+	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
+	f.Float64Var(&cfg.Defaults.CPUs, "default-cpus", 0, "CPUs of sandboxes that set none (default 1)")
+	f.Var(&mem, "default-memory", "memory of sandboxes that set none (default 1G)")
+	f.Var(&disk, "default-disk", "disk of sandboxes that set none (default 4G)")
+	f.DurationVar(&cfg.CheckInterval, "check-interval", time.Second, "how often sandboxes are checked for death, TTL and idleness")
+	return c
+}
+
+func serve(cfg serveConfig) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return usageError{fmt.Errorf("--log-level %q: use debug, info, warn or error", cfg.LogLevel)}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+	if os.Geteuid() != 0 {
+		return errors.New("reins serve needs root: it mounts sandbox disks and runs runsc/runc; run it with sudo")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return err
+	}
+	token, err := adminToken(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if cfg.ExecutorPath == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cfg.ExecutorPath = filepath.Join(filepath.Dir(self), "reins-executor")
+	}
+	backends, err := openBackends(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	images, err := image.NewStore(filepath.Join(cfg.DataDir, "images"), image.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	m, err := manager.New(manager.Config{
+		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
+		ExecutorPath:   cfg.ExecutorPath,
+		Backends:       backends,
+		DefaultBackend: cfg.DefaultBackend,
+		Images:         manager.ImageStore(images),
+		Defaults:       cfg.Defaults,
+		CheckInterval:  cfg.CheckInterval,
+		Logger:         log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := cmdContext()
+	defer cancel()
+	if err := m.Recover(ctx); err != nil {
+		return fmt.Errorf("recovering sandboxes: %w", err)
+	}
+	go m.Run(ctx)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           server.New(m, token, log).Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		Protocols:         new(http.Protocols),
+	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	log.Info("reins serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "token_file", filepath.Join(cfg.DataDir, "admin.token"))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Sandboxes keep running; a later reins serve re-attaches to them.
+	log.Info("shutting down; sandboxes keep running")
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	srv.Shutdown(sctx)
+	m.Close()
+	return nil
+}
+
+// openBackends sets up every backend this machine can run; the explicit
+// list is the registry (no self-registration).
+func openBackends(dataDir string) (map[string]sandbox.Backend, error) {
+	out := map[string]sandbox.Backend{}
+	var problems []string
+	if b, err := gvisor.New(filepath.Join(dataDir, "runtime", "gvisor")); err == nil {
+		out[b.Name()] = b
+	} else {
+		problems = append(problems, err.Error())
+	}
+	if b, err := runc.New(filepath.Join(dataDir, "runtime", "runc")); err == nil {
+		out[b.Name()] = b
+	} else {
+		problems = append(problems, err.Error())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no sandbox backend can run here: %s", strings.Join(problems, "; "))
+	}
+	for _, p := range problems {
+		slog.Warn("backend unavailable", "err", p)
+	}
+	return out, nil
+}
+
+// adminToken reads DIR/admin.token, writing a new one on first start.
+func adminToken(dir string) (string, error) {
+	p := filepath.Join(dir, "admin.token")
+	data, err := os.ReadFile(p)
+	if err == nil {
+		if t := strings.TrimSpace(string(data)); t != "" {
+			return t, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	b := make([]byte, 24)
+	rand.Read(b)
+	t := "reins_" + hex.EncodeToString(b)
+	if err := os.WriteFile(p, []byte(t+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return t, nil
+}

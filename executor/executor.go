@@ -1,0 +1,268 @@
+// Package executor is the server side of reins-executor, the program that
+// runs as init (PID 1) inside every sandbox and does what the service asks:
+// run processes (package process), read and write files (package files),
+// move trees in and out as tar streams (package archive), and report usage.
+//
+// It serves the reins.executor.v1 Connect API over a unix socket. Every call
+// must carry "Authorization: Bearer <token>"; the token is compared in
+// constant time.
+//
+// A client that goes away does not stop anything: a foreground Exec whose
+// client disconnects carries on as if it had been started in the background
+// (its output stays in the ring buffers for Attach). Only Signal, a timeout
+// or the executor's shutdown (Close) kill processes.
+package executor
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/reinsdev/reins/api/reins/executor/v1/executorv1connect"
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor/files"
+	"github.com/reinsdev/reins/executor/process"
+)
+
+// Version is the executor's build version, set with
+// -ldflags "-X github.com/reinsdev/reins/executor.Version=...".
+var Version = "dev"
+
+// APIVersion is the version of the reins.executor.v1 API served.
+const APIVersion = 1
+
+// Capabilities lists what this executor can do (HelloResponse.capabilities).
+var Capabilities = []string{"exec", "stdin", "pty", "background", "attach", "idempotency", "signal",
+	"files", "edit", "glob", "grep", "tar", "usage"}
+
+// Config is the executor's configuration. Root and Token are required: there
+// is no default that would be safe.
+type Config struct {
+	// Root is the directory file calls are confined to: "/" inside a
+	// sandbox (the sandbox is the confinement), any other directory on a
+	// host or in tests (confined with os.Root).
+	Root string
+	// Workdir is where relative paths and processes start, inside the
+	// sandbox; default "/".
+	Workdir string
+	// Token is the secret every call must present as a bearer token.
+	Token string
+	// BaseEnv is the environment of every process (K=V), to which each Exec
+	// adds its own. A PATH is added when it has none.
+	BaseEnv []string
+
+	// RingBytes is the output kept per stream of each process (default 1 MiB).
+	RingBytes int
+	// MaxExited is how many exited processes are remembered (default 256).
+	MaxExited int
+	// MaxRetainedBytes bounds the output kept for exited processes (default 64 MiB).
+	MaxRetainedBytes int
+	// MaxKeys is how many idempotency keys are remembered (default 16384).
+	MaxKeys int
+
+	Logger *slog.Logger
+}
+
+// Server implements the executor API.
+type Server struct {
+	cfg     Config
+	fs      *files.FS
+	procs   *process.Table
+	log     *slog.Logger
+	token   [sha256.Size]byte
+	env     []string
+	started time.Time
+	// activity is the last time anything happened, in Unix nanoseconds.
+	activity atomic.Int64
+	http     atomic.Pointer[http.Server]
+}
+
+var _ executorv1connect.ExecutorHandler = (*Server)(nil)
+
+// New returns a Server for cfg. Close it to kill its processes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Root == "" {
+		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument,
+			"executor: Root is required (\"/\" inside a sandbox; a directory to confine file calls to elsewhere)")
+	}
+	if cfg.Token == "" {
+		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "executor: Token is required: every call must be authenticated")
+	}
+	fsys, err := files.New(cfg.Root, cfg.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, fs: fsys, log: cfg.Logger, started: time.Now(), token: sha256.Sum256([]byte(cfg.Token))}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.env = cfg.BaseEnv
+	if !hasKey(s.env, "PATH") {
+		s.env = append(s.env[:len(s.env):len(s.env)], "PATH="+process.DefaultPath)
+	}
+	s.procs, err = process.NewTable(process.Options{
+		RingBytes:        cfg.RingBytes,
+		MaxExited:        cfg.MaxExited,
+		MaxRetainedBytes: cfg.MaxRetainedBytes,
+		MaxKeys:          cfg.MaxKeys,
+		OnActivity:       s.touch,
+	})
+	if err != nil {
+		fsys.Close()
+		return nil, err
+	}
+	s.touch()
+	return s, nil
+}
+
+func (s *Server) touch() { s.activity.Store(time.Now().UnixNano()) }
+
+// Handler returns the HTTP handler serving the API, with authentication.
+func (s *Server) Handler() http.Handler {
+	opts := []connect.HandlerOption{
+		connect.WithReadMaxBytes(2 * files.MaxRead), // room to refuse a too large WriteFile in words
+		// Local socket: compression would only burn the sandbox's CPU.
+		connect.WithCompression("gzip", nil, nil),
+	}
+	_, h := executorv1connect.NewExecutorHandler(s, opts...)
+	errw := connect.NewErrorWriter(opts...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.touch()
+		if !s.authorized(r.Header.Get("Authorization")) {
+			errw.Write(w, r, errdefs.ToConnect(errdefs.WithMessage(errdefs.ErrUnauthenticated,
+				"missing or wrong executor token: send \"Authorization: Bearer <token>\" with the token the sandbox was created with")))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) authorized(header string) bool {
+	tok, ok := strings.CutPrefix(header, "Bearer ")
+	if !ok {
+		return false
+	}
+	// Hashing first makes the comparison constant-time in the length too.
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
+}
+
+// HTTPServer returns an http.Server for the API speaking HTTP/1.1 and
+// unencrypted HTTP/2 (h2c), with flow-control windows large enough for file
+// transfers at disk speed.
+func (s *Server) HTTPServer() *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:   s.Handler(),
+		Protocols: &protocols,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerConnection: 8 << 20,
+			MaxReceiveBufferPerStream:     4 << 20,
+			MaxReadFrameSize:              1 << 20,
+		},
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// Serve serves the API on l until Close.
+func (s *Server) Serve(l net.Listener) error {
+	hs := s.HTTPServer()
+	if !s.http.CompareAndSwap(nil, hs) {
+		return errors.New("executor: Serve called twice")
+	}
+	err := hs.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close kills the process group of every process still running, stops
+// serving and releases the server.
+func (s *Server) Close() error {
+	s.procs.Close()
+	if hs := s.http.Load(); hs != nil {
+		hs.Close()
+	}
+	return s.fs.Close()
+}
+
+// Listen listens on the unix socket path, replacing a stale socket left by
+// an earlier run. Paths longer than the 108 bytes a socket address holds are
+// reached through the directory's descriptor. The socket is made 0600.
+func Listen(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, errdefs.WithMessage(errdefs.ErrAlreadyExists,
+				fmt.Sprintf("%s exists and is not a socket; refusing to replace it", path))
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
+		}
+	}
+	addr := path
+	var dir *os.File
+	if len(path) >= 108 {
+		var err error
+		dir, err = os.Open(filepath.Dir(path))
+		if err != nil {
+			return nil, err
+		}
+		defer dir.Close()
+		addr = fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path))
+	}
+	l, err := net.Listen("unix", addr)
+	if err != nil {
+		return nil, err
+	}
+	if dir != nil {
+		// The descriptor path dies with dir: unlink by the real path instead.
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		l = &unlinkListener{Listener: l, path: path}
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+type unlinkListener struct {
+	net.Listener
+	path string
+}
+
+func (l *unlinkListener) Close() error {
+	err := l.Listener.Close()
+	os.Remove(l.path)
+	return err
+}
+
+func hasKey(env []string, key string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// isNoSpace reports a full disk or an exhausted quota.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, errdefs.ErrNoSpace)
+}

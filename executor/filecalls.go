@@ -1,0 +1,308 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"hash"
+	"io"
+	"path"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/archive"
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor/files"
+)
+
+func (s *Server) Stat(ctx context.Context, req *connect.Request[executorv1.StatRequest]) (*connect.Response[executorv1.StatResponse], error) {
+	info, err := s.fs.Stat(req.Msg.Path)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.StatResponse{Info: info}), nil
+}
+
+func (s *Server) ListDir(ctx context.Context, req *connect.Request[executorv1.ListDirRequest]) (*connect.Response[executorv1.ListDirResponse], error) {
+	entries, truncated, err := s.fs.ListDir(ctx, req.Msg.Path, int(req.Msg.Depth), int(req.Msg.Limit))
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.ListDirResponse{Entries: entries, Truncated: truncated}), nil
+}
+
+func (s *Server) ReadFile(ctx context.Context, req *connect.Request[executorv1.ReadFileRequest]) (*connect.Response[executorv1.ReadFileResponse], error) {
+	data, size, eof, err := s.fs.ReadFile(req.Msg.Path, req.Msg.Offset, req.Msg.Limit)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.ReadFileResponse{Data: data, Size: size, Eof: eof}), nil
+}
+
+func (s *Server) WriteFile(ctx context.Context, req *connect.Request[executorv1.WriteFileRequest]) (*connect.Response[executorv1.WriteFileResponse], error) {
+	m := req.Msg
+	if err := s.fs.WriteFile(m.Path, m.Data, m.Mode, m.MakeParents); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.WriteFileResponse{Size: uint64(len(m.Data))}), nil
+}
+
+func (s *Server) EditFile(ctx context.Context, req *connect.Request[executorv1.EditFileRequest]) (*connect.Response[executorv1.EditFileResponse], error) {
+	m := req.Msg
+	n, err := s.fs.EditFile(m.Path, m.Old, m.New, m.ReplaceAll)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.EditFileResponse{Replacements: uint32(n)}), nil
+}
+
+func (s *Server) MakeDir(ctx context.Context, req *connect.Request[executorv1.MakeDirRequest]) (*connect.Response[executorv1.MakeDirResponse], error) {
+	if err := s.fs.MakeDir(req.Msg.Path, req.Msg.Parents, req.Msg.Mode); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.MakeDirResponse{}), nil
+}
+
+func (s *Server) Remove(ctx context.Context, req *connect.Request[executorv1.RemoveRequest]) (*connect.Response[executorv1.RemoveResponse], error) {
+	if err := s.fs.Remove(req.Msg.Path, req.Msg.Recursive); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.RemoveResponse{}), nil
+}
+
+func (s *Server) Move(ctx context.Context, req *connect.Request[executorv1.MoveRequest]) (*connect.Response[executorv1.MoveResponse], error) {
+	if err := s.fs.Move(req.Msg.Src, req.Msg.Dst, req.Msg.Overwrite); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.MoveResponse{}), nil
+}
+
+func (s *Server) Glob(ctx context.Context, req *connect.Request[executorv1.GlobRequest]) (*connect.Response[executorv1.GlobResponse], error) {
+	paths, truncated, err := s.fs.Glob(ctx, req.Msg.Pattern, req.Msg.Dir, int(req.Msg.Limit))
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.GlobResponse{Paths: paths, Truncated: truncated}), nil
+}
+
+func (s *Server) Grep(ctx context.Context, req *connect.Request[executorv1.GrepRequest]) (*connect.Response[executorv1.GrepResponse], error) {
+	m := req.Msg
+	matches, truncated, err := s.fs.Grep(ctx, m.Pattern, m.Path, files.GrepOptions{
+		Include: m.Include, IgnoreCase: m.IgnoreCase, Limit: int(m.Limit),
+	})
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&executorv1.GrepResponse{Matches: matches, Truncated: truncated}), nil
+}
+
+// Upload unpacks a tar stream under the header's directory as it arrives:
+// memory does not grow with the size of the stream.
+func (s *Server) Upload(ctx context.Context, stream *connect.ClientStream[executorv1.UploadRequest]) (*connect.Response[executorv1.UploadResponse], error) {
+	if !stream.Receive() {
+		err := stream.Err()
+		if err == nil {
+			err = errdefs.WithMessage(errdefs.ErrInvalidArgument, "the Upload stream is empty; send the header first")
+		}
+		return nil, errdefs.ToConnect(err)
+	}
+	hdr := stream.Msg().GetHeader()
+	if hdr == nil {
+		return nil, errdefs.ToConnect(errdefs.WithMessage(errdefs.ErrInvalidArgument,
+			"the first Upload message must be the header (the directory to unpack under)"))
+	}
+	dir := hdr.Dir
+	if dir == "" {
+		dir = s.fs.Workdir()
+	}
+	if err := s.fs.MakeDir(dir, true, 0); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	abs, err := s.fs.Resolve(dir)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	root, err := s.fs.OpenRoot(abs)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	defer root.Close()
+
+	r := &uploadReader{stream: stream, h: sha256.New()}
+	nfiles, nbytes, err := archive.ExtractRoot(r, root)
+	if err == nil {
+		bp := copyPool.Get().(*[]byte)
+		_, err = io.CopyBuffer(io.Discard, r, *bp) // the end-of-archive padding counts in the hash
+		copyPool.Put(bp)
+	}
+	if r.err != nil && r.err != io.EOF {
+		return nil, errdefs.ToConnect(r.err) // the client's stream broke: that is the story
+	}
+	if err != nil {
+		return nil, errdefs.ToConnect(uploadError(abs, err))
+	}
+	return connect.NewResponse(&executorv1.UploadResponse{
+		Files:  uint32(nfiles),
+		Bytes:  uint64(nbytes),
+		Sha256: hex.EncodeToString(r.h.Sum(nil)),
+	}), nil
+}
+
+func uploadError(dir string, err error) error {
+	var ee *archive.EntryError
+	if isNoSpace(err) {
+		target := dir
+		if errors.As(err, &ee) {
+			target = path.Join(dir, ee.Name)
+		}
+		return files.NoSpace(target)
+	}
+	if errors.As(err, &ee) {
+		if k := errdefs.Kind(err); k != nil {
+			return errdefs.WithMessage(k, "uploading to "+dir+": "+err.Error())
+		}
+	}
+	return err
+}
+
+// uploadReader reads the tar bytes of an Upload stream, hashing them.
+type uploadReader struct {
+	stream *connect.ClientStream[executorv1.UploadRequest]
+	h      hash.Hash
+	cur    []byte
+	err    error
+}
+
+// Read fills p as far as the messages go: the tar reader then writes files
+// in whole buffers, not in pieces cut at message boundaries.
+func (r *uploadReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(r.cur) == 0 {
+			if n > 0 && r.err != nil {
+				break
+			}
+			if err := r.next(); err != nil {
+				if n > 0 {
+					break
+				}
+				return 0, err
+			}
+			continue
+		}
+		c := copy(p[n:], r.cur)
+		r.cur = r.cur[c:]
+		n += c
+	}
+	return n, nil
+}
+
+func (r *uploadReader) next() error {
+	if r.err != nil {
+		return r.err
+	}
+	if !r.stream.Receive() {
+		r.err = r.stream.Err()
+		if r.err == nil {
+			r.err = io.EOF
+		}
+		return r.err
+	}
+	msg := r.stream.Msg()
+	if msg.GetHeader() != nil {
+		r.err = errdefs.WithMessage(errdefs.ErrInvalidArgument, "the Upload stream has a second header; send only data after the first")
+		return r.err
+	}
+	r.cur = msg.GetData()
+	r.h.Write(r.cur)
+	return nil
+}
+
+const downloadChunk = 256 << 10
+
+var copyPool = sync.Pool{New: func() any { b := make([]byte, downloadChunk); return &b }}
+
+// Download sends a tar stream of a file or directory; the last message
+// carries the sha256 of the whole stream.
+func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.DownloadRequest], stream *connect.ServerStream[executorv1.DownloadResponse]) error {
+	root, name, abs, err := s.fs.OpenParent(req.Msg.Path)
+	if err != nil {
+		return errdefs.ToConnect(err)
+	}
+	defer root.Close()
+	prefix := path.Base(abs)
+	if abs == "/" {
+		prefix = ""
+	}
+	bp := copyPool.Get().(*[]byte)
+	defer copyPool.Put(bp)
+	w := &downloadWriter{stream: stream, h: sha256.New(), buf: (*bp)[:0]}
+	if err := archive.WriteRoot(w, root, name, prefix); err != nil {
+		if w.err != nil {
+			return streamError(w.err)
+		}
+		return errdefs.ToConnect(err)
+	}
+	if err := w.flush(); err != nil {
+		return streamError(err)
+	}
+	w.msg.Data = nil
+	w.msg.Sha256 = hex.EncodeToString(w.h.Sum(nil))
+	return stream.Send(&w.msg)
+}
+
+// downloadWriter cuts the tar stream into messages of downloadChunk bytes.
+type downloadWriter struct {
+	stream *connect.ServerStream[executorv1.DownloadResponse]
+	h      hash.Hash
+	buf    []byte
+	msg    executorv1.DownloadResponse
+	err    error
+}
+
+func (w *downloadWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	w.h.Write(p)
+	n := len(p)
+	for len(p) > 0 {
+		if len(w.buf) == 0 && len(p) >= downloadChunk {
+			if err := w.send(p[:downloadChunk]); err != nil {
+				return 0, err
+			}
+			p = p[downloadChunk:]
+			continue
+		}
+		c := copy(w.buf[len(w.buf):cap(w.buf)], p)
+		w.buf = w.buf[:len(w.buf)+c]
+		p = p[c:]
+		if len(w.buf) == cap(w.buf) {
+			if err := w.flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (w *downloadWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	err := w.send(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+func (w *downloadWriter) send(b []byte) error {
+	w.msg.Data = b
+	if err := w.stream.Send(&w.msg); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+// Command latency measures exec round trips and transfers against a running
+// executor (temporary measuring tool).
+package main
+
+import (
+	"bytes"
+	"archive/tar"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/executor/client"
+)
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+func main() {
+	sock := flag.String("socket", "", "")
+	token := flag.String("token", "t", "")
+	n := flag.Int("n", 200, "")
+	dir := flag.String("dir", "/tmp", "")
+	flag.Parse()
+	ctx := context.Background()
+	start := time.Now()
+	c, err := client.WaitReady(ctx, *sock, *token)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("ready after", time.Since(start))
+	var d []time.Duration
+	for range *n {
+		t0 := time.Now()
+		if _, err := c.Exec(ctx, &executorv1.ExecRequest{Argv: []string{"/bin/true"}}, nil); err != nil {
+			panic(err)
+		}
+		d = append(d, time.Since(t0))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	fmt.Printf("exec true: p50 %v p90 %v p99 %v\n", d[len(d)/2], d[len(d)*9/10], d[len(d)*99/100])
+	const size = 100 << 20
+	for range 3 {
+		var hdr bytes.Buffer
+		tw := tar.NewWriter(&hdr)
+		tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Mode: 0o644, Size: size})
+		tw.Flush()
+		t0 := time.Now()
+		if _, err := c.Upload(ctx, *dir, io.MultiReader(&hdr, io.LimitReader(zeros{}, size+1024))); err != nil {
+			panic(err)
+		}
+		up := time.Since(t0)
+		t0 = time.Now()
+		if _, err := c.Download(ctx, *dir+"/big", io.Discard); err != nil {
+			panic(err)
+		}
+		down := time.Since(t0)
+		fmt.Printf("upload 100 MiB %v (%.0f MB/s), download %v (%.0f MB/s)\n", up, size/up.Seconds()/1e6, down, size/down.Seconds()/1e6)
+	}
+	u, err := c.Usage(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("executor RSS %d KiB, processes %d\n", u.ExecutorRssBytes>>10, u.Processes)
+	os.Exit(0)
+}

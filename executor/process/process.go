@@ -1,0 +1,391 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// Reasons a process ended, as reported in Exit.Reason.
+const (
+	ReasonExited   = "exited"   // it exited on its own
+	ReasonSignaled = "signaled" // a signal nobody here sent killed it
+	ReasonTimeout  = "timeout"  // its timeout expired and its group was killed
+	ReasonKilled   = "killed"   // a Signal call killed it
+)
+
+// Exit is how a process ended.
+type Exit struct {
+	Code     int // 128+signal when a signal killed it
+	Signal   int // 0 when it exited on its own
+	Reason   string
+	Duration time.Duration
+}
+
+// Output streams.
+const (
+	Stdout = 0
+	Stderr = 1
+)
+
+// Sink receives a process's events from Stream, in order.
+type Sink interface {
+	Output(stream int, data []byte) error
+	Dropped(stdout, stderr uint64) error
+	Exited(Exit) error
+}
+
+// Info describes a process for listings.
+type Info struct {
+	Pid     int
+	Argv    []string
+	Tag     string
+	Key     string
+	PTY     bool
+	Started time.Time
+	Exit    *Exit // nil while running
+}
+
+// Process is one process started by a Table. Its lifecycle:
+//
+//	started ──▶ reaped (exit status known) ──▶ finished (output drained; Exit set)
+//
+// It is finished when its status is known and its output pipes reached EOF,
+// or WaitDelay after its status is known if something else (a background
+// grandchild) keeps them open; they are then closed.
+type Process struct {
+	t       *Table
+	pid     int
+	argv    []string
+	tag     string
+	key     string
+	pty     bool
+	started time.Time
+
+	stdinMu sync.Mutex
+	stdin   *os.File // pipe write end or the pty master; nil when closed
+
+	mu       sync.Mutex
+	out      [2]ring
+	readers  [2]*os.File
+	master   *os.File // pty master (also readers[0] and stdin)
+	pumps    int
+	reaped   bool
+	ws       syscall.WaitStatus
+	reapedAt time.Time
+	timedOut bool
+	signaled bool
+	timer    *time.Timer
+	grace    *time.Timer
+	exit     *Exit
+	done     chan struct{}
+	subs     []chan struct{}
+}
+
+var readPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.pid }
+
+// PTY reports whether the process runs on a terminal.
+func (p *Process) PTY() bool { return p.pty }
+
+// Done is closed when the process has finished.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exit returns how the process ended, or nil while it runs.
+func (p *Process) Exit() *Exit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit
+}
+
+// Info describes the process.
+func (p *Process) Info() Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Info{Pid: p.pid, Argv: p.argv, Tag: p.tag, Key: p.key, PTY: p.pty, Started: p.started, Exit: p.exit}
+}
+
+// pump copies one output stream into its ring until EOF (or until the
+// stream is closed under it).
+func (p *Process) pump(stream int, f *os.File) {
+	defer p.t.wg.Done()
+	bp := readPool.Get().(*[]byte)
+	buf := *bp
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			p.out[stream].write(buf[:n])
+			p.wakeLocked()
+			p.mu.Unlock()
+			p.t.touch()
+		}
+		if err != nil {
+			break // EOF; EIO from a pty whose other side closed; or closed by us
+		}
+	}
+	readPool.Put(bp)
+	p.mu.Lock()
+	p.pumps--
+	fin := p.finishLocked()
+	p.mu.Unlock()
+	if fin {
+		p.t.finished(p)
+	}
+}
+
+// onExit receives the exit status from the reaper.
+func (p *Process) onExit(ws syscall.WaitStatus) {
+	p.mu.Lock()
+	p.reaped, p.ws, p.reapedAt = true, ws, time.Now()
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.pumps > 0 {
+		p.grace = time.AfterFunc(p.t.opts.WaitDelay, p.closeReaders)
+	}
+	fin := p.finishLocked()
+	p.mu.Unlock()
+	if fin {
+		p.t.finished(p)
+	}
+}
+
+// closeReaders ends the pumps of a process whose output pipes are held open
+// by processes it left behind.
+func (p *Process) closeReaders() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.readers {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// finishLocked sets Exit once the status is known and the output drained.
+// It reports whether it did, for the caller to tell the table (after
+// unlocking p.mu: the table's lock comes first).
+func (p *Process) finishLocked() bool {
+	if !p.reaped || p.pumps > 0 || p.exit != nil {
+		return false
+	}
+	e := Exit{Duration: p.reapedAt.Sub(p.started), Reason: ReasonExited}
+	switch {
+	case p.ws.Signaled():
+		e.Signal = int(p.ws.Signal())
+		e.Code = 128 + e.Signal
+		e.Reason = ReasonSignaled
+		if p.signaled {
+			e.Reason = ReasonKilled
+		}
+	default:
+		e.Code = p.ws.ExitStatus()
+	}
+	if p.timedOut {
+		e.Reason = ReasonTimeout
+	}
+	p.exit = &e
+	if p.grace != nil {
+		p.grace.Stop()
+	}
+	for i, f := range p.readers {
+		if f != nil {
+			f.Close()
+			p.readers[i] = nil
+		}
+	}
+	p.master = nil
+	close(p.done)
+	p.wakeLocked()
+	return true
+}
+
+func (p *Process) wakeLocked() {
+	for _, c := range p.subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Stream sends the output the process still holds to s, then, with follow,
+// the rest as it comes, and its Exit once it has finished (without follow,
+// only if it already has). Bytes lost from the ring buffers are reported
+// with Dropped before the output that follows the gap.
+func (p *Process) Stream(ctx context.Context, follow bool, s Sink) error {
+	var wake chan struct{}
+	if follow {
+		wake = make(chan struct{}, 1)
+		p.mu.Lock()
+		p.subs = append(p.subs, wake)
+		p.mu.Unlock()
+		defer p.unsubscribe(wake)
+	}
+	bp := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(bp)
+	buf := *bp
+	var pos [2]uint64
+	for {
+		sent := false
+		for stream := range 2 {
+			p.mu.Lock()
+			n, dropped := p.out[stream].read(&pos[stream], buf)
+			p.mu.Unlock()
+			if dropped > 0 {
+				var d [2]uint64
+				d[stream] = dropped
+				if err := s.Dropped(d[0], d[1]); err != nil {
+					return err
+				}
+			}
+			if n > 0 {
+				sent = true
+				if err := s.Output(stream, buf[:n]); err != nil {
+					return err
+				}
+			}
+		}
+		if sent {
+			continue
+		}
+		p.mu.Lock()
+		exit := p.exit
+		caughtUp := pos[0] == p.out[0].total && pos[1] == p.out[1].total
+		p.mu.Unlock()
+		if caughtUp && exit != nil {
+			return s.Exited(*exit)
+		}
+		if !follow {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *Process) unsubscribe(c chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, s := range p.subs {
+		if s == c {
+			p.subs = append(p.subs[:i], p.subs[i+1:]...)
+			return
+		}
+	}
+}
+
+// WriteStdin writes data to the process's stdin (its terminal with a PTY)
+// and, with closeStdin, closes it; on a terminal closing sends end-of-file
+// (^D), which ends input at the start of a line.
+func (p *Process) WriteStdin(ctx context.Context, data []byte, closeStdin bool) error {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	f := p.stdin
+	if f == nil {
+		if p.Exit() != nil {
+			return errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf("process %d has exited", p.pid))
+		}
+		return errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf(
+			"the stdin of process %d is not open (start it with stdin or pty set; it is closed after close)", p.pid))
+	}
+	if p.pty && closeStdin {
+		data = append(data[:len(data):len(data)], 4)
+	}
+	if len(data) > 0 {
+		stop := context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Unix(1, 0)) })
+		_, err := f.Write(data)
+		if !stop() {
+			f.SetWriteDeadline(time.Time{})
+		}
+		if err != nil {
+			return p.stdinError(ctx, err)
+		}
+	}
+	if closeStdin && !p.pty {
+		f.Close()
+		p.stdin = nil
+	}
+	return nil
+}
+
+func (p *Process) stdinError(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("writing to the stdin of process %d (it is not reading it): %w", p.pid, ctx.Err())
+	case errors.Is(err, syscall.EPIPE), errors.Is(err, os.ErrClosed), errors.Is(err, syscall.EIO):
+		return errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf("process %d closed its stdin (or exited)", p.pid))
+	}
+	return fmt.Errorf("writing to the stdin of process %d: %w", p.pid, err)
+}
+
+// closeStdin closes the stdin pipe of a finished process.
+func (p *Process) closeStdin() {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdin != nil && !p.pty {
+		p.stdin.Close()
+	}
+	p.stdin = nil
+}
+
+// Resize sets the size of the process's terminal; the kernel tells the
+// terminal's foreground process group with SIGWINCH.
+func (p *Process) Resize(rows, cols uint16) error {
+	if !p.pty {
+		return errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf(
+			"process %d has no terminal (start it with pty set)", p.pid))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.master == nil {
+		return errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf("process %d has exited", p.pid))
+	}
+	return setWinsize(p.master, rows, cols)
+}
+
+// Signal sends sig to the process's whole process group. Signalling a
+// process that has already been reaped does nothing: its pid may belong to
+// someone else by now.
+func (p *Process) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	if !p.reaped {
+		p.signaled = true
+	}
+	p.mu.Unlock()
+	err := theReaper.kill(p.pid, sig)
+	if err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signalling process group %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+func setWinsize(f *os.File, rows, cols uint16) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		serr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}

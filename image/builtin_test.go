@@ -1,0 +1,230 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reinsdev/reins/errdefs"
+)
+
+func hostBusybox(t *testing.T) string {
+	t.Helper()
+	const bb = "/usr/bin/busybox"
+	if err := checkStatic(bb); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s: %v (install busybox-static in .ci/run)", bb, err)
+		}
+		t.Skipf("%s: %v", bb, err)
+	}
+	return bb
+}
+
+func TestBusybox(t *testing.T) {
+	hostBusybox(t)
+	s := newStore(t)
+	var messages []string
+	img, err := s.Resolve(context.Background(), "busybox", func(p Progress) {
+		if p.Phase != PhaseBuild {
+			t.Errorf("phase %q", p.Phase)
+		}
+		messages = append(messages, p.Message)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(messages) == 0 {
+		t.Errorf("no progress reported")
+	}
+	if img.Ref != busyboxKey || len(img.Layers) != 1 || !strings.HasPrefix(img.Digest, "sha256:") {
+		t.Fatalf("image = %+v", img)
+	}
+	if img.Config.WorkingDir != "/workspace" || !slices.Equal(img.Config.Cmd, []string{"sh"}) || !slices.Contains(img.Config.Env, DefaultPath) {
+		t.Errorf("config = %+v", img.Config)
+	}
+	root := img.Layers[0]
+	fi, err := os.Stat(filepath.Join(root, "bin/busybox"))
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		t.Fatalf("bin/busybox: %v %v", fi, err)
+	}
+	for _, applet := range []string{"bin/sh", "bin/ls", "bin/cat"} {
+		if target, err := os.Readlink(filepath.Join(root, applet)); err != nil || target != "/bin/busybox" {
+			t.Errorf("%s -> %q, %v", applet, target, err)
+		}
+	}
+	if got := readFile(t, filepath.Join(root, "etc/passwd")); !strings.HasPrefix(got, "root:x:0:0:") {
+		t.Errorf("etc/passwd = %q", got)
+	}
+	if !strings.HasPrefix(readFile(t, filepath.Join(root, "etc/group")), "root:x:0:") {
+		t.Errorf("etc/group lacks root")
+	}
+	for dir, perm := range map[string]os.FileMode{"tmp": os.ModeSticky | 0o777, "root": 0o700, "workspace": 0o755} {
+		fi, err := os.Stat(filepath.Join(root, dir))
+		if err != nil || !fi.IsDir() || fi.Mode()&(os.ModePerm|os.ModeSticky) != perm {
+			t.Errorf("%s: %v %v, want mode %v", dir, fi.Mode(), err, perm)
+		}
+	}
+
+	// Built once: again (under its other name, in a second store on the
+	// same directory) it is just read back.
+	s2, err := NewStore(s.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	again, err := s2.Resolve(context.Background(), "busybox:latest", func(p Progress) {
+		t.Errorf("cached busybox reported %+v", p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Digest != img.Digest || again.Layers[0] != root {
+		t.Errorf("rebuilt: %+v vs %+v", again, img)
+	}
+	t.Logf("busybox %s, %d bytes; cached resolve took %v", img.Digest, img.Size, time.Since(start))
+}
+
+func TestBusyboxBuildIsDeterministic(t *testing.T) {
+	hostBusybox(t)
+	a, err := newStore(t).Resolve(context.Background(), "busybox", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newStore(t).Resolve(context.Background(), "busybox", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Digest != b.Digest || filepath.Base(a.Layers[0]) != filepath.Base(b.Layers[0]) {
+		t.Errorf("two builds differ: %s %s", a.Digest, b.Digest)
+	}
+}
+
+func TestBusyboxConcurrent(t *testing.T) {
+	hostBusybox(t)
+	s := newStore(t)
+	var wg sync.WaitGroup
+	digests := make([]string, 4)
+	for i := range digests {
+		wg.Go(func() {
+			img, err := s.Resolve(context.Background(), "busybox", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			digests[i] = img.Digest
+		})
+	}
+	wg.Wait()
+	if digests[0] == "" || slices.ContainsFunc(digests, func(d string) bool { return d != digests[0] }) {
+		t.Errorf("digests %v", digests)
+	}
+}
+
+func TestBusyboxMissingOrDynamic(t *testing.T) {
+	for name, path := range map[string]string{
+		"missing": filepath.Join(t.TempDir(), "busybox"),
+		"dynamic": "/bin/ls",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := newStore(t, WithBusybox(path)).Resolve(context.Background(), "busybox", nil)
+			if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "busybox-static") || !strings.Contains(err.Error(), path) {
+				t.Errorf("error %v, want ErrFailedPrecondition naming %s and busybox-static", err, path)
+			}
+		})
+	}
+}
+
+func TestDebianPreconditions(t *testing.T) {
+	requiresRoot(t)
+	_, err := newStore(t, WithDebianMirror("http://127.0.0.1:1/debian"), WithDebootstrap("/bin/true")).Resolve(context.Background(), "debian", nil)
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "http://127.0.0.1:1/debian") {
+		t.Errorf("dead mirror: %v", err)
+	}
+	_, err = newStore(t, WithDebootstrap(filepath.Join(t.TempDir(), "debootstrap"))).Resolve(context.Background(), "debian:bookworm", nil)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "install the Debian package debootstrap") {
+		t.Errorf("missing debootstrap: %v", err)
+	}
+}
+
+func TestAptMirror(t *testing.T) {
+	dir := t.TempDir()
+	if got := aptMirror(dir, "bookworm"); got != defaultDebianMirror {
+		t.Errorf("no sources: %q", got)
+	}
+	os.MkdirAll(filepath.Join(dir, "sources.list.d"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sources.list.d", "debian.sources"), []byte(`Types: deb
+# a comment
+URIs: http://mirror.example/debian-security
+Suites: bookworm-security
+Components: main
+
+Types: deb deb-src
+URIs: http://mirror.example/debian/
+Suites: bookworm bookworm-updates
+Components: main
+`), 0o644)
+	if got := aptMirror(dir, "bookworm"); got != "http://mirror.example/debian" {
+		t.Errorf("deb822: %q", got)
+	}
+	os.WriteFile(filepath.Join(dir, "sources.list"), []byte("# deb http://old/ bookworm main\ndeb [arch=amd64 signed-by=/k.gpg] http://one-line/debian bookworm main\n"), 0o644)
+	if got := aptMirror(dir, "bookworm"); got != "http://one-line/debian" {
+		t.Errorf("one-line: %q", got)
+	}
+}
+
+// TestDebian builds the debian image with debootstrap: a minute or more,
+// and the network to a Debian mirror, so only when REINS_TEST_DEBIAN=1.
+func TestDebian(t *testing.T) {
+	if os.Getenv("REINS_TEST_DEBIAN") != "1" {
+		t.Skip("set REINS_TEST_DEBIAN=1 to build the debian image (takes a minute or more)")
+	}
+	requiresRoot(t)
+	s := newStore(t)
+	var lines int
+	var last Progress
+	img, err := s.Resolve(context.Background(), "debian", func(p Progress) {
+		lines++
+		if p.Total > 0 {
+			last = p
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines < 50 || last.Total == 0 || last.Done != last.Total {
+		t.Errorf("progress: %d reports, last %+v", lines, last)
+	}
+	root := img.Layers[0]
+	if !strings.HasPrefix(readFile(t, filepath.Join(root, "etc/debian_version")), "12.") {
+		t.Errorf("etc/debian_version is not bookworm's")
+	}
+	for _, p := range []string{"usr/bin/bash", "usr/bin/apt-get", "workspace"} {
+		if !exists(filepath.Join(root, p)) {
+			t.Errorf("%s missing", p)
+		}
+	}
+	if debs, _ := filepath.Glob(filepath.Join(root, "var/cache/apt/archives/*.deb")); len(debs) != 0 {
+		t.Errorf("%d .deb files left", len(debs))
+	}
+	if got := readFile(t, filepath.Join(root, "etc/resolv.conf")); got != "" {
+		t.Errorf("host resolv.conf leaked: %q", got)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Dir(), "tmp")); len(ents) != 0 {
+		t.Errorf("tmp not empty: %v", ents)
+	}
+	merged := mountOverlay(t, img.Layers)
+	if !exists(filepath.Join(merged, "bin/bash")) {
+		t.Errorf("merged bin/bash missing")
+	}
+	again, err := s.Resolve(context.Background(), "debian:bookworm", nil)
+	if err != nil || again.Digest != img.Digest {
+		t.Errorf("second resolve: %v, %v", again, err)
+	}
+	t.Logf("debian %s: %d MiB", img.Digest, img.Size>>20)
+}

@@ -1,0 +1,244 @@
+package image
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/reinsdev/reins/errdefs"
+)
+
+const (
+	debianSuite         = "bookworm"
+	defaultDebianMirror = "http://deb.debian.org/debian"
+)
+
+func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Progress)) (*Image, error) {
+	if img, ok := s.cached(r.key, ""); ok {
+		return img, nil
+	}
+	fail := func(kind error, format string, args ...any) error {
+		return &kindError{msg: fmt.Sprintf("image %q: ", r.orig) + fmt.Sprintf(format, args...), kind: kind}
+	}
+	if os.Geteuid() != 0 {
+		return nil, fail(errdefs.ErrFailedPrecondition, "building it with debootstrap needs root")
+	}
+	prog, err := exec.LookPath(cmp.Or(s.opts.debootstrap, "debootstrap"))
+	if err != nil {
+		return nil, fail(errdefs.ErrFailedPrecondition, "debootstrap is not installed (%v): install the Debian package debootstrap", err)
+	}
+	mirror := s.opts.debianMirror
+	if mirror == "" {
+		mirror = aptMirror(s.opts.aptSources, debianSuite)
+	}
+	if err := checkMirror(ctx, mirror); err != nil {
+		return nil, &kindError{
+			msg:   fmt.Sprintf("image %q: the Debian mirror %s is unavailable (%v): check the network or pass another mirror", r.orig, mirror, err),
+			kind:  errdefs.ErrUnavailable,
+			cause: err,
+		}
+	}
+	report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("debootstrap --variant=minbase %s from %s (a minute or more)", debianSuite, mirror)})
+	cfg := v1.Config{Env: []string{DefaultPath}, Cmd: []string{"bash"}, WorkingDir: DefaultWorkingDir}
+	return s.build(ctx, r, "", cfg, report, func(ctx context.Context, root string) error {
+		if err := debootstrap(ctx, prog, mirror, root, report); err != nil {
+			return err
+		}
+		return tidyDebian(root)
+	})
+}
+
+// aptMirror returns the first apt source that serves suite, or the
+// default mirror.
+func aptMirror(aptDir, suite string) string {
+	var files []string
+	files = append(files, filepath.Join(aptDir, "sources.list"))
+	for _, pat := range []string{"*.list", "*.sources"} {
+		m, _ := filepath.Glob(filepath.Join(aptDir, "sources.list.d", pat))
+		files = append(files, m...)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var m string
+		if strings.HasSuffix(f, ".sources") {
+			m = deb822Mirror(string(b), suite)
+		} else {
+			m = oneLineMirror(string(b), suite)
+		}
+		if m != "" {
+			return strings.TrimSuffix(m, "/")
+		}
+	}
+	return defaultDebianMirror
+}
+
+// oneLineMirror reads "deb [opts] URI SUITE COMPONENTS..." lines.
+func oneLineMirror(text, suite string) string {
+	for line := range strings.Lines(text) {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "deb" {
+			continue
+		}
+		f = f[1:]
+		if strings.HasPrefix(f[0], "[") {
+			for len(f) > 0 && !strings.HasSuffix(f[0], "]") {
+				f = f[1:]
+			}
+			if len(f) > 0 {
+				f = f[1:]
+			}
+		}
+		if len(f) >= 2 && f[1] == suite {
+			return f[0]
+		}
+	}
+	return ""
+}
+
+// deb822Mirror reads stanzas of "Types:", "URIs:" and "Suites:" fields.
+func deb822Mirror(text, suite string) string {
+	for stanza := range strings.SplitSeq(text, "\n\n") {
+		fields := map[string][]string{}
+		for line := range strings.Lines(stanza) {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok || strings.HasPrefix(line, "#") || strings.HasPrefix(line, " ") {
+				continue
+			}
+			fields[strings.ToLower(strings.TrimSpace(k))] = strings.Fields(v)
+		}
+		if !slices.Contains(fields["types"], "deb") || !slices.Contains(fields["suites"], suite) || len(fields["uris"]) == 0 {
+			continue
+		}
+		return fields["uris"][0]
+	}
+	return ""
+}
+
+// checkMirror fetches the suite's Release file.
+func checkMirror(ctx context.Context, mirror string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, mirror+"/dists/"+debianSuite+"/Release", nil)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", req.URL, resp.Status)
+	}
+	return nil
+}
+
+// debootstrap runs debootstrap into root, forwarding its output as
+// progress. Done counts packages retrieved, validated, extracted, unpacked
+// and configured; Total is known once the downloads are over.
+func debootstrap(ctx context.Context, prog, mirror, root string, report func(Progress)) error {
+	cmd := exec.CommandContext(ctx, prog, "--variant=minbase", debianSuite, root, mirror)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// SIGTERM to the whole group lets debootstrap unmount what it mounted.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return fmt.Errorf("debootstrap: %w", err)
+	}
+	var tail []string
+	var packages, done, total int64
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		line := sc.Text()
+		if tail = append(tail, line); len(tail) > 20 {
+			tail = tail[1:]
+		}
+		step, ok := debootstrapStep(line)
+		if ok {
+			done++
+			if step == "Retrieving" {
+				packages++
+			}
+			if step == "Extracting" && total == 0 {
+				total = 5 * packages
+			}
+		}
+		p := Progress{Phase: PhaseBuild, Message: line, Done: done, Total: total}
+		if total > 0 && p.Done >= total {
+			p.Done = total - 1
+		}
+		report(p)
+	}
+	io.Copy(io.Discard, pr)
+	pr.Close()
+	if err := cmd.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return canceled(ctx.Err())
+		}
+		return fmt.Errorf("debootstrap failed (%v); its last lines:\n%s", err, strings.Join(tail, "\n"))
+	}
+	report(Progress{Phase: PhaseBuild, Message: "debootstrap finished", Done: total, Total: total})
+	return nil
+}
+
+// debootstrapStep recognizes "I: Retrieving NAME VERSION" and the like.
+func debootstrapStep(line string) (string, bool) {
+	f := strings.Fields(line)
+	if len(f) < 3 || f[0] != "I:" {
+		return "", false
+	}
+	switch f[1] {
+	case "Retrieving", "Validating":
+		return f[1], len(f) >= 4 // a package has a name and a version
+	case "Extracting", "Unpacking", "Configuring":
+		return f[1], true
+	}
+	return "", false
+}
+
+// tidyDebian drops what debootstrap leaves that an image should not carry:
+// downloaded packages, package lists and the host's DNS and name.
+func tidyDebian(root string) error {
+	for _, pat := range []string{"var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_*"} {
+		m, _ := filepath.Glob(filepath.Join(root, pat))
+		for _, f := range m {
+			if err := os.Remove(f); err != nil {
+				return err
+			}
+		}
+	}
+	for _, f := range []string{"etc/resolv.conf", "etc/hostname"} {
+		p := filepath.Join(root, f)
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return os.MkdirAll(filepath.Join(root, "workspace"), 0o755)
+}

@@ -1,0 +1,511 @@
+// Package manager runs sandboxes on this machine: it turns a Spec into a
+// running sandbox (image, disk, overlay, backend, executor), keeps a
+// persisted Record of each, re-attaches to them after a restart, and ends
+// them for a reason (TTL, idle, death) that it records in words.
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/rootfs"
+)
+
+// Paths inside every sandbox.
+const (
+	ExecutorTarget = "/.reins/bin/reins-executor"
+	RunTarget      = "/.reins/run"
+	socketName     = "executor.sock"
+	tokenName      = "token"
+	defaultPath    = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// Image is what the manager needs of a resolved image.
+type Image struct {
+	Digest     string
+	Layers     []string // unpacked layer directories, lowest first
+	Env        []string
+	WorkingDir string
+}
+
+// Progress is one step of slow work (an image pull, a boot).
+type Progress struct {
+	Phase   string
+	Item    string
+	Done    int64
+	Total   int64
+	Message string
+}
+
+// Images resolves image references, pulling them when needed.
+type Images interface {
+	Resolve(ctx context.Context, ref string, progress func(Progress)) (Image, error)
+}
+
+// Config is how a Manager is set up.
+type Config struct {
+	Dir            string // where sandbox directories live
+	ExecutorPath   string // host path of the static reins-executor binary
+	Backends       map[string]sandbox.Backend
+	DefaultBackend string
+	DefaultImage   string
+	Images         Images
+	Defaults       sandbox.Limits // limits for fields a Spec leaves zero
+	// CheckInterval is how often running sandboxes are checked for death,
+	// TTL and idleness. Default 1s.
+	CheckInterval time.Duration
+	// StoppedRetention is how long a stopped sandbox stays listed (with
+	// its reason) before it is forgotten. Default 1h.
+	StoppedRetention time.Duration
+	// ReadyTimeout bounds the wait for a new sandbox's executor. Default 30s.
+	ReadyTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Manager runs sandboxes. Its methods are safe for concurrent use.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	boxes map[string]*box
+}
+
+// box is one sandbox's in-memory state. mu serializes actions on it.
+type box struct {
+	mu       sync.Mutex
+	dir      string
+	rec      Record
+	activity time.Time // last API use, in memory only
+	exec     *Executor
+}
+
+// New checks cfg and returns a Manager. Call Recover before serving.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("manager: no directory")
+	}
+	if len(cfg.Backends) == 0 {
+		return nil, errors.New("manager: no backends")
+	}
+	if _, ok := cfg.Backends[cfg.DefaultBackend]; !ok {
+		return nil, fmt.Errorf("manager: default backend %q is not configured", cfg.DefaultBackend)
+	}
+	if cfg.Images == nil {
+		return nil, errors.New("manager: no image store")
+	}
+	if st, err := os.Stat(cfg.ExecutorPath); err != nil || st.IsDir() {
+		return nil, fmt.Errorf("executor binary %q not found: build it with `make build` (bin/reins-executor) or pass --executor", cfg.ExecutorPath)
+	}
+	if cfg.DefaultImage == "" {
+		cfg.DefaultImage = "busybox"
+	}
+	if cfg.CheckInterval == 0 {
+		cfg.CheckInterval = time.Second
+	}
+	if cfg.StoppedRetention == 0 {
+		cfg.StoppedRetention = time.Hour
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}}, nil
+}
+
+// DefaultLimits are used for what neither the Spec nor the Config sets.
+var DefaultLimits = sandbox.Limits{CPUs: 1, MemoryBytes: 1 << 30, Pids: 4096, DiskBytes: 4 << 30}
+
+// normalize fills a spec's defaults and checks it.
+func (m *Manager) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
+	if spec.Image == "" {
+		spec.Image = m.cfg.DefaultImage
+	}
+	if spec.Backend == "" {
+		spec.Backend = m.cfg.DefaultBackend
+	}
+	if _, ok := m.cfg.Backends[spec.Backend]; !ok {
+		return spec, fmt.Errorf("unknown backend %q: choose one of %s: %w", spec.Backend,
+			strings.Join(slices.Sorted(maps.Keys(m.cfg.Backends)), ", "), errdefs.ErrInvalidArgument)
+	}
+	l, d := &spec.Limits, m.cfg.Defaults
+	pick := func(v, c, def float64) float64 {
+		if v != 0 {
+			return v
+		}
+		if c != 0 {
+			return c
+		}
+		return def
+	}
+	l.CPUs = pick(l.CPUs, d.CPUs, DefaultLimits.CPUs)
+	l.MemoryBytes = int64(pick(float64(l.MemoryBytes), float64(d.MemoryBytes), float64(DefaultLimits.MemoryBytes)))
+	l.Pids = int64(pick(float64(l.Pids), float64(d.Pids), float64(DefaultLimits.Pids)))
+	l.DiskBytes = int64(pick(float64(l.DiskBytes), float64(d.DiskBytes), float64(DefaultLimits.DiskBytes)))
+	switch {
+	case l.CPUs < 0.01:
+		return spec, fmt.Errorf("cpus %.3g is too small (minimum 0.01): %w", l.CPUs, errdefs.ErrInvalidArgument)
+	case l.MemoryBytes < 16<<20:
+		return spec, fmt.Errorf("memory %s is too small (minimum 16 MiB): %w", sandbox.FormatBytes(l.MemoryBytes), errdefs.ErrInvalidArgument)
+	case l.Pids < 8:
+		return spec, fmt.Errorf("pids %d is too small (minimum 8): %w", l.Pids, errdefs.ErrInvalidArgument)
+	case l.DiskBytes < rootfs.MinDisk:
+		return spec, fmt.Errorf("disk %s is too small (minimum 16 MiB): %w", sandbox.FormatBytes(l.DiskBytes), errdefs.ErrInvalidArgument)
+	case spec.TTL < 0 || spec.IdleTimeout < 0:
+		return spec, fmt.Errorf("ttl and idle timeout must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	for _, kv := range spec.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return spec, fmt.Errorf("env %q is not KEY=VALUE: %w", kv, errdefs.ErrInvalidArgument)
+		}
+	}
+	if spec.Workdir != "" && !strings.HasPrefix(spec.Workdir, "/") {
+		return spec, fmt.Errorf("workdir %q must be an absolute path: %w", spec.Workdir, errdefs.ErrInvalidArgument)
+	}
+	return spec, nil
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Create makes and starts a sandbox, reporting slow steps to progress (which
+// may be nil). On failure nothing is left behind but a stopped record that
+// says why.
+func (m *Manager) Create(ctx context.Context, spec sandbox.Spec, progress func(Progress)) (Record, error) {
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	spec, err := m.normalize(spec)
+	if err != nil {
+		return Record{}, err
+	}
+	img, err := m.cfg.Images.Resolve(ctx, spec.Image, progress)
+	if err != nil {
+		return Record{}, err
+	}
+	now := time.Now()
+	b := &box{dir: filepath.Join(m.cfg.Dir, newID()), activity: now}
+	b.rec = Record{
+		ID: filepath.Base(b.dir), Spec: spec, State: sandbox.StateCreating,
+		ImageDigest: img.Digest, Layers: img.Layers, Token: newToken(), CreatedAt: now,
+	}
+	if spec.TTL > 0 {
+		b.rec.ExpiresAt = now.Add(spec.TTL)
+	}
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		return Record{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := writeRecord(b.dir, &b.rec); err != nil {
+		os.RemoveAll(b.dir)
+		return Record{}, err
+	}
+	m.mu.Lock()
+	m.boxes[b.rec.ID] = b
+	m.mu.Unlock()
+
+	log := m.log.With("sandbox", b.rec.ID)
+	progress(Progress{Phase: "boot", Message: "starting " + spec.Backend + " sandbox"})
+	if err := m.start(ctx, b, img); err != nil {
+		log.Warn("create failed", "err", err)
+		m.stopLocked(b, sandbox.ReasonError, err.Error())
+		m.cleanup(b, true)
+		return b.rec, fmt.Errorf("creating sandbox: %w", err)
+	}
+	log.Info("sandbox created", "image", spec.Image, "backend", spec.Backend)
+	return b.rec, nil
+}
+
+// start prepares the root filesystem and boots the sandbox; b.mu is held.
+func (m *Manager) start(ctx context.Context, b *box, img Image) error {
+	l := rootfs.Layout{Dir: b.dir}
+	spec := b.rec.Spec
+	if err := rootfs.CreateDisk(ctx, l, spec.Limits.DiskBytes); err != nil {
+		return err
+	}
+	if err := rootfs.MountDisk(l); err != nil {
+		return err
+	}
+	if err := rootfs.MountOverlay(l, img.Layers); err != nil {
+		return err
+	}
+	workdir := spec.Workdir
+	if workdir == "" {
+		workdir = img.WorkingDir
+	}
+	if workdir == "" {
+		workdir = "/workspace"
+	}
+	if err := os.MkdirAll(filepath.Join(l.Rootfs(), workdir), 0o755); err != nil {
+		return fmt.Errorf("making workdir %s: %w", workdir, err)
+	}
+	os.Remove(filepath.Join(l.Run(), socketName))
+	if err := os.WriteFile(filepath.Join(l.Run(), tokenName), []byte(b.rec.Token), 0o600); err != nil {
+		return err
+	}
+	bundle := sandbox.Bundle{
+		ID:     b.rec.ID,
+		Dir:    b.dir,
+		Rootfs: l.Rootfs(),
+		Mounts: []sandbox.Mount{
+			{Source: m.cfg.ExecutorPath, Target: ExecutorTarget, ReadOnly: true},
+			{Source: l.Run(), Target: RunTarget},
+		},
+		Args: []string{ExecutorTarget,
+			"--listen", RunTarget + "/" + socketName,
+			"--token-file", RunTarget + "/" + tokenName,
+			"--root", "/",
+			"--workdir", workdir,
+		},
+		Env:      buildEnv(img.Env, spec.Env),
+		Cwd:      "/",
+		Hostname: "sandbox-" + b.rec.ID,
+		Limits:   spec.Limits,
+	}
+	backend := m.cfg.Backends[spec.Backend]
+	if err := backend.Start(ctx, bundle); err != nil {
+		return err
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
+	defer cancel()
+	ex, err := waitExecutor(readyCtx, filepath.Join(l.Run(), socketName), b.rec.Token)
+	if err != nil {
+		return fmt.Errorf("the sandbox's executor did not start: %w%s", err, initLog(b.dir))
+	}
+	b.exec = ex
+	b.rec.State = sandbox.StateRunning
+	return writeRecord(b.dir, &b.rec)
+}
+
+// initLog returns the tail of the sandbox init's output, for error messages.
+func initLog(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, "init.log"))
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return "; its output was: " + strings.TrimSpace(string(data))
+}
+
+func buildEnv(image, user []string) []string {
+	env := map[string]string{}
+	var order []string
+	add := func(kv string) {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := env[k]; !ok {
+			order = append(order, k)
+		}
+		env[k] = kv
+	}
+	add(defaultPath)
+	add("HOME=/root")
+	for _, kv := range image {
+		add(kv)
+	}
+	for _, kv := range user {
+		add(kv)
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, env[k])
+	}
+	return out
+}
+
+// lookup returns the sandbox with id, or a not-found error that names it.
+func (m *Manager) lookup(id string) (*box, error) {
+	m.mu.Lock()
+	b, ok := m.boxes[id]
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("sandbox %s not found: %w", id, errdefs.ErrNotFound)
+	}
+	return b, nil
+}
+
+// Get returns a sandbox's record, refreshed from its backend.
+func (m *Manager) Get(ctx context.Context, id string) (Record, error) {
+	b, err := m.lookup(id)
+	if err != nil {
+		return Record{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rec.State == sandbox.StateRunning {
+		m.refreshLocked(ctx, b, true)
+	}
+	return b.rec, nil
+}
+
+// List returns the sandboxes whose labels include every label given.
+func (m *Manager) List(ctx context.Context, labels map[string]string) []Record {
+	m.mu.Lock()
+	boxes := slices.Collect(maps.Values(m.boxes))
+	m.mu.Unlock()
+	var out []Record
+	for _, b := range boxes {
+		b.mu.Lock()
+		r := b.rec
+		b.mu.Unlock()
+		if r.State == sandbox.StateCreating && r.ID == "" {
+			continue
+		}
+		match := true
+		for k, v := range labels {
+			if r.Spec.Labels[k] != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+// Delete ends a sandbox and removes everything it had.
+func (m *Manager) Delete(ctx context.Context, id string) error {
+	b, err := m.lookup(id)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rec.State != sandbox.StateStopped {
+		m.stopLocked(b, sandbox.ReasonKilled, "removed by a user")
+	}
+	if err := m.cleanup(b, false); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.boxes, id)
+	m.mu.Unlock()
+	m.log.Info("sandbox removed", "sandbox", id)
+	return nil
+}
+
+// stopLocked ends a sandbox's processes and records why. The disk is kept
+// (a replacement may reuse it) until cleanup.
+func (m *Manager) stopLocked(b *box, reason sandbox.Reason, msg string) {
+	if b.exec != nil {
+		b.exec.Close()
+		b.exec = nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if backend, ok := m.cfg.Backends[b.rec.Spec.Backend]; ok {
+		if err := backend.Delete(ctx, b.rec.ID); err != nil {
+			m.log.Warn("backend delete failed", "sandbox", b.rec.ID, "err", err)
+		}
+	}
+	if err := rootfs.Unmount(rootfs.Layout{Dir: b.dir}); err != nil {
+		m.log.Warn("unmount failed", "sandbox", b.rec.ID, "err", err)
+	}
+	b.rec.State, b.rec.Reason, b.rec.Message = sandbox.StateStopped, reason, msg
+	b.rec.StoppedAt = time.Now()
+	b.rec.Pid, b.rec.PidStart = 0, 0
+	if err := writeRecord(b.dir, &b.rec); err != nil {
+		m.log.Warn("writing record failed", "sandbox", b.rec.ID, "err", err)
+	}
+}
+
+// cleanup removes a stopped sandbox's files. With keepRecord, the record
+// stays (so ls shows why it stopped) and only the disk goes.
+func (m *Manager) cleanup(b *box, keepRecord bool) error {
+	l := rootfs.Layout{Dir: b.dir}
+	if keepRecord {
+		if err := rootfs.Unmount(l); err != nil {
+			return err
+		}
+		for _, p := range []string{l.DiskImage(), l.Disk(), l.Rootfs()} {
+			os.RemoveAll(p)
+		}
+		return nil
+	}
+	return rootfs.Remove(l)
+}
+
+// expire ends a running sandbox for reason and deletes its files, keeping
+// the record so a user sees why it ended.
+func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rec.State != sandbox.StateRunning {
+		return
+	}
+	m.log.Info("sandbox ended", "sandbox", b.rec.ID, "reason", reason, "message", msg)
+	m.stopLocked(b, reason, msg)
+	if err := m.cleanup(b, true); err != nil {
+		m.log.Warn("cleanup failed", "sandbox", b.rec.ID, "err", err)
+	}
+}
+
+// Touch records API use of a sandbox, for its idle timeout.
+func (m *Manager) Touch(id string) {
+	if b, err := m.lookup(id); err == nil {
+		b.mu.Lock()
+		b.activity = time.Now()
+		b.mu.Unlock()
+	}
+}
+
+// Executor returns a connection to a running sandbox's executor.
+func (m *Manager) Executor(ctx context.Context, id string) (*Executor, error) {
+	b, err := m.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.activity = time.Now()
+	if b.rec.State != sandbox.StateRunning {
+		return nil, fmt.Errorf("sandbox %s is %s%s: %w", id, b.rec.State, stoppedWhy(b.rec), errdefs.ErrFailedPrecondition)
+	}
+	if b.exec == nil {
+		b.exec = newExecutor(filepath.Join(rootfs.Layout{Dir: b.dir}.Run(), socketName), b.rec.Token)
+	}
+	return b.exec, nil
+}
+
+func stoppedWhy(r Record) string {
+	if r.State != sandbox.StateStopped {
+		return ""
+	}
+	s := " (" + string(r.Reason)
+	if r.Message != "" {
+		s += ": " + r.Message
+	}
+	return s + ")"
+}

@@ -1,0 +1,81 @@
+package manager
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/reinsdev/reins/sandbox"
+)
+
+// recordVersion is bumped when Record changes in a way old code can't read.
+const recordVersion = 1
+
+// Record is the persisted handle of one sandbox: everything the service needs
+// to re-attach to it after a restart. It is written (atomically) before each
+// action it announces, so a crash at any instant leaves a record that says
+// what may have happened.
+type Record struct {
+	Version     int            `json:"version"`
+	ID          string         `json:"id"`
+	Spec        sandbox.Spec   `json:"spec"`
+	State       sandbox.State  `json:"state"`
+	Reason      sandbox.Reason `json:"reason,omitempty"`
+	Message     string         `json:"message,omitempty"`
+	ImageDigest string         `json:"image_digest,omitempty"`
+	Layers      []string       `json:"layers,omitempty"`
+	Token       string         `json:"token"`
+	CreatedAt   time.Time      `json:"created_at"`
+	StoppedAt   time.Time      `json:"stopped_at,omitzero"`
+	ExpiresAt   time.Time      `json:"expires_at,omitzero"`
+	// Pid and PidStart identify the sandbox's host process, so liveness is
+	// a read of /proc rather than a call to the runtime.
+	Pid      int       `json:"pid,omitempty"`
+	PidStart uint64    `json:"pid_start,omitempty"`
+	OOMKills int       `json:"oom_kills,omitempty"`
+	LastOOM  time.Time `json:"last_oom,omitzero"`
+}
+
+func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }
+
+func writeRecord(dir string, r *Record) error {
+	r.Version = recordVersion
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := recordPath(dir) + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing sandbox record: %w", err)
+	}
+	return os.Rename(tmp, recordPath(dir))
+}
+
+func readRecord(dir string) (*Record, error) {
+	data, err := os.ReadFile(recordPath(dir))
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", recordPath(dir), err)
+	}
+	if r.Version > recordVersion {
+		return nil, fmt.Errorf("%s: record version %d is newer than this reins understands (%d): upgrade reins", recordPath(dir), r.Version, recordVersion)
+	}
+	return &r, nil
+}

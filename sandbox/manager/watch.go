@@ -1,0 +1,283 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/rootfs"
+)
+
+// Recover loads every sandbox record from disk and re-attaches to the
+// sandboxes that still run. One that died while the service was down is
+// stopped with reason lost (or oom_killed, if its backend says so).
+func (m *Manager) Recover(ctx context.Context) error {
+	entries, err := os.ReadDir(m.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(m.cfg.Dir, e.Name())
+		rec, err := readRecord(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			// Created but never recorded: nothing ran; remove it.
+			rootfs.Remove(rootfs.Layout{Dir: dir})
+			continue
+		}
+		if err != nil {
+			m.log.Warn("skipping unreadable sandbox record", "dir", dir, "err", err)
+			continue
+		}
+		b := &box{dir: dir, rec: *rec, activity: time.Now()}
+		m.mu.Lock()
+		m.boxes[rec.ID] = b
+		m.mu.Unlock()
+		m.recoverOne(ctx, b)
+	}
+	return nil
+}
+
+func (m *Manager) recoverOne(ctx context.Context, b *box) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	log := m.log.With("sandbox", b.rec.ID)
+	switch b.rec.State {
+	case sandbox.StateStopped:
+		return
+	case sandbox.StateCreating:
+		// The service died mid-create: the user never got this id.
+		m.stopLocked(b, sandbox.ReasonError, "the service restarted while creating it")
+		m.cleanup(b, true)
+		return
+	}
+	backend, ok := m.cfg.Backends[b.rec.Spec.Backend]
+	if !ok {
+		m.stopLocked(b, sandbox.ReasonLost, fmt.Sprintf("backend %q is no longer configured", b.rec.Spec.Backend))
+		return
+	}
+	st, err := backend.Status(ctx, b.rec.ID)
+	if err != nil || !st.Running {
+		reason, msg := sandbox.ReasonLost, "it was gone when the service restarted"
+		if err == nil && st.OOMKilled {
+			reason, msg = sandbox.ReasonOOMKilled, "the memory limit killed it while the service was down"
+		}
+		log.Warn("sandbox did not survive", "reason", reason)
+		m.stopLocked(b, reason, msg)
+		m.cleanup(b, true)
+		return
+	}
+	ex, err := waitExecutor(ctx, filepath.Join(rootfs.Layout{Dir: b.dir}.Run(), socketName), b.rec.Token)
+	if err != nil {
+		log.Warn("executor does not answer after restart", "err", err)
+		m.stopLocked(b, sandbox.ReasonLost, "its executor did not answer after the service restarted: "+err.Error())
+		m.cleanup(b, true)
+		return
+	}
+	b.exec = ex
+	m.notePid(b, st)
+	log.Info("re-attached sandbox")
+}
+
+// Run checks running sandboxes every CheckInterval until ctx ends: deaths,
+// TTLs, idle timeouts, and forgetting old stopped ones.
+func (m *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(m.cfg.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.checkAll(ctx)
+		}
+	}
+}
+
+func (m *Manager) checkAll(ctx context.Context) {
+	m.mu.Lock()
+	boxes := slices.Collect(maps.Values(m.boxes))
+	m.mu.Unlock()
+	now := time.Now()
+	for _, b := range boxes {
+		if !b.mu.TryLock() {
+			continue // busy with an action; next round
+		}
+		rec := b.rec
+		switch rec.State {
+		case sandbox.StateStopped:
+			b.mu.Unlock()
+			if now.Sub(rec.StoppedAt) > m.cfg.StoppedRetention {
+				m.forget(b)
+			}
+			continue
+		case sandbox.StateRunning:
+		default:
+			b.mu.Unlock()
+			continue
+		}
+		alive := m.refreshLocked(ctx, b, false)
+		idleFor := now.Sub(b.activity)
+		b.mu.Unlock()
+		switch {
+		case !alive:
+		case !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt):
+			m.expire(b, sandbox.ReasonTTLExpired, fmt.Sprintf("its TTL of %s ran out", rec.Spec.TTL))
+		case rec.Spec.IdleTimeout > 0 && idleFor > rec.Spec.IdleTimeout:
+			if m.idle(ctx, b, rec.Spec.IdleTimeout) {
+				m.expire(b, sandbox.ReasonIdleTimeout, fmt.Sprintf("nothing ran in it for %s", rec.Spec.IdleTimeout))
+			}
+		}
+	}
+}
+
+// idle asks the executor whether anything ran recently: a process alive or
+// output within the timeout counts as activity, not only API calls.
+func (m *Manager) idle(ctx context.Context, b *box, timeout time.Duration) bool {
+	b.mu.Lock()
+	ex := b.exec
+	b.mu.Unlock()
+	if ex == nil {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := ex.Client.Usage(cctx, connect.NewRequest(&executorv1.UsageRequest{}))
+	if err != nil {
+		return true
+	}
+	last := time.Unix(0, resp.Msg.LastActivityUnixNano)
+	if resp.Msg.RunningExecs > 0 || time.Since(last) < timeout {
+		b.mu.Lock()
+		if last.After(b.activity) {
+			b.activity = last
+		}
+		if resp.Msg.RunningExecs > 0 {
+			b.activity = time.Now()
+		}
+		b.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// refreshLocked checks a running sandbox; it returns false (and records the
+// stop) when the sandbox is dead. With full, it also asks the backend for
+// the OOM count even when the sandbox is alive.
+func (m *Manager) refreshLocked(ctx context.Context, b *box, full bool) bool {
+	if !full && b.rec.Pid != 0 && pidAlive(b.rec.Pid, b.rec.PidStart) {
+		return true
+	}
+	backend := m.cfg.Backends[b.rec.Spec.Backend]
+	st, err := backend.Status(ctx, b.rec.ID)
+	if err == nil && st.Running {
+		m.notePid(b, st)
+		return true
+	}
+	reason, msg := sandbox.ReasonLost, "its processes vanished"
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		msg = "the runtime no longer knows it"
+	case err != nil:
+		msg = "its runtime failed to report on it: " + err.Error()
+	case st.ExitCode == -1:
+		msg = "its init and the process watching it vanished"
+	case st.OOMKilled:
+		reason = sandbox.ReasonOOMKilled
+		msg = fmt.Sprintf("the memory limit (%s) killed it", sandbox.FormatBytes(b.rec.Spec.Limits.MemoryBytes))
+	default:
+		reason = sandbox.ReasonExited
+		msg = fmt.Sprintf("its init exited with code %d%s", st.ExitCode, initLog(b.dir))
+	}
+	m.log.Warn("sandbox died", "sandbox", b.rec.ID, "reason", reason, "message", msg)
+	m.stopLocked(b, reason, msg)
+	if err := m.cleanup(b, true); err != nil {
+		m.log.Warn("cleanup failed", "sandbox", b.rec.ID, "err", err)
+	}
+	return false
+}
+
+// notePid records the sandbox's host pid and OOM count from a status.
+func (m *Manager) notePid(b *box, st sandbox.Status) {
+	changed := false
+	if st.Pid != 0 && st.Pid != b.rec.Pid {
+		b.rec.Pid, b.rec.PidStart = st.Pid, pidStartTime(st.Pid)
+		changed = true
+	}
+	if st.OOMKills > b.rec.OOMKills {
+		b.rec.OOMKills, b.rec.LastOOM = st.OOMKills, time.Now()
+		changed = true
+	}
+	if changed {
+		if err := writeRecord(b.dir, &b.rec); err != nil {
+			m.log.Warn("writing record failed", "sandbox", b.rec.ID, "err", err)
+		}
+	}
+}
+
+func (m *Manager) forget(b *box) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := rootfs.Remove(rootfs.Layout{Dir: b.dir}); err != nil {
+		m.log.Warn("removing stopped sandbox failed", "sandbox", b.rec.ID, "err", err)
+		return
+	}
+	m.mu.Lock()
+	delete(m.boxes, b.rec.ID)
+	m.mu.Unlock()
+}
+
+// pidAlive reports whether pid still runs and is the process that started
+// at start (pids are reused).
+func pidAlive(pid int, start uint64) bool {
+	return pidStartTime(pid) == start && start != 0
+}
+
+// pidStartTime reads field 22 of /proc/PID/stat, 0 if the process is gone.
+func pidStartTime(pid int) uint64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields resume after ')'.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	// A zombie is not alive.
+	if f[0] == "Z" || f[0] == "X" {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
+
+// Close drops connections to executors. Sandboxes keep running.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.boxes {
+		if b.exec != nil {
+			b.exec.Close()
+		}
+	}
+}

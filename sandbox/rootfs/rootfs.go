@@ -1,0 +1,312 @@
+// Package rootfs builds a sandbox's root filesystem on the host: an overlay
+// whose lower layers are an image's unpacked layers (shared, read-only) and
+// whose upper layer lives on the sandbox's own disk.
+//
+// The disk is a sparse ext4 image file of the sandbox's disk limit, attached
+// to a loop device and mounted. That bounds the writable layer (a write past
+// the limit gets ENOSPC, the sandbox stays usable), keeps one sandbox's files
+// off every other's path, and survives a restart of the service: the disk is
+// a plain file that a replacement sandbox can mount again.
+//
+// Layout of a sandbox directory DIR:
+//
+//	DIR/disk.img      the disk (sparse)
+//	DIR/disk/         where the disk is mounted
+//	DIR/disk/upper    the overlay's upper layer: every write of the sandbox
+//	DIR/disk/work     overlayfs' work directory
+//	DIR/disk/run      the control directory, bind-mounted into the sandbox
+//	DIR/rootfs/       the merged root filesystem
+//
+// All of it needs root.
+package rootfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// Layout names the paths of one sandbox directory.
+type Layout struct{ Dir string }
+
+func (l Layout) DiskImage() string { return filepath.Join(l.Dir, "disk.img") }
+func (l Layout) Disk() string      { return filepath.Join(l.Dir, "disk") }
+func (l Layout) Upper() string     { return filepath.Join(l.Dir, "disk", "upper") }
+func (l Layout) Work() string      { return filepath.Join(l.Dir, "disk", "work") }
+func (l Layout) Run() string       { return filepath.Join(l.Dir, "disk", "run") }
+func (l Layout) Rootfs() string    { return filepath.Join(l.Dir, "rootfs") }
+
+// MinDisk is the smallest disk we make: ext4 needs room for its own metadata.
+const MinDisk = 16 << 20
+
+// CreateDisk makes a sparse ext4 image of size bytes. An existing image is
+// kept (it holds a sandbox's files).
+func CreateDisk(ctx context.Context, l Layout, size int64) error {
+	if size < MinDisk {
+		return fmt.Errorf("disk size %d bytes is below the minimum of %d MiB: %w", size, MinDisk>>20, errdefs.ErrInvalidArgument)
+	}
+	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(l.DiskImage(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(l.DiskImage())
+		return fmt.Errorf("sizing disk image: %w", err)
+	}
+	// No journal: the disk is a sandbox's scratch space and the fastest
+	// mkfs matters on the create path. No reserved blocks: the limit the
+	// user asked for is the space the sandbox gets.
+	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal",
+		"-E", "lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0", l.DiskImage())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(l.DiskImage())
+		if errors.Is(err, exec.ErrNotFound) {
+			return fmt.Errorf("mkfs.ext4 not found: install the Debian package e2fsprogs")
+		}
+		return fmt.Errorf("mkfs.ext4: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// MountDisk attaches the disk image to a free loop device and mounts it. The
+// loop device is set to clear itself when the disk is unmounted. Mounting a
+// disk that is already mounted is a no-op.
+func MountDisk(l Layout) error {
+	if mounted(l.Disk()) {
+		return nil
+	}
+	if err := os.MkdirAll(l.Disk(), 0o700); err != nil {
+		return err
+	}
+	img, err := os.OpenFile(l.DiskImage(), os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening disk image: %w", err)
+	}
+	defer img.Close()
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening /dev/loop-control (loop devices are needed for sandbox disks): %w", err)
+	}
+	defer ctl.Close()
+	// Another process may take the free device between our asking and our
+	// configuring it; then ask again.
+	for attempt := 0; attempt < 32; attempt++ {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return fmt.Errorf("finding a free loop device: %w", err)
+		}
+		dev := fmt.Sprintf("/dev/loop%d", n)
+		loop, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", dev, err)
+		}
+		cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
+		if errors.Is(err, unix.EBUSY) {
+			loop.Close()
+			continue
+		}
+		if err != nil {
+			loop.Close()
+			return fmt.Errorf("attaching disk to %s: %w", dev, err)
+		}
+		err = unix.Mount(dev, l.Disk(), "ext4", unix.MS_NOATIME, "")
+		// Closing the device after the mount leaves the mount holding it;
+		// with autoclear it is detached at unmount.
+		loop.Close()
+		if err != nil {
+			return fmt.Errorf("mounting %s on %s: %w", dev, l.Disk(), err)
+		}
+		for _, d := range []string{l.Upper(), l.Work(), l.Run()} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		return os.Chmod(l.Run(), 0o700)
+	}
+	return fmt.Errorf("no free loop device after 32 attempts: %w", errdefs.ErrResourceExhausted)
+}
+
+// MountOverlay mounts the merged root filesystem: layers (lowest first) under
+// the sandbox's upper layer.
+func MountOverlay(l Layout, layers []string) error {
+	if mounted(l.Rootfs()) {
+		return nil
+	}
+	if len(layers) == 0 {
+		return fmt.Errorf("image has no layers: %w", errdefs.ErrInvalidArgument)
+	}
+	if err := os.MkdirAll(l.Rootfs(), 0o755); err != nil {
+		return err
+	}
+	fd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("overlayfs is not available: %w", err)
+	}
+	defer unix.Close(fd)
+	fail := func(what string, err error) error {
+		return fmt.Errorf("mounting overlay (%s): %w%s", what, err, fsLog(fd))
+	}
+	// "lowerdir+" adds one layer at a time (no page-size limit on the
+	// option string); the first one given is the top-most.
+	for i := len(layers) - 1; i >= 0; i-- {
+		if err := unix.FsconfigSetString(fd, "lowerdir+", layers[i]); err != nil {
+			if i == len(layers)-1 && errors.Is(err, unix.EINVAL) {
+				return mountOverlayLegacy(l, layers)
+			}
+			return fail("layer "+layers[i], err)
+		}
+	}
+	for k, v := range map[string]string{"upperdir": l.Upper(), "workdir": l.Work()} {
+		if err := unix.FsconfigSetString(fd, k, v); err != nil {
+			return fail(k, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fd); err != nil {
+		return fail("create", err)
+	}
+	mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return fail("fsmount", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, l.Rootfs(), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fail("move_mount", err)
+	}
+	return nil
+}
+
+// mountOverlayLegacy is for kernels before 6.8, which lack "lowerdir+".
+func mountOverlayLegacy(l Layout, layers []string) error {
+	rev := make([]string, len(layers))
+	for i, d := range layers {
+		rev[len(layers)-1-i] = d
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(rev, ":"), l.Upper(), l.Work())
+	if err := unix.Mount("overlay", l.Rootfs(), "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mounting overlay: %w", err)
+	}
+	return nil
+}
+
+func fsLog(fd int) string {
+	buf := make([]byte, 512)
+	var msgs []string
+	for {
+		n, err := unix.Read(fd, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		msgs = append(msgs, strings.TrimSpace(string(buf[:n])))
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(msgs, "; ") + ")"
+}
+
+// Unmount unmounts the root filesystem and then the disk, leaving the disk
+// image in place. Unmounting what is not mounted is not an error.
+func Unmount(l Layout) error {
+	var errs []error
+	for _, p := range []string{l.Rootfs(), l.Disk()} {
+		if err := unmount(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Remove unmounts everything and deletes the sandbox directory.
+func Remove(l Layout) error {
+	if err := Unmount(l); err != nil {
+		return err
+	}
+	return os.RemoveAll(l.Dir)
+}
+
+func unmount(p string) error {
+	for mounted(p) {
+		err := unix.Unmount(p, 0)
+		if errors.Is(err, unix.EBUSY) {
+			// Something still holds it (a runtime tearing down). Detach
+			// it: the kernel frees it once the last user lets go.
+			err = unix.Unmount(p, unix.MNT_DETACH)
+		}
+		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("unmounting %s: %w", p, err)
+		}
+		if err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// mounted reports whether p is a mount point: its device differs from its
+// parent's.
+func mounted(p string) bool {
+	var st, parent unix.Stat_t
+	if unix.Lstat(p, &st) != nil || unix.Lstat(filepath.Dir(p), &parent) != nil {
+		return false
+	}
+	if st.Dev != parent.Dev {
+		return true
+	}
+	// An overlay of a directory on the same device still has a new device
+	// number, but a bind mount would not; check mountinfo for certainty.
+	return inMountinfo(p)
+}
+
+func inMountinfo(p string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && unescapeMount(f[4]) == p {
+			return true
+		}
+	}
+	return false
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+// Usage reports the bytes used and the size of a mounted disk.
+func Usage(l Layout) (used, total uint64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(l.Disk(), &st); err != nil {
+		return 0, 0, err
+	}
+	total = st.Blocks * uint64(st.Bsize)
+	used = total - st.Bfree*uint64(st.Bsize)
+	return used, total, nil
+}

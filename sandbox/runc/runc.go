@@ -1,0 +1,60 @@
+// Package runc is the sandbox backend that runs sandboxes as runc
+// containers: Linux namespaces and cgroups on the host kernel. It is faster
+// to start than gvisor and isolates less (the host kernel is the boundary);
+// choose it for trusted images or when gVisor cannot run a workload.
+//
+// Programs that use it must call oci.MaybeRunShim first thing in main.
+package runc
+
+import (
+	"fmt"
+	"os/exec"
+
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/oci"
+)
+
+// Backend runs sandboxes with runc.
+type Backend struct {
+	*oci.Runtime
+}
+
+var (
+	_ sandbox.Backend       = (*Backend)(nil)
+	_ sandbox.UsageReporter = (*Backend)(nil)
+	_ sandbox.Pauser        = (*Backend)(nil)
+)
+
+// Option changes how New sets up the backend.
+type Option func(*oci.Config)
+
+// WithBinary runs this runc binary instead of the one in PATH.
+func WithBinary(path string) Option { return func(c *oci.Config) { c.Runtime = path } }
+
+// WithShim starts this binary as each sandbox's shim instead of the
+// running program's own; its main must call oci.MaybeRunShim.
+func WithShim(path string) Option { return func(c *oci.Config) { c.Shim = path } }
+
+// New returns a backend that keeps its records and runc's state under
+// stateDir, which must survive restarts of the service.
+func New(stateDir string, opts ...Option) (*Backend, error) {
+	cfg := oci.Config{Name: "runc", StateDir: stateDir}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.Runtime == "" {
+		p, err := exec.LookPath("runc")
+		if err != nil {
+			return nil, fmt.Errorf("runc not found in PATH: install the Debian package runc: %w", errdefs.ErrFailedPrecondition)
+		}
+		cfg.Runtime = p
+	}
+	// runc keeps a container's state in <root>/<id>/.
+	cfg.StateFiles = func(id string) []string { return []string{id} }
+	rt, err := oci.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{Runtime: rt}, nil
+}

@@ -1,0 +1,218 @@
+// Package server is reins serve's API: the Connect handlers, the token
+// check, and the proxy that forwards executor calls to a sandbox.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/reinsdev/reins/api/reins/executor/v1/executorv1connect"
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/manager"
+)
+
+// SandboxHeader names the sandbox an executor call is for.
+const SandboxHeader = "Reins-Sandbox"
+
+// Server serves the API.
+type Server struct {
+	m     *manager.Manager
+	token string
+	log   *slog.Logger
+	errw  *connect.ErrorWriter
+}
+
+// New returns a Server that accepts token on every call.
+func New(m *manager.Manager, token string, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{m: m, token: token, log: log, errw: connect.NewErrorWriter()}
+}
+
+var _ reinsv1connect.SandboxServiceHandler = (*Server)(nil)
+
+// Handler returns the HTTP handler for the whole API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	path, h := reinsv1connect.NewSandboxServiceHandler(s)
+	mux.Handle(path, h)
+	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	return s.auth(mux)
+}
+
+func (s *Server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) != 1 {
+			msg := "missing or wrong token: set REINS_TOKEN (the admin token is in the data dir's admin.token)"
+			s.errw.Write(w, r, connect.NewError(connect.CodeUnauthenticated, errors.New(msg)))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// proxy forwards an executor call to the sandbox named by SandboxHeader,
+// swapping the user's token for the executor's.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(SandboxHeader)
+	if id == "" {
+		s.errw.Write(w, r, errdefs.ToConnect(fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument)))
+		return
+	}
+	ex, err := s.m.Executor(r.Context(), id)
+	if err != nil {
+		s.errw.Write(w, r, errdefs.ToConnect(err))
+		return
+	}
+	target, _ := url.Parse(manager.BaseURL)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Header.Set("Authorization", "Bearer "+ex.Token)
+			pr.Out.Header.Del(SandboxHeader)
+		},
+		Transport:     ex.Transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.errw.Write(w, r, errdefs.ToConnect(s.executorDown(id, err)))
+		},
+	}
+	rp.ServeHTTP(w, r)
+	s.m.Touch(id)
+}
+
+// executorDown explains a failed executor call: the sandbox's fate if it
+// ended, or the transport error.
+func (s *Server) executorDown(id string, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if rec, gerr := s.m.Get(ctx, id); gerr == nil && rec.State == sandbox.StateStopped {
+		return fmt.Errorf("sandbox %s stopped (%s: %s): %w", id, rec.Reason, rec.Message, errdefs.ErrFailedPrecondition)
+	}
+	return fmt.Errorf("sandbox %s: its executor did not answer (%v): %w", id, err, errdefs.ErrUnavailable)
+}
+
+func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.CreateSandboxRequest], stream *connect.ServerStream[reinsv1.CreateSandboxResponse]) error {
+	spec, err := SpecFromProto(req.Msg.Spec)
+	if err != nil {
+		return errdefs.ToConnect(err)
+	}
+	var mu sync.Mutex
+	last := map[string]time.Time{}
+	progress := func(p manager.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		// At most ten updates a second per item, but always the last one.
+		key := p.Phase + p.Item
+		if t := last[key]; time.Since(t) < 100*time.Millisecond && (p.Total == 0 || p.Done < p.Total) {
+			return
+		}
+		last[key] = time.Now()
+		stream.Send(&reinsv1.CreateSandboxResponse{Msg: &reinsv1.CreateSandboxResponse_Progress{Progress: &reinsv1.Progress{
+			Phase: p.Phase, Item: p.Item, Done: p.Done, Total: p.Total, Message: p.Message,
+		}}})
+	}
+	rec, err := s.m.Create(ctx, spec, progress)
+	if err != nil {
+		return errdefs.ToConnect(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return stream.Send(&reinsv1.CreateSandboxResponse{Msg: &reinsv1.CreateSandboxResponse_Sandbox{Sandbox: RecordToProto(rec)}})
+}
+
+func (s *Server) Get(ctx context.Context, req *connect.Request[reinsv1.GetSandboxRequest]) (*connect.Response[reinsv1.GetSandboxResponse], error) {
+	rec, err := s.m.Get(ctx, req.Msg.Id)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.GetSandboxResponse{Sandbox: RecordToProto(rec)}), nil
+}
+
+func (s *Server) List(ctx context.Context, req *connect.Request[reinsv1.ListSandboxesRequest]) (*connect.Response[reinsv1.ListSandboxesResponse], error) {
+	resp := &reinsv1.ListSandboxesResponse{}
+	for _, rec := range s.m.List(ctx, req.Msg.Labels) {
+		resp.Sandboxes = append(resp.Sandboxes, RecordToProto(rec))
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *Server) Delete(ctx context.Context, req *connect.Request[reinsv1.DeleteSandboxRequest]) (*connect.Response[reinsv1.DeleteSandboxResponse], error) {
+	if err := s.m.Delete(ctx, req.Msg.Id); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.DeleteSandboxResponse{}), nil
+}
+
+// SpecFromProto converts and checks a wire spec.
+func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
+	if p == nil {
+		p = &reinsv1.SandboxSpec{}
+	}
+	if p.Cpus < 0 || p.MemoryBytes < 0 || p.Pids < 0 || p.DiskBytes < 0 || p.TtlMs < 0 || p.IdleTimeoutMs < 0 {
+		return sandbox.Spec{}, fmt.Errorf("limits, ttl and idle timeout must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	return sandbox.Spec{
+		Image:   p.Image,
+		Backend: p.Backend,
+		Limits: sandbox.Limits{
+			CPUs: p.Cpus, MemoryBytes: p.MemoryBytes, Pids: p.Pids, DiskBytes: p.DiskBytes,
+		},
+		TTL:         time.Duration(p.TtlMs) * time.Millisecond,
+		IdleTimeout: time.Duration(p.IdleTimeoutMs) * time.Millisecond,
+		Env:         p.Env,
+		Labels:      p.Labels,
+		Workdir:     p.Workdir,
+	}, nil
+}
+
+// RecordToProto converts a record for the wire. The executor token stays
+// on this side.
+func RecordToProto(r manager.Record) *reinsv1.Sandbox {
+	nano := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixNano()
+	}
+	return &reinsv1.Sandbox{
+		Id: r.ID,
+		Spec: &reinsv1.SandboxSpec{
+			Image: r.Spec.Image, Backend: r.Spec.Backend,
+			Cpus: r.Spec.Limits.CPUs, MemoryBytes: r.Spec.Limits.MemoryBytes,
+			Pids: r.Spec.Limits.Pids, DiskBytes: r.Spec.Limits.DiskBytes,
+			TtlMs: r.Spec.TTL.Milliseconds(), IdleTimeoutMs: r.Spec.IdleTimeout.Milliseconds(),
+			Env: r.Spec.Env, Labels: r.Spec.Labels, Workdir: r.Spec.Workdir,
+		},
+		State:           string(r.State),
+		Reason:          string(r.Reason),
+		Message:         r.Message,
+		ImageDigest:     r.ImageDigest,
+		CreatedUnixNano: nano(r.CreatedAt),
+		StoppedUnixNano: nano(r.StoppedAt),
+		ExpiresUnixNano: nano(r.ExpiresAt),
+		OomKills:        int32(r.OOMKills),
+		LastOomUnixNano: nano(r.LastOOM),
+	}
+}
