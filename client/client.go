@@ -86,7 +86,10 @@ func (c *Client) wrap(err error) error {
 		return nil
 	}
 	var ce *connect.Error
-	if errors.As(err, &ce) && ce.Code() == connect.CodeUnavailable && strings.Contains(ce.Message(), "connection refused") {
+	// The service marks its own errors with their kind; an unavailable
+	// error without one comes from this side's transport.
+	if errors.As(err, &ce) && ce.Code() == connect.CodeUnavailable && ce.Meta().Get(errdefs.KindHeader) == "" &&
+		strings.Contains(ce.Message(), "connection refused") {
 		return fmt.Errorf("cannot reach reins serve at %s: is it running? (start it with `reins serve --data-dir DIR`, or set REINS_URL): %w", c.URL, errdefs.ErrUnavailable)
 	}
 	return errdefs.FromConnect(err)

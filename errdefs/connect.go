@@ -9,7 +9,8 @@ import (
 
 // The wire carries the exact kind in this metadata key, because several kinds
 // share one Connect code (too large and no space are both resource_exhausted).
-const kindHeader = "Reins-Error-Kind"
+// KindHeader carries an error's exact kind on the wire.
+const KindHeader = "Reins-Error-Kind"
 
 var kindNames = map[error]string{
 	ErrNotFound: "not_found", ErrAlreadyExists: "already_exists",
@@ -51,7 +52,7 @@ func ToConnect(err error) error {
 		}
 	}
 	ce = connect.NewError(kindCodes[kind], errors.New(err.Error()))
-	ce.Meta().Set(kindHeader, kindNames[kind])
+	ce.Meta().Set(KindHeader, kindNames[kind])
 	return ce
 }
 
@@ -66,7 +67,7 @@ func FromConnect(err error) error {
 	if !errors.As(err, &ce) {
 		return err
 	}
-	name := ce.Meta().Get(kindHeader)
+	name := ce.Meta().Get(KindHeader)
 	for k, n := range kindNames {
 		if n == name {
 			return WithMessage(k, ce.Message())

@@ -14,6 +14,7 @@
 package executor
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -84,7 +85,7 @@ type Server struct {
 	token   [sha256.Size]byte
 	env     []string
 	started time.Time
-	// activity is the last time anything happened, in Unix nanoseconds.
+	// activity is when anything last happened (process.MonoNow).
 	activity atomic.Int64
 	http     atomic.Pointer[http.Server]
 }
@@ -127,7 +128,7 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) touch() { s.activity.Store(time.Now().UnixNano()) }
+func (s *Server) touch() { s.activity.Store(int64(process.MonoNow())) }
 
 // Handler returns the HTTP handler serving the API, with authentication.
 func (s *Server) Handler() http.Handler {
@@ -135,11 +136,18 @@ func (s *Server) Handler() http.Handler {
 		connect.WithReadMaxBytes(2 * files.MaxRead), // room to refuse a too large WriteFile in words
 		// Local socket: compression would only burn the sandbox's CPU.
 		connect.WithCompression("gzip", nil, nil),
+		connect.WithCodec(codec{}),
 	}
 	_, h := executorv1connect.NewExecutorHandler(s, opts...)
 	errw := connect.NewErrorWriter(opts...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.touch()
+		// Monitoring calls are not activity: the service's idle check asks
+		// Usage, and that must not keep an idle sandbox alive.
+		switch r.URL.Path {
+		case executorv1connect.ExecutorUsageProcedure, executorv1connect.ExecutorHealthProcedure, executorv1connect.ExecutorHelloProcedure:
+		default:
+			s.touch()
+		}
 		if !s.authorized(r.Header.Get("Authorization")) {
 			errw.Write(w, r, errdefs.ToConnect(errdefs.WithMessage(errdefs.ErrUnauthenticated,
 				"missing or wrong executor token: send \"Authorization: Bearer <token>\" with the token the sandbox was created with")))
@@ -174,8 +182,7 @@ func (s *Server) HTTPServer() *http.Server {
 			MaxReceiveBufferPerStream:     4 << 20,
 			MaxReadFrameSize:              1 << 20,
 		},
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 }
 
@@ -185,7 +192,7 @@ func (s *Server) Serve(l net.Listener) error {
 	if !s.http.CompareAndSwap(nil, hs) {
 		return errors.New("executor: Serve called twice")
 	}
-	err := hs.Serve(l)
+	err := hs.Serve(bufferedListener{l})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -266,3 +273,24 @@ func hasKey(env []string, key string) bool {
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, errdefs.ErrNoSpace)
 }
+
+// bufferedListener gives each connection a read buffer. HTTP/2 reads every
+// frame's header and payload with a read each, and a call is several frames:
+// with the buffer one read brings them all. Syscalls are what gVisor makes
+// expensive; large reads still go straight into the reader's buffer.
+type bufferedListener struct{ net.Listener }
+
+func (l bufferedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 32<<10)}, nil
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

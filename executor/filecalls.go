@@ -132,6 +132,7 @@ func (s *Server) Upload(ctx context.Context, stream *connect.ClientStream[execut
 	defer root.Close()
 
 	r := &uploadReader{stream: stream, h: sha256.New()}
+	defer r.release()
 	nfiles, nbytes, err := archive.ExtractRoot(r, root)
 	if err == nil {
 		bp := copyPool.Get().(*[]byte)
@@ -173,6 +174,7 @@ type uploadReader struct {
 	stream *connect.ClientStream[executorv1.UploadRequest]
 	h      hash.Hash
 	cur    []byte
+	held   []byte // the buffer cur is in, until the next message
 	err    error
 }
 
@@ -201,6 +203,7 @@ func (r *uploadReader) Read(p []byte) (int, error) {
 }
 
 func (r *uploadReader) next() error {
+	r.release()
 	if r.err != nil {
 		return r.err
 	}
@@ -217,13 +220,29 @@ func (r *uploadReader) next() error {
 		return r.err
 	}
 	r.cur = msg.GetData()
+	r.held = r.cur
 	r.h.Write(r.cur)
 	return nil
+}
+
+// release gives the buffer of the message read last back to the codec's
+// pool (see codec).
+func (r *uploadReader) release() {
+	if r.held != nil {
+		putChunk(r.held)
+		r.held, r.cur = nil, nil
+	}
 }
 
 const downloadChunk = 256 << 10
 
 var copyPool = sync.Pool{New: func() any { b := make([]byte, downloadChunk); return &b }}
+
+// frameHeadroom is room before a download chunk for its protobuf field
+// header, so that codec can marshal the message in place.
+const frameHeadroom = 16
+
+var framePool = sync.Pool{New: func() any { b := make([]byte, frameHeadroom+downloadChunk); return &b }}
 
 // Download sends a tar stream of a file or directory; the last message
 // carries the sha256 of the whole stream.
@@ -237,9 +256,12 @@ func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.D
 	if abs == "/" {
 		prefix = ""
 	}
-	bp := copyPool.Get().(*[]byte)
-	defer copyPool.Put(bp)
-	w := &downloadWriter{stream: stream, h: sha256.New(), buf: (*bp)[:0]}
+	fp := framePool.Get().(*[]byte)
+	defer framePool.Put(fp)
+	w := &downloadWriter{stream: stream, h: sha256.New(), frame: *fp}
+	w.buf = w.frame[frameHeadroom:frameHeadroom]
+	lend(&w.msg, w.frame)
+	defer unlend(&w.msg)
 	if err := archive.WriteRoot(w, root, name, prefix); err != nil {
 		if w.err != nil {
 			return streamError(w.err)
@@ -254,11 +276,13 @@ func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.D
 	return stream.Send(&w.msg)
 }
 
-// downloadWriter cuts the tar stream into messages of downloadChunk bytes.
+// downloadWriter cuts the tar stream into messages of downloadChunk bytes,
+// gathered in its frame, where codec marshals them without a copy.
 type downloadWriter struct {
 	stream *connect.ServerStream[executorv1.DownloadResponse]
 	h      hash.Hash
-	buf    []byte
+	frame  []byte
+	buf    []byte // frame[frameHeadroom:], filling up
 	msg    executorv1.DownloadResponse
 	err    error
 }
@@ -270,13 +294,6 @@ func (w *downloadWriter) Write(p []byte) (int, error) {
 	w.h.Write(p)
 	n := len(p)
 	for len(p) > 0 {
-		if len(w.buf) == 0 && len(p) >= downloadChunk {
-			if err := w.send(p[:downloadChunk]); err != nil {
-				return 0, err
-			}
-			p = p[downloadChunk:]
-			continue
-		}
 		c := copy(w.buf[len(w.buf):cap(w.buf)], p)
 		w.buf = w.buf[:len(w.buf)+c]
 		p = p[c:]
@@ -293,16 +310,11 @@ func (w *downloadWriter) flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	err := w.send(w.buf)
+	w.msg.Data = w.buf
+	err := w.stream.Send(&w.msg)
 	w.buf = w.buf[:0]
-	return err
-}
-
-func (w *downloadWriter) send(b []byte) error {
-	w.msg.Data = b
-	if err := w.stream.Send(&w.msg); err != nil {
+	if err != nil {
 		w.err = err
-		return err
 	}
-	return nil
+	return err
 }

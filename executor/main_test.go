@@ -28,7 +28,9 @@ func TestMain(m *testing.M) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		panic(err)
 	}
-	goleak.VerifyTestMain(m)
+	// net/http lingers 500ms before closing a connection whose request
+	// body was not read (a refused upload): a sleep, not a leak.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("net/http.(*conn).closeWriteAndWait"))
 }
 
 const testToken = "test-token-0123456789"
@@ -180,7 +182,7 @@ func TestHelloHealthUsage(t *testing.T) {
 		t.Errorf("LastActivity %v is before the exec", idle)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if got := e.srv.LastActivity(); !got.Equal(idle) {
+	if got := e.srv.LastActivity(); got.Sub(idle).Abs() > time.Millisecond {
 		t.Errorf("LastActivity moved with nothing happening: %v then %v", idle, got)
 	}
 }

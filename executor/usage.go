@@ -13,6 +13,7 @@ import (
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor/process"
 )
 
 // Hello reports the executor's version and capabilities.
@@ -37,7 +38,7 @@ func (s *Server) LastActivity() time.Time {
 	if s.procs.Running() > 0 {
 		return time.Now()
 	}
-	return time.Unix(0, s.activity.Load())
+	return process.WallTime(time.Duration(s.activity.Load()))
 }
 
 // Usage reports the sandbox's resource use as seen from inside: from its

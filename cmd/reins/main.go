@@ -56,7 +56,7 @@ func main() {
 // isCobraUsage recognises cobra's own argument errors, which it returns as
 // plain errors.
 func isCobraUsage(err error) bool {
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "invalid argument"} {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least"} {
 		if strings.Contains(err.Error(), p) {
 			return true
 		}

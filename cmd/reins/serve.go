@@ -33,6 +33,7 @@ type serveConfig struct {
 	LogLevel       string
 	Defaults       sandbox.Limits
 	CheckInterval  time.Duration
+	AnswerTimeout  time.Duration
 }
 
 func serveCmd() *cobra.Command {
@@ -60,6 +61,7 @@ Sandboxes outlive the service: a restarted service re-attaches to them.`,
 	f.Var(&mem, "default-memory", "memory of sandboxes that set none (default 1G)")
 	f.Var(&disk, "default-disk", "disk of sandboxes that set none (default 4G)")
 	f.DurationVar(&cfg.CheckInterval, "check-interval", time.Second, "how often sandboxes are checked for death, TTL and idleness")
+	f.DurationVar(&cfg.AnswerTimeout, "executor-timeout", 20*time.Second, "how long a call waits for a sandbox's executor to start answering")
 	return c
 }
 
@@ -103,6 +105,7 @@ func serve(cfg serveConfig) error {
 		Images:         manager.ImageStore(images),
 		Defaults:       cfg.Defaults,
 		CheckInterval:  cfg.CheckInterval,
+		AnswerTimeout:  cfg.AnswerTimeout,
 		Logger:         log,
 	})
 	if err != nil {

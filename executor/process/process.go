@@ -68,7 +68,7 @@ type Process struct {
 	tag     string
 	key     string
 	pty     bool
-	started time.Time
+	started time.Duration // monoNow() when it started
 
 	stdinMu sync.Mutex
 	stdin   *os.File // pipe write end or the pty master; nil when closed
@@ -80,7 +80,7 @@ type Process struct {
 	pumps    int
 	reaped   bool
 	ws       syscall.WaitStatus
-	reapedAt time.Time
+	reapedAt time.Duration
 	timedOut bool
 	signaled bool
 	timer    *time.Timer
@@ -89,6 +89,21 @@ type Process struct {
 	done     chan struct{}
 	subs     []chan struct{}
 }
+
+// The clock. time.Now reads two clocks, each a syscall where the vDSO is
+// not used (gVisor's ptrace platform); the hot paths keep monotonic offsets
+// from epoch, one clock read, and turn them into wall time when asked.
+var epoch = time.Now()
+
+// monoNow is the monotonic time since the package started.
+func monoNow() time.Duration { return time.Since(epoch) }
+
+// MonoNow is the monotonic time since the package started, for stamps that
+// are compared, or turned into wall time with WallTime only when shown.
+func MonoNow() time.Duration { return monoNow() }
+
+// WallTime is the wall time of the monotonic stamp m, as of now.
+func WallTime(m time.Duration) time.Time { return time.Now().Add(m - monoNow()) }
 
 var readPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
@@ -113,7 +128,7 @@ func (p *Process) Exit() *Exit {
 func (p *Process) Info() Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Info{Pid: p.pid, Argv: p.argv, Tag: p.tag, Key: p.key, PTY: p.pty, Started: p.started, Exit: p.exit}
+	return Info{Pid: p.pid, Argv: p.argv, Tag: p.tag, Key: p.key, PTY: p.pty, Started: WallTime(p.started), Exit: p.exit}
 }
 
 // pump copies one output stream into its ring until EOF (or until the
@@ -148,7 +163,7 @@ func (p *Process) pump(stream int, f *os.File) {
 // onExit receives the exit status from the reaper.
 func (p *Process) onExit(ws syscall.WaitStatus) {
 	p.mu.Lock()
-	p.reaped, p.ws, p.reapedAt = true, ws, time.Now()
+	p.reaped, p.ws, p.reapedAt = true, ws, monoNow()
 	if p.timer != nil {
 		p.timer.Stop()
 	}
@@ -181,7 +196,7 @@ func (p *Process) finishLocked() bool {
 	if !p.reaped || p.pumps > 0 || p.exit != nil {
 		return false
 	}
-	e := Exit{Duration: p.reapedAt.Sub(p.started), Reason: ReasonExited}
+	e := Exit{Duration: p.reapedAt - p.started, Reason: ReasonExited}
 	switch {
 	case p.ws.Signaled():
 		e.Signal = int(p.ws.Signal())

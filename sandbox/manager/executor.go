@@ -30,8 +30,13 @@ type Executor struct {
 // ignored by the unix-socket transport.
 const BaseURL = "http://executor"
 
-func newExecutor(socket, token string) *Executor {
+// newExecutor returns a connection that waits at most answer for the
+// executor to start answering a call (response headers; a stream's first
+// event is sent at once), so a frozen or wedged sandbox fails the call
+// instead of hanging it.
+func newExecutor(socket, token string, answer time.Duration) *Executor {
 	t := &http.Transport{
+		ResponseHeaderTimeout: answer,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return dialUnix(ctx, socket)
 		},
@@ -40,6 +45,13 @@ func newExecutor(socket, token string) *Executor {
 	}
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetUnencryptedHTTP2(true)
+	// Big frames and windows: under gVisor every read the executor makes
+	// is costly, so fewer, larger frames move files faster.
+	t.HTTP2 = &http.HTTP2Config{
+		MaxReadFrameSize:              1 << 20,
+		MaxReceiveBufferPerConnection: 32 << 20,
+		MaxReceiveBufferPerStream:     16 << 20,
+	}
 	e := &Executor{Socket: socket, Token: token, Transport: t}
 	e.Client = executorv1connect.NewExecutorClient(&http.Client{Transport: withToken{t, token}}, BaseURL)
 	return e
@@ -77,8 +89,8 @@ func (w withToken) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // waitExecutor polls until the executor answers Health or ctx ends. It sits
 // on the create path, so it polls often.
-func waitExecutor(ctx context.Context, socket, token string) (*Executor, error) {
-	e := newExecutor(socket, token)
+func waitExecutor(ctx context.Context, socket, token string, answer time.Duration) (*Executor, error) {
+	e := newExecutor(socket, token, answer)
 	delay := 500 * time.Microsecond
 	var last error
 	for {
@@ -100,7 +112,7 @@ func waitExecutor(ctx context.Context, socket, token string) (*Executor, error) 
 			return nil, fmt.Errorf("%w (%v)", last, context.Cause(ctx))
 		case <-time.After(delay):
 		}
-		if delay < 5*time.Millisecond {
+		if delay < 2*time.Millisecond {
 			delay *= 2
 		}
 	}

@@ -72,13 +72,21 @@ type Config struct {
 	StoppedRetention time.Duration
 	// ReadyTimeout bounds the wait for a new sandbox's executor. Default 30s.
 	ReadyTimeout time.Duration
-	Logger       *slog.Logger
+	// AnswerTimeout bounds the wait for an executor to start answering a
+	// call. Default 20s.
+	AnswerTimeout time.Duration
+	// DiskPool is how many formatted disks of the default size to keep
+	// ready, off the create path. Default 2; negative turns it off.
+	DiskPool int
+	Logger   *slog.Logger
 }
 
 // Manager runs sandboxes. Its methods are safe for concurrent use.
 type Manager struct {
 	cfg Config
 	log *slog.Logger
+
+	pool *rootfs.DiskPool
 
 	mu    sync.Mutex
 	boxes map[string]*box
@@ -125,11 +133,31 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.AnswerTimeout == 0 {
+		cfg.AnswerTimeout = 20 * time.Second
+	}
+	if cfg.DiskPool == 0 {
+		cfg.DiskPool = 2
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}}, nil
+	m := &Manager{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}}
+	if cfg.DiskPool > 0 {
+		spec, err := m.normalize(sandbox.Spec{})
+		if err != nil {
+			return nil, err
+		}
+		m.pool, err = rootfs.NewDiskPool(filepath.Join(cfg.Dir, poolDir), spec.Limits.DiskBytes, cfg.DiskPool)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
+
+// poolDir holds ready disks; Recover skips it (its name is not an id).
+const poolDir = ".diskpool"
 
 // DefaultLimits are used for what neither the Spec nor the Config sets.
 var DefaultLimits = sandbox.Limits{CPUs: 1, MemoryBytes: 1 << 30, Pids: 4096, DiskBytes: 4 << 30}
@@ -248,15 +276,19 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec, progress func(P
 func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	l := rootfs.Layout{Dir: b.dir}
 	spec := b.rec.Spec
+	t0 := time.Now()
+	m.pool.Take(l, spec.Limits.DiskBytes)
 	if err := rootfs.CreateDisk(ctx, l, spec.Limits.DiskBytes); err != nil {
 		return err
 	}
+	t1 := time.Now()
 	if err := rootfs.MountDisk(l); err != nil {
 		return err
 	}
 	if err := rootfs.MountOverlay(l, img.Layers); err != nil {
 		return err
 	}
+	t2 := time.Now()
 	workdir := spec.Workdir
 	if workdir == "" {
 		workdir = img.WorkingDir
@@ -291,15 +323,19 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 		Limits:   spec.Limits,
 	}
 	backend := m.cfg.Backends[spec.Backend]
+	t3 := time.Now()
 	if err := backend.Start(ctx, bundle); err != nil {
 		return err
 	}
+	t4 := time.Now()
 	readyCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
-	ex, err := waitExecutor(readyCtx, filepath.Join(l.Run(), socketName), b.rec.Token)
+	ex, err := waitExecutor(readyCtx, filepath.Join(l.Run(), socketName), b.rec.Token, m.cfg.AnswerTimeout)
 	if err != nil {
 		return fmt.Errorf("the sandbox's executor did not start: %w%s", err, initLog(b.dir))
 	}
+	m.log.Debug("sandbox boot", "sandbox", b.rec.ID, "mkfs", t1.Sub(t0), "mount", t2.Sub(t1),
+		"prepare", t3.Sub(t2), "backend_start", t4.Sub(t3), "executor_ready", time.Since(t4))
 	b.exec = ex
 	b.rec.State = sandbox.StateRunning
 	return writeRecord(b.dir, &b.rec)
@@ -494,7 +530,7 @@ func (m *Manager) Executor(ctx context.Context, id string) (*Executor, error) {
 		return nil, fmt.Errorf("sandbox %s is %s%s: %w", id, b.rec.State, stoppedWhy(b.rec), errdefs.ErrFailedPrecondition)
 	}
 	if b.exec == nil {
-		b.exec = newExecutor(filepath.Join(rootfs.Layout{Dir: b.dir}.Run(), socketName), b.rec.Token)
+		b.exec = newExecutor(filepath.Join(rootfs.Layout{Dir: b.dir}.Run(), socketName), b.rec.Token, m.cfg.AnswerTimeout)
 	}
 	return b.exec, nil
 }

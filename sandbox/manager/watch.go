@@ -29,7 +29,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		dir := filepath.Join(m.cfg.Dir, e.Name())
@@ -81,7 +81,7 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 		m.cleanup(b, true)
 		return
 	}
-	ex, err := waitExecutor(ctx, filepath.Join(rootfs.Layout{Dir: b.dir}.Run(), socketName), b.rec.Token)
+	ex, err := waitExecutor(ctx, filepath.Join(rootfs.Layout{Dir: b.dir}.Run(), socketName), b.rec.Token, m.cfg.AnswerTimeout)
 	if err != nil {
 		log.Warn("executor does not answer after restart", "err", err)
 		m.stopLocked(b, sandbox.ReasonLost, "its executor did not answer after the service restarted: "+err.Error())

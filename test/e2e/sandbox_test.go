@@ -171,7 +171,7 @@ func TestRestart(t *testing.T) {
 
 	s.kill9()
 	// While the service is down, one sandbox dies.
-	out, err := exec.Command("runc", "--root", filepath.Join(s.dataDir, "runtime", "runc"), "kill", doomed, "KILL").CombinedOutput()
+	out, err := exec.Command("runc", "--root", filepath.Join(s.dataDir, "runtime", "runc", "runtime"), "kill", doomed, "KILL").CombinedOutput()
 	if err != nil {
 		t.Fatalf("runc kill: %v: %s", err, out)
 	}
@@ -305,5 +305,33 @@ func TestBadInput(t *testing.T) {
 	r = s.run("sandbox", "cp", id+":/no/such/file", t.TempDir())
 	if r.code != 1 || !strings.Contains(r.stderr, "/no/such/file") {
 		t.Errorf("cp of a missing file: %s", r)
+	}
+}
+
+// TestFrozenExecutor: an executor that does not answer fails the call within
+// the service's deadline, with a message; it never hangs.
+func TestFrozenExecutor(t *testing.T) {
+	s := startService(t, "--executor-timeout", "2s")
+	id := s.create("--backend", "runc")
+	runc := func(verb string) {
+		out, err := exec.Command("runc", "--root", filepath.Join(s.dataDir, "runtime", "runc", "runtime"), verb, id).CombinedOutput()
+		if err != nil {
+			t.Fatalf("runc %s: %v: %s", verb, err, out)
+		}
+	}
+	runc("pause")
+	t0 := time.Now()
+	r := s.run("sandbox", "exec", id, "--", "true")
+	took := time.Since(t0)
+	if r.code != 1 || !strings.Contains(r.stderr, "did not answer") || took > 15*time.Second {
+		t.Errorf("exec in a frozen sandbox took %s: %s", took, r)
+	}
+	r = s.run("sandbox", "cp", id+":/etc/passwd", t.TempDir())
+	if r.code != 1 || !strings.Contains(r.stderr, "did not answer") {
+		t.Errorf("cp from a frozen sandbox: %s", r)
+	}
+	runc("resume")
+	if out := s.must("sandbox", "exec", id, "--", "echo", "thawed"); out != "thawed\n" {
+		t.Errorf("after resume: %q", out)
 	}
 }

@@ -3,8 +3,8 @@
 package main
 
 import (
-	"bytes"
 	"archive/tar"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -26,6 +26,7 @@ func main() {
 	token := flag.String("token", "t", "")
 	n := flag.Int("n", 200, "")
 	dir := flag.String("dir", "/tmp", "")
+	rounds := flag.Int("rounds", 3, "")
 	flag.Parse()
 	ctx := context.Background()
 	start := time.Now()
@@ -45,7 +46,7 @@ func main() {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	fmt.Printf("exec true: p50 %v p90 %v p99 %v\n", d[len(d)/2], d[len(d)*9/10], d[len(d)*99/100])
 	const size = 100 << 20
-	for range 3 {
+	for range *rounds {
 		var hdr bytes.Buffer
 		tw := tar.NewWriter(&hdr)
 		tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Mode: 0o644, Size: size})
