@@ -54,8 +54,8 @@ type bench struct {
 // row is one line of the results table.
 type row struct {
 	what, ours, base string
-	ratio           float64
-	goal            string
+	ratio            float64
+	goal             string
 }
 
 func main() {
