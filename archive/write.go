@@ -21,7 +21,10 @@ import (
 // symbolic links inside a directory are stored as links. Sockets, fifos and
 // devices inside a directory are skipped.
 func Write(w io.Writer, src string) error {
-	src = filepath.Clean(src)
+	src, err := filepath.Abs(src) // "." is named after the directory it is
+	if err != nil {
+		return osError(src, err)
+	}
 	resolved, err := filepath.EvalSymlinks(src)
 	if err != nil {
 		return osError(src, err)

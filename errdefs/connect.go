@@ -3,6 +3,7 @@ package errdefs
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"connectrpc.com/connect"
 )
@@ -51,7 +52,10 @@ func ToConnect(err error) error {
 			kind = ErrInternal
 		}
 	}
-	ce = connect.NewError(kindCodes[kind], errors.New(err.Error()))
+	// The kind travels in metadata, so the text drops a trailing ": not
+	// found" that wrapping added: users read "sandbox x not found".
+	msg := strings.TrimSuffix(err.Error(), ": "+kind.Error())
+	ce = connect.NewError(kindCodes[kind], errors.New(msg))
 	ce.Meta().Set(KindHeader, kindNames[kind])
 	return ce
 }

@@ -88,6 +88,7 @@ type Server struct {
 	// activity is when anything last happened (process.MonoNow).
 	activity atomic.Int64
 	http     atomic.Pointer[http.Server]
+	memory   settler
 }
 
 var _ executorv1connect.ExecutorHandler = (*Server)(nil)
@@ -202,6 +203,7 @@ func (s *Server) Serve(l net.Listener) error {
 // Close kills the process group of every process still running, stops
 // serving and releases the server.
 func (s *Server) Close() error {
+	s.memory.stop()
 	s.procs.Close()
 	if hs := s.http.Load(); hs != nil {
 		hs.Close()
@@ -280,10 +282,18 @@ func isNoSpace(err error) bool {
 // expensive; large reads still go straight into the reader's buffer.
 type bufferedListener struct{ net.Listener }
 
+// sendBuffer is the socket send buffer asked for (capped by the kernel's
+// net.core.wmem_max, or gVisor's own limit).
+const sendBuffer = 4 << 20
+
 func (l bufferedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
+	}
+	if uc, ok := c.(*net.UnixConn); ok {
+		// A deeper send buffer: downloads leave in fewer, larger writes.
+		uc.SetWriteBuffer(sendBuffer)
 	}
 	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 32<<10)}, nil
 }

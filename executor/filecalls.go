@@ -2,10 +2,7 @@ package executor
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"hash"
 	"io"
 	"path"
 	"sync"
@@ -131,8 +128,11 @@ func (s *Server) Upload(ctx context.Context, stream *connect.ClientStream[execut
 	}
 	defer root.Close()
 
-	r := &uploadReader{stream: stream, h: sha256.New()}
+	r := &uploadReader{stream: stream, h: newAsyncHash()}
+	defer r.h.close()
 	defer r.release()
+	s.memory.begin()
+	defer func() { s.memory.end(r.n) }()
 	nfiles, nbytes, err := archive.ExtractRoot(r, root)
 	if err == nil {
 		bp := copyPool.Get().(*[]byte)
@@ -148,7 +148,7 @@ func (s *Server) Upload(ctx context.Context, stream *connect.ClientStream[execut
 	return connect.NewResponse(&executorv1.UploadResponse{
 		Files:  uint32(nfiles),
 		Bytes:  uint64(nbytes),
-		Sha256: hex.EncodeToString(r.h.Sum(nil)),
+		Sha256: r.h.sum(),
 	}), nil
 }
 
@@ -172,9 +172,10 @@ func uploadError(dir string, err error) error {
 // uploadReader reads the tar bytes of an Upload stream, hashing them.
 type uploadReader struct {
 	stream *connect.ClientStream[executorv1.UploadRequest]
-	h      hash.Hash
+	h      *asyncHash
 	cur    []byte
 	held   []byte // the buffer cur is in, until the next message
+	n      int64  // bytes received
 	err    error
 }
 
@@ -221,13 +222,15 @@ func (r *uploadReader) next() error {
 	}
 	r.cur = msg.GetData()
 	r.held = r.cur
-	r.h.Write(r.cur)
+	r.n += int64(len(r.cur))
+	r.h.start(r.cur)
 	return nil
 }
 
 // release gives the buffer of the message read last back to the codec's
-// pool (see codec).
+// pool (see codec), once it is hashed.
 func (r *uploadReader) release() {
+	r.h.wait()
 	if r.held != nil {
 		putChunk(r.held)
 		r.held, r.cur = nil, nil
@@ -258,7 +261,10 @@ func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.D
 	}
 	fp := framePool.Get().(*[]byte)
 	defer framePool.Put(fp)
-	w := &downloadWriter{stream: stream, h: sha256.New(), frame: *fp}
+	w := &downloadWriter{stream: stream, h: newAsyncHash(), frame: *fp}
+	defer w.h.close()
+	s.memory.begin()
+	defer func() { s.memory.end(w.n) }()
 	w.buf = w.frame[frameHeadroom:frameHeadroom]
 	lend(&w.msg, w.frame)
 	defer unlend(&w.msg)
@@ -272,7 +278,7 @@ func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.D
 		return streamError(err)
 	}
 	w.msg.Data = nil
-	w.msg.Sha256 = hex.EncodeToString(w.h.Sum(nil))
+	w.msg.Sha256 = w.h.sum()
 	return stream.Send(&w.msg)
 }
 
@@ -280,10 +286,11 @@ func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.D
 // gathered in its frame, where codec marshals them without a copy.
 type downloadWriter struct {
 	stream *connect.ServerStream[executorv1.DownloadResponse]
-	h      hash.Hash
+	h      *asyncHash
 	frame  []byte
 	buf    []byte // frame[frameHeadroom:], filling up
 	msg    executorv1.DownloadResponse
+	n      int64 // bytes sent
 	err    error
 }
 
@@ -291,8 +298,8 @@ func (w *downloadWriter) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
-	w.h.Write(p)
 	n := len(p)
+	w.n += int64(n)
 	for len(p) > 0 {
 		c := copy(w.buf[len(w.buf):cap(w.buf)], p)
 		w.buf = w.buf[:len(w.buf)+c]
@@ -311,7 +318,9 @@ func (w *downloadWriter) flush() error {
 		return nil
 	}
 	w.msg.Data = w.buf
+	w.h.start(w.buf) // hashed while it is written to the socket
 	err := w.stream.Send(&w.msg)
+	w.h.wait()
 	w.buf = w.buf[:0]
 	if err != nil {
 		w.err = err

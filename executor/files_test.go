@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor"
 )
 
 func TestStatAndListDir(t *testing.T) {
@@ -339,4 +341,56 @@ func TestGrep(t *testing.T) {
 	}
 	_, err = e.c.Grep(ctx, &executorv1.GrepRequest{Pattern: "(", Path: "/r"})
 	wantKind(t, err, errdefs.ErrInvalidArgument, "RE2")
+}
+
+// TestRootSlash runs the executor as it runs in a sandbox, with Root "/":
+// plain paths, and absolute symbolic links (common in images) work.
+func TestRootSlash(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, func(c *executor.Config) { c.Root = "/"; c.Workdir = dir })
+	ctx := ctxT(t)
+	must(t, e.c.WriteFile(ctx, "sub/a.txt", []byte("alpha"), 0))
+	if b, err := os.ReadFile(filepath.Join(dir, "sub/a.txt")); err != nil || string(b) != "alpha" {
+		t.Fatalf("relative to the workdir: %q %v", b, err)
+	}
+	// An absolute link, like /etc/alternatives/x -> /usr/bin/x.
+	must(t, os.Symlink(filepath.Join(dir, "sub/a.txt"), filepath.Join(dir, "abs")))
+	if data, err := e.c.ReadFile(ctx, filepath.Join(dir, "abs")); err != nil || string(data) != "alpha" {
+		t.Errorf("ReadFile through an absolute link: %q %v", data, err)
+	}
+	must(t, e.c.WriteFile(ctx, filepath.Join(dir, "abs"), []byte("beta"), 0))
+	if b, _ := os.ReadFile(filepath.Join(dir, "sub/a.txt")); string(b) != "beta" {
+		t.Errorf("WriteFile through an absolute link wrote %q to the target", b)
+	}
+	if n, err := e.c.EditFile(ctx, "abs", "beta", "gamma", false); err != nil || n != 1 {
+		t.Errorf("EditFile through an absolute link: %d %v", n, err)
+	}
+	info, err := e.c.Stat(ctx, "abs")
+	if err != nil || info.Path != filepath.Join(dir, "abs") || info.SymlinkTarget != filepath.Join(dir, "sub/a.txt") {
+		t.Errorf("Stat = %v, %v", info, err)
+	}
+	var buf bytes.Buffer
+	if _, err := e.c.Download(ctx, "abs", &buf); err != nil {
+		t.Fatalf("Download of an absolute link: %v", err)
+	}
+	tr := tar.NewReader(&buf)
+	if h, err := tr.Next(); err != nil || h.Name != "abs" || h.Size != 5 {
+		t.Errorf("the download follows the link: %v %v", h, err)
+	}
+	if _, err := e.c.CopyTo(ctx, filepath.Join(dir, "sub"), filepath.Join(dir, "copy")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "copy/sub/a.txt")); string(b) != "gamma" {
+		t.Errorf("uploaded %q", b)
+	}
+	out, _, _ := e.sh("pwd")
+	if out != dir+"\n" {
+		t.Errorf("processes start in the workdir: %q", out)
+	}
+	_, err = e.c.ReadFile(ctx, strings.Repeat("../", 50)+"etc/hostname")
+	wantKind(t, err, errdefs.ErrPermissionDenied, "leaves the sandbox's root")
+	paths, _, err := e.c.Glob(ctx, "**/*.txt", "")
+	if err != nil || !slices.Equal(paths, []string{filepath.Join(dir, "copy/sub/a.txt"), filepath.Join(dir, "sub/a.txt")}) {
+		t.Errorf("Glob = %v %v", paths, err)
+	}
 }

@@ -30,44 +30,31 @@ done
 export REINS_TOKEN=$(cat "$DATA/admin.token")
 echo "reins serve is up at $REINS_URL (log: $DATA/serve.log)"
 
-step reins sandbox create --memory 256M --label demo=yes
-ID=$("$REINS" sandbox create --memory 256M --label demo=yes)
+step reins sandbox create --memory 512M --label demo=yes
+ID=$("$REINS" sandbox create --memory 512M --label demo=yes)
 echo "$ID"
 
 step reins sandbox exec "$ID" -- uname -a
 "$REINS" sandbox exec "$ID" -- uname -a
 
-step reins sandbox exec "$ID" -- sh -c 'echo hello from $(hostname); id; pwd'
-"$REINS" sandbox exec "$ID" -- sh -c 'echo hello from $(hostname); id; pwd'
+step reins sandbox cp examples/fix-the-bug/project "$ID":/workspace/project
+"$REINS" sandbox cp examples/fix-the-bug/project "$ID":/workspace/project
 
-printf 'print me from inside\n' >"$DATA/note.txt"
-step reins sandbox cp note.txt "$ID":/workspace/
-"$REINS" sandbox cp "$DATA/note.txt" "$ID":/workspace/
-"$REINS" sandbox exec "$ID" -- cat /workspace/note.txt
+step reins sandbox exec "$ID" -- sh /workspace/project/test.sh
+"$REINS" sandbox exec "$ID" -- sh /workspace/project/test.sh || echo "(exit code $?)"
 
-step reins sandbox exec "$ID" -- sh -c 'exit 3'
-set +e
-"$REINS" sandbox exec "$ID" -- sh -c 'exit 3'
-echo "exit code: $?"
-set -e
+TASK="Find the failing test in /workspace/project, fix the bug, and rerun the tests."
+step reins run --model script:examples/fix-the-bug/agent.json --in "$ID" "\"$TASK\""
+"$REINS" run --model script:examples/fix-the-bug/agent.json --in "$ID" "$TASK"
 
-step reins sandbox exec --detach "$ID" -- sh -c 'for i in 1 2 3; do echo tick $i; sleep 0.2; done'
-PID=$("$REINS" sandbox exec --detach "$ID" -- sh -c 'for i in 1 2 3; do echo tick $i; sleep 0.2; done')
-echo "$PID"
-step reins sandbox logs --follow "$ID" "$PID"
-"$REINS" sandbox logs --follow "$ID" "$PID"
+step reins sandbox exec "$ID" -- sh /workspace/project/test.sh
+"$REINS" sandbox exec "$ID" -- sh /workspace/project/test.sh
 
-step reins sandbox exec "$ID" -- sh -c "'mkdir -p out && date > out/stamp && ls -l /workspace'"
-"$REINS" sandbox exec "$ID" -- sh -c 'mkdir -p out && date > out/stamp && ls -l /workspace'
-step reins sandbox cp "$ID":/workspace/out ./out
-rm -rf "$DATA/out"
-"$REINS" sandbox cp "$ID":/workspace/out "$DATA/out"
-ls -l "$DATA/out"
-
-step reins sandbox ls
-"$REINS" sandbox ls
+step reins runs ls
+"$REINS" runs ls
 
 step reins sandbox rm "$ID"
 "$REINS" sandbox rm "$ID"
 echo
-echo "done: the sandbox ran under gVisor, isolated from this machine; see README.md for more."
+echo "done: the agent loop ran in reins serve; its tools ran in a gVisor sandbox."
+echo "The same with a real model: reins run --model anthropic:claude-sonnet-4-5 --in ID \"...\" (see README.md)."

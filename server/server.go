@@ -34,6 +34,13 @@ type Server struct {
 	token string
 	log   *slog.Logger
 	errw  *connect.ErrorWriter
+	runs  *Runs
+}
+
+// WithRuns serves the run API too.
+func (s *Server) WithRuns(r *Runs) *Server {
+	s.runs = r
+	return s
 }
 
 // New returns a Server that accepts token on every call.
@@ -51,6 +58,10 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	path, h := reinsv1connect.NewSandboxServiceHandler(s)
 	mux.Handle(path, h)
+	if s.runs != nil {
+		path, h := reinsv1connect.NewRunServiceHandler(s.runs)
+		mux.Handle(path, h)
+	}
 	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	return s.auth(mux)

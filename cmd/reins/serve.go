@@ -16,12 +16,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/image"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/runc"
 	"github.com/reinsdev/reins/server"
+	"github.com/reinsdev/reins/store/blob"
+	"github.com/reinsdev/reins/store/sqlite"
 )
 
 // serveConfig is everything `reins serve` is told.
@@ -34,6 +37,7 @@ type serveConfig struct {
 	Defaults       sandbox.Limits
 	CheckInterval  time.Duration
 	AnswerTimeout  time.Duration
+	DefaultModel   string
 }
 
 func serveCmd() *cobra.Command {
@@ -61,6 +65,7 @@ Sandboxes outlive the service: a restarted service re-attaches to them.`,
 	f.Var(&mem, "default-memory", "memory of sandboxes that set none (default 1G)")
 	f.Var(&disk, "default-disk", "disk of sandboxes that set none (default 4G)")
 	f.DurationVar(&cfg.CheckInterval, "check-interval", time.Second, "how often sandboxes are checked for death, TTL and idleness")
+	f.StringVar(&cfg.DefaultModel, "default-model", "anthropic:claude-sonnet-4-5", "model of runs that name none")
 	f.DurationVar(&cfg.AnswerTimeout, "executor-timeout", 20*time.Second, "how long a call waits for a sandbox's executor to start answering")
 	return c
 }
@@ -118,12 +123,35 @@ func serve(cfg serveConfig) error {
 	}
 	go m.Run(ctx)
 
+	st, err := sqlite.Open(filepath.Join(cfg.DataDir, "reins.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
+	if err != nil {
+		return err
+	}
+	engine, err := agent.New(agent.Config{
+		Store: st, Blobs: blobs, Models: openModel, Logger: log,
+		Sandboxes: manager.Runs{M: m},
+	})
+	if err != nil {
+		return err
+	}
+	if err := engine.Recover(ctx); err != nil {
+		return fmt.Errorf("recovering runs: %w", err)
+	}
+	defer engine.Close()
+
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler:           server.New(m, token, log).Handler(),
+		Handler: server.New(m, token, log).WithRuns(&server.Runs{
+			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
+		}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		Protocols:         new(http.Protocols),
 	}

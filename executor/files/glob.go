@@ -14,8 +14,8 @@ const DefaultGlobLimit = 1000
 // Glob returns the sandbox paths matching pattern, sorted. A relative pattern
 // starts at dir (default: the working directory). Each path component is
 // matched with path.Match, and a "**" component matches any number of
-// directories (zero included); "**" does not enter symbolic links, so a link
-// cycle cannot trap it. At most limit paths are returned (0:
+// directories (zero included), or, at the end of the pattern, everything
+// below; "**" does not enter symbolic links, so a link cycle cannot trap it. At most limit paths are returned (0:
 // DefaultGlobLimit), with truncated set when there were more.
 func (f *FS) Glob(ctx context.Context, pattern, dir string, limit int) (paths []string, truncated bool, err error) {
 	if pattern == "" {

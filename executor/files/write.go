@@ -81,7 +81,8 @@ func (f *FS) ReadFile(p string, offset, limit uint64) (data []byte, size uint64,
 // symbolic link at p is followed: its target is replaced.
 //
 // There is no fsync: a sandbox's disk does not outlive a crash of its host,
-// and the rename alone gives the atomicity readers need.
+// and the rename alone gives the atomicity readers need. (Measured under
+// gVisor, writing a 4 KiB file: 3.5 ms without fsync, 10.6 ms with.)
 func (f *FS) WriteFile(p string, data []byte, mode uint32, makeParents bool) error {
 	if len(data) > MaxRead {
 		return errdefs.WithMessage(errdefs.ErrTooLarge, fmt.Sprintf(

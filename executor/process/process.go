@@ -153,10 +153,14 @@ func (p *Process) pump(stream int, f *os.File) {
 	readPool.Put(bp)
 	p.mu.Lock()
 	p.pumps--
+	last := p.pumps == 0 && !p.reaped
 	fin := p.finishLocked()
 	p.mu.Unlock()
 	if fin {
 		p.t.finished(p)
+	}
+	if last {
+		theReaper.tryReap(p.pid) // finishes it at once if it has exited
 	}
 }
 

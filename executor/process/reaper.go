@@ -156,3 +156,30 @@ func (r *reaper) kill(pid int, sig syscall.Signal) error {
 	}
 	return syscall.Kill(-pid, sig)
 }
+
+// tryReap collects the status of pid if it is already a zombie, sparing the
+// wait for SIGCHLD and its trip through the signal machinery. A process's
+// output pipes usually reach EOF as it exits, a moment before its SIGCHLD
+// arrives. It reports whether it collected the status (and called its
+// owner).
+func (r *reaper) tryReap(pid int) bool {
+	r.mu.Lock()
+	fn, ok := r.owners[pid]
+	if !ok {
+		r.mu.Unlock()
+		return false
+	}
+	var ws syscall.WaitStatus
+	got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	for err == syscall.EINTR {
+		got, err = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
+	if got != pid {
+		r.mu.Unlock()
+		return false
+	}
+	delete(r.owners, pid)
+	r.mu.Unlock()
+	fn(ws)
+	return true
+}

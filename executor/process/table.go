@@ -259,6 +259,13 @@ func (t *Table) start(spec Spec) (*Process, error) {
 		p.closeParentEnds()
 		return nil, errClosed
 	}
+	// Count the pumps before the process exists: its exit may be reaped
+	// before they start, and must not finish it with its output unread.
+	for _, f := range p.readers {
+		if f != nil {
+			p.pumps++
+		}
+	}
 	_, err = theReaper.spawn(func() (int, error) {
 		pid, err := syscall.ForkExec(argv0, spec.Argv, attr)
 		if err == nil {
@@ -274,7 +281,6 @@ func (t *Table) start(spec Spec) (*Process, error) {
 	p.mu.Lock()
 	for stream, f := range p.readers {
 		if f != nil {
-			p.pumps++
 			t.wg.Add(1)
 			go p.pump(stream, f)
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/rootfs"
 )
@@ -99,7 +100,10 @@ type box struct {
 	rec      Record
 	activity time.Time // last API use, in memory only
 	exec     *Executor
+	client   *client.Client
 }
+
+func socketPath(dir string) string { return filepath.Join(rootfs.Layout{Dir: dir}.Run(), socketName) }
 
 // New checks cfg and returns a Manager. Call Recover before serving.
 func New(cfg Config) (*Manager, error) {
@@ -227,16 +231,28 @@ func newToken() string {
 // may be nil). On failure nothing is left behind but a stopped record that
 // says why.
 func (m *Manager) Create(ctx context.Context, spec sandbox.Spec, progress func(Progress)) (Record, error) {
+	rec, _, err := m.create(ctx, spec, "", progress)
+	return rec, err
+}
+
+// CreateFrom is Create for a sandbox that replaces stopped sandbox oldID:
+// when oldID's disk survived, the new sandbox takes it over (restored says
+// so) and sees its files.
+func (m *Manager) CreateFrom(ctx context.Context, spec sandbox.Spec, oldID string) (rec Record, restored bool, err error) {
+	return m.create(ctx, spec, oldID, nil)
+}
+
+func (m *Manager) create(ctx context.Context, spec sandbox.Spec, oldID string, progress func(Progress)) (Record, bool, error) {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
 	spec, err := m.normalize(spec)
 	if err != nil {
-		return Record{}, err
+		return Record{}, false, err
 	}
 	img, err := m.cfg.Images.Resolve(ctx, spec.Image, progress)
 	if err != nil {
-		return Record{}, err
+		return Record{}, false, err
 	}
 	now := time.Now()
 	b := &box{dir: filepath.Join(m.cfg.Dir, newID()), activity: now}
@@ -248,28 +264,29 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec, progress func(P
 		b.rec.ExpiresAt = now.Add(spec.TTL)
 	}
 	if err := os.Mkdir(b.dir, 0o700); err != nil {
-		return Record{}, err
+		return Record{}, false, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := writeRecord(b.dir, &b.rec); err != nil {
 		os.RemoveAll(b.dir)
-		return Record{}, err
+		return Record{}, false, err
 	}
 	m.mu.Lock()
 	m.boxes[b.rec.ID] = b
 	m.mu.Unlock()
 
 	log := m.log.With("sandbox", b.rec.ID)
+	restored := oldID != "" && m.takeDisk(oldID, b.dir)
 	progress(Progress{Phase: "boot", Message: "starting " + spec.Backend + " sandbox"})
 	if err := m.start(ctx, b, img); err != nil {
 		log.Warn("create failed", "err", err)
 		m.stopLocked(b, sandbox.ReasonError, err.Error())
 		m.cleanup(b, true)
-		return b.rec, fmt.Errorf("creating sandbox: %w", err)
+		return b.rec, false, fmt.Errorf("creating sandbox: %w", err)
 	}
-	log.Info("sandbox created", "image", spec.Image, "backend", spec.Backend)
-	return b.rec, nil
+	log.Info("sandbox created", "image", spec.Image, "backend", spec.Backend, "restored_from", oldID)
+	return b.rec, restored, nil
 }
 
 // start prepares the root filesystem and boots the sandbox; b.mu is held.
@@ -277,7 +294,9 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	l := rootfs.Layout{Dir: b.dir}
 	spec := b.rec.Spec
 	t0 := time.Now()
-	m.pool.Take(l, spec.Limits.DiskBytes)
+	if _, err := os.Stat(l.DiskImage()); err != nil {
+		m.pool.Take(l, spec.Limits.DiskBytes)
+	}
 	if err := rootfs.CreateDisk(ctx, l, spec.Limits.DiskBytes); err != nil {
 		return err
 	}
@@ -459,6 +478,10 @@ func (m *Manager) stopLocked(b *box, reason sandbox.Reason, msg string) {
 		b.exec.Close()
 		b.exec = nil
 	}
+	if b.client != nil {
+		b.client.Close()
+		b.client = nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if backend, ok := m.cfg.Backends[b.rec.Spec.Backend]; ok {
@@ -485,7 +508,15 @@ func (m *Manager) cleanup(b *box, keepRecord bool) error {
 		if err := rootfs.Unmount(l); err != nil {
 			return err
 		}
-		for _, p := range []string{l.DiskImage(), l.Disk(), l.Rootfs()} {
+		remove := []string{l.Disk(), l.Rootfs()}
+		switch b.rec.Reason {
+		case sandbox.ReasonTTLExpired, sandbox.ReasonIdleTimeout, sandbox.ReasonKilled:
+			remove = append(remove, l.DiskImage())
+		default:
+			// It died: its disk survives (until the record is
+			// forgotten) so that a replacement can reuse its files.
+		}
+		for _, p := range remove {
 			os.RemoveAll(p)
 		}
 		return nil
@@ -544,4 +575,22 @@ func stoppedWhy(r Record) string {
 		s += ": " + r.Message
 	}
 	return s + ")"
+}
+
+// takeDisk moves the surviving disk of stopped sandbox oldID into dir.
+func (m *Manager) takeDisk(oldID, dir string) bool {
+	old, err := m.lookup(oldID)
+	if err != nil {
+		return false
+	}
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	if old.rec.State != sandbox.StateStopped {
+		return false
+	}
+	l := rootfs.Layout{Dir: old.dir}
+	if rootfs.Unmount(l) != nil {
+		return false
+	}
+	return os.Rename(l.DiskImage(), rootfs.Layout{Dir: dir}.DiskImage()) == nil
 }

@@ -1,0 +1,493 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/store"
+	"github.com/reinsdev/reins/tool"
+)
+
+// ModelOpener turns a spec's model ("anthropic:claude-…") into a Model and
+// the name the provider knows it by. It fails before any sandbox exists
+// for an unknown provider or a missing key.
+type ModelOpener func(spec string) (Model, string, error)
+
+// Config is how an Engine is set up.
+type Config struct {
+	Store     store.Store
+	Blobs     store.Blobs
+	Models    ModelOpener
+	Sandboxes Sandboxes
+	// Trusted are the tools that run in the service (sql_query, …).
+	Trusted []tool.Tool
+	Prices  Prices
+	Logger  *slog.Logger
+	// Failpoint, when set, is called at named points of a step; tests use
+	// it to kill the service at every point that matters.
+	Failpoint func(name string)
+	// MaxContextChars bounds the conversation sent to a model (default
+	// 400k characters, about 100k tokens).
+	MaxContextChars int
+}
+
+// Engine runs agent runs: one worker goroutine per running run, none for a
+// run that waits (a waiting run is a row, not a goroutine).
+type Engine struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	workers map[string]*worker
+	changed map[string]chan struct{}
+	wg      sync.WaitGroup
+	closed  bool
+}
+
+type worker struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// errCancelled is the cause given when a user cancels a run.
+var errCancelled = errors.New("cancelled by a user")
+
+// New returns an Engine. Call Recover to continue unfinished runs.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil || cfg.Blobs == nil || cfg.Models == nil || cfg.Sandboxes == nil {
+		return nil, errors.New("agent: store, blobs, models and sandboxes are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Prices == nil {
+		cfg.Prices = DefaultPrices()
+	}
+	if cfg.MaxContextChars == 0 {
+		cfg.MaxContextChars = 400_000
+	}
+	return &Engine{cfg: cfg, log: cfg.Logger, workers: map[string]*worker{}, changed: map[string]chan struct{}{}}, nil
+}
+
+func newRunID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "run_" + hex.EncodeToString(b)
+}
+
+// Start checks spec, records a new run and starts it.
+func (e *Engine) Start(ctx context.Context, tenant string, spec Spec) (string, error) {
+	if err := spec.Normalize(); err != nil {
+		return "", err
+	}
+	// Fail on a bad model before anything exists.
+	if _, _, err := e.cfg.Models(spec.Model); err != nil {
+		return "", err
+	}
+	if err := e.checkTools(spec.Tools); err != nil {
+		return "", err
+	}
+	id := newRunID()
+	specJSON, _ := json.Marshal(spec)
+	now := time.Now()
+	sum, _ := json.Marshal(Summary{Model: spec.Model, Task: spec.Task, Started: now})
+	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: id, Tenant: tenant, Status: string(StatusQueued),
+		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now}); err != nil {
+		return "", err
+	}
+	ev, _ := json.Marshal(RunCreated{Spec: spec})
+	if _, err := e.cfg.Store.Append(ctx, id, 0, []store.Event{{Type: EventRunCreated, Time: now, Data: ev}},
+		store.RunUpdate{Status: string(StatusRunning)}); err != nil {
+		return "", err
+	}
+	e.launch(id)
+	return id, nil
+}
+
+func (e *Engine) checkTools(names []string) error {
+	known := map[string]bool{}
+	for _, t := range e.tools() {
+		known[t.Spec().Name] = true
+	}
+	known[askHumanName] = true
+	for _, n := range names {
+		if !known[n] {
+			return fmt.Errorf("unknown tool %q: %w", n, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// launch starts a worker for run id unless one runs.
+func (e *Engine) launch(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.workers[id] != nil {
+		return
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	w := &worker{cancel: cancel, done: make(chan struct{})}
+	e.workers[id] = w
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer close(w.done)
+		defer func() {
+			e.mu.Lock()
+			delete(e.workers, id)
+			e.mu.Unlock()
+		}()
+		e.work(ctx, id)
+	}()
+}
+
+// work drives one run until it finishes, parks or the engine stops.
+func (e *Engine) work(ctx context.Context, id string) {
+	log := e.log.With("run", id)
+	r, err := e.load(ctx, id)
+	if err != nil {
+		log.Error("loading run", "err", err)
+		return
+	}
+	for {
+		more, err := e.step(ctx, r)
+		if err == nil && more {
+			continue
+		}
+		if err != nil {
+			if context.Cause(ctx) == errCancelled {
+				e.finish(context.Background(), r, StatusCancelled, "", "cancelled by a user")
+				return
+			}
+			if ctx.Err() != nil {
+				return // the engine is stopping; the run continues on restart
+			}
+			log.Error("run failed", "err", err)
+			e.finish(context.Background(), r, StatusFailed, "", err.Error())
+		}
+		return
+	}
+}
+
+// run is a run being worked on: its state and its tenant.
+type run struct {
+	id     string
+	tenant string
+	st     *state
+	models Model
+	name   string
+}
+
+func (e *Engine) load(ctx context.Context, id string) (*run, error) {
+	row, err := e.cfg.Store.GetRun(ctx, "", id)
+	if err != nil {
+		return nil, err
+	}
+	st := newState(id)
+	var after int64
+	for {
+		evs, err := e.cfg.Store.Events(ctx, id, after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			if err := st.apply(ev); err != nil {
+				return nil, err
+			}
+		}
+		if len(evs) < 1000 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	return &run{id: id, tenant: row.Tenant, st: st}, nil
+}
+
+// append writes events to the run's log (and its summary row), then folds
+// them into the state. Status "" leaves the status as it is.
+func (e *Engine) append(ctx context.Context, r *run, status Status, events ...any) error {
+	var evs []store.Event
+	now := time.Now()
+	for _, ev := range events {
+		typ, data, err := encodeEvent(ev)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, store.Event{Type: typ, Time: now, Data: data})
+	}
+	upd := store.RunUpdate{Status: string(status)}
+	upd.Summary = e.summary(r, evs)
+	last, err := e.cfg.Store.Append(ctx, r.id, r.st.lastSeq, evs, upd)
+	if err != nil {
+		return err
+	}
+	first := last - int64(len(evs)) + 1
+	for i := range evs {
+		evs[i].RunID, evs[i].Seq = r.id, first+int64(i)
+		if err := r.st.apply(evs[i]); err != nil {
+			return err
+		}
+	}
+	e.notify(r.id)
+	return nil
+}
+
+// Changed returns a channel closed at the next append to run id's log.
+func (e *Engine) Changed(id string) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.changed[id]
+	if !ok {
+		ch = make(chan struct{})
+		e.changed[id] = ch
+	}
+	return ch
+}
+
+func (e *Engine) notify(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ch, ok := e.changed[id]; ok {
+		close(ch)
+		delete(e.changed, id)
+	}
+}
+
+// summary is the run's row after evs: folded on a copy, so the row and the
+// log change in one transaction.
+func (e *Engine) summary(r *run, evs []store.Event) json.RawMessage {
+	st := *r.st
+	st.sandboxes = map[string]string{}
+	for k, v := range r.st.sandboxes {
+		st.sandboxes[k] = v
+	}
+	for i, ev := range evs {
+		ev.Seq = r.st.lastSeq + int64(i) + 1
+		// Only counters and the final text matter here.
+		switch ev.Type {
+		case EventModelResponse:
+			var d ModelResponse
+			json.Unmarshal(ev.Data, &d)
+			st.steps, st.usage, st.cost = d.Step, st.usage.Add(d.Usage), st.cost+d.CostUSD
+		case EventSandboxCreated, EventSandboxReplaced:
+			var d SandboxEvent
+			json.Unmarshal(ev.Data, &d)
+			st.sandboxes[d.Name] = d.ID
+		case EventFinished:
+			var d Finished
+			json.Unmarshal(ev.Data, &d)
+			st.finished = &d
+		}
+	}
+	sum := Summary{Model: st.spec.Model, Task: st.spec.Task, Steps: st.steps, Usage: st.usage,
+		Cost: st.cost, Sandbox: st.sandboxes, Started: st.created}
+	if st.finished != nil {
+		sum.Text, sum.Reason = st.finished.Text, st.finished.Reason
+	}
+	data, _ := json.Marshal(sum)
+	return data
+}
+
+func encodeEvent(ev any) (string, json.RawMessage, error) {
+	var typ string
+	switch ev.(type) {
+	case ModelResponse:
+		typ = EventModelResponse
+	case ToolCall:
+		typ = EventToolCall
+	case ToolResult:
+		typ = EventToolResult
+	case Waiting:
+		typ = EventWaiting
+	case HumanAnswer:
+		typ = EventHumanAnswer
+	case Finished:
+		typ = EventFinished
+	case Artifact:
+		typ = EventArtifact
+	case typedEvent:
+		t := ev.(typedEvent)
+		data, err := json.Marshal(t.data)
+		return t.typ, data, err
+	default:
+		return "", nil, fmt.Errorf("agent: no event type for %T", ev)
+	}
+	data, err := json.Marshal(ev)
+	return typ, data, err
+}
+
+// typedEvent carries payloads shared by several event types.
+type typedEvent struct {
+	typ  string
+	data any
+}
+
+func (e *Engine) finish(ctx context.Context, r *run, status Status, text, reason string) {
+	if r.st.finished != nil {
+		return
+	}
+	f := Finished{Status: status, Text: text, Reason: reason, Usage: r.st.usage, Cost: r.st.cost, Steps: r.st.steps}
+	if err := e.append(ctx, r, status, f); err != nil {
+		e.log.Error("recording the end of a run", "run", r.id, "err", err)
+		return
+	}
+	e.log.Info("run finished", "run", r.id, "status", status, "reason", reason, "steps", r.st.steps)
+	e.cfg.Sandboxes.Release(ctx, r.id)
+}
+
+// Recover continues every run that was running when the service stopped.
+func (e *Engine) Recover(ctx context.Context) error {
+	runs, err := e.cfg.Store.ListRuns(ctx, store.RunFilter{Statuses: []string{string(StatusQueued), string(StatusRunning)}, Limit: 100000})
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		e.log.Info("continuing run after restart", "run", r.ID)
+		e.launch(r.ID)
+	}
+	return nil
+}
+
+// Cancel stops a run now: the running tool's process group is killed and
+// the run ends cancelled.
+func (e *Engine) Cancel(ctx context.Context, tenant, id string) error {
+	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if Status(row.Status).Terminal() {
+		return fmt.Errorf("run %s already ended (%s): %w", id, row.Status, errdefs.ErrFailedPrecondition)
+	}
+	e.mu.Lock()
+	w := e.workers[id]
+	e.mu.Unlock()
+	if w != nil {
+		w.cancel(errCancelled)
+		<-w.done
+		return nil
+	}
+	// Parked: no worker to stop; end it here.
+	r, err := e.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	e.finish(ctx, r, StatusCancelled, "", "cancelled by a user")
+	return nil
+}
+
+// Answer gives a parked run (ask_human) its answer and continues it.
+func (e *Engine) Answer(ctx context.Context, tenant, id, actor, text string) error {
+	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if Status(row.Status) != StatusWaitingApproval {
+		return fmt.Errorf("run %s is %s, not waiting for an answer: %w", id, row.Status, errdefs.ErrFailedPrecondition)
+	}
+	r, err := e.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	if r.st.waiting == nil {
+		return fmt.Errorf("run %s waits for no answer: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	w := *r.st.waiting
+	call := r.st.intents[w.CallID]
+	if err := e.append(ctx, r, StatusRunning,
+		HumanAnswer{CallID: w.CallID, Text: text, Actor: actor},
+		ToolResult{Step: call.Step, CallID: w.CallID, Name: askHumanName, Text: text}); err != nil {
+		return err
+	}
+	e.launch(id)
+	return nil
+}
+
+// Close stops the workers (runs stay running in the log and continue on the
+// next Recover) and waits for them.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	e.closed = true
+	for _, w := range e.workers {
+		w.cancel(errors.New("the service is stopping"))
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
+}
+
+// Wait blocks until run id has no worker (it finished or parked).
+func (e *Engine) Wait(ctx context.Context, id string) error {
+	e.mu.Lock()
+	w := e.workers[id]
+	e.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *Engine) failpoint(name string) {
+	if e.cfg.Failpoint != nil {
+		e.cfg.Failpoint(name)
+	}
+}
+
+// Artifacts lists what a run saved (save_artifact) and the whole outputs it
+// cut for the model.
+func (e *Engine) Artifacts(ctx context.Context, tenant, id string) ([]Artifact, error) {
+	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	r, err := e.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]Artifact(nil), r.st.artifacts...)
+	evs, err := e.cfg.Store.Events(ctx, id, 0, 1<<30)
+	if err != nil {
+		return nil, err
+	}
+	for _, ev := range evs {
+		if ev.Type != EventToolResult {
+			continue
+		}
+		var res ToolResult
+		json.Unmarshal(ev.Data, &res)
+		if res.Artifact != "" {
+			out = append(out, Artifact{Name: fmt.Sprintf("output-step%d-%s.txt", res.Step, res.Name), Digest: res.Artifact, Size: int64(res.FullBytes)})
+		}
+		for i, img := range res.Images {
+			out = append(out, Artifact{Name: fmt.Sprintf("image-step%d-%d.png", res.Step, i), Digest: img})
+		}
+	}
+	return out, nil
+}
+
+// OpenArtifact opens an artifact of run id by name or digest. Only blobs
+// the run references can be opened, so one tenant never reads another's.
+func (e *Engine) OpenArtifact(ctx context.Context, tenant, id, nameOrDigest string) (io.ReadCloser, Artifact, error) {
+	arts, err := e.Artifacts(ctx, tenant, id)
+	if err != nil {
+		return nil, Artifact{}, err
+	}
+	for _, a := range arts {
+		if a.Name == nameOrDigest || a.Digest == nameOrDigest {
+			rc, err := e.cfg.Blobs.Open(ctx, a.Digest)
+			return rc, a, err
+		}
+	}
+	return nil, Artifact{}, fmt.Errorf("run %s has no artifact %q (see reins runs artifacts %s): %w", id, nameOrDigest, id, errdefs.ErrNotFound)
+}

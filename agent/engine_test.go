@@ -1,0 +1,548 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/reinsdev/reins/agent"
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor"
+	"github.com/reinsdev/reins/executor/client"
+	"github.com/reinsdev/reins/model/script"
+	"github.com/reinsdev/reins/store"
+	"github.com/reinsdev/reins/store/blob"
+	"github.com/reinsdev/reins/store/sqlite"
+)
+
+// These tests run the real loop over a real SQLite log and real executors
+// (in-process, on unix sockets, confined to a temp dir: the "sandbox" is a
+// directory, which is all the loop can tell). The script model plays the
+// agent. Commands run on this host, so scripts use relative paths.
+func TestMain(m *testing.M) {
+	// The executor reaps orphans like an init does.
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	os.Exit(m.Run())
+}
+
+// hostSandboxes are agent.Sandboxes backed by in-process executors.
+type hostSandboxes struct {
+	t    *testing.T
+	dir  string
+	mu   sync.Mutex
+	n    int
+	live map[string]*hostBox
+	lost map[string]bool
+}
+
+type hostBox struct {
+	root   string
+	srv    *executor.Server
+	client *client.Client
+	done   chan error
+}
+
+func newHostSandboxes(t *testing.T) *hostSandboxes {
+	h := &hostSandboxes{t: t, dir: t.TempDir(), live: map[string]*hostBox{}, lost: map[string]bool{}}
+	t.Cleanup(func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for id := range h.live {
+			h.stopLocked(id)
+		}
+	})
+	return h
+}
+
+func (h *hostSandboxes) start(id, root string) error {
+	srv, err := executor.New(executor.Config{Root: root, Workdir: "/", Token: "tok-" + id,
+		BaseEnv: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}})
+	if err != nil {
+		return err
+	}
+	sock := filepath.Join(h.dir, id+".sock")
+	l, err := executor.Listen(sock)
+	if err != nil {
+		return err
+	}
+	b := &hostBox{root: root, srv: srv, done: make(chan error, 1)}
+	go func() { b.done <- srv.Serve(l) }()
+	if b.client, err = client.Dial(context.Background(), sock, "tok-"+id, client.WithCallTimeout(10*time.Second)); err != nil {
+		return err
+	}
+	h.live[id] = b
+	return nil
+}
+
+func (h *hostSandboxes) stopLocked(id string) {
+	b := h.live[id]
+	b.client.Close()
+	b.srv.Close()
+	<-b.done
+	delete(h.live, id)
+}
+
+func (h *hostSandboxes) Create(ctx context.Context, runID, name, image string) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n++
+	id := fmt.Sprintf("sb%d", h.n)
+	root := filepath.Join(h.dir, id)
+	os.MkdirAll(root, 0o755)
+	return id, h.start(id, root)
+}
+
+func (h *hostSandboxes) Client(ctx context.Context, id string) (*client.Client, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, ok := h.live[id]
+	if !ok {
+		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return b.client, nil
+}
+
+func (h *hostSandboxes) Gone(ctx context.Context, id string) (bool, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost[id] {
+		return true, "lost: the test killed it"
+	}
+	_, ok := h.live[id]
+	return !ok, "it no longer exists"
+}
+
+// kill makes a sandbox vanish the way a crashed one does.
+func (h *hostSandboxes) kill(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopLocked(id)
+	h.lost[id] = true
+}
+
+func (h *hostSandboxes) Replace(ctx context.Context, runID, name, image, oldID string) (string, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n++
+	id := fmt.Sprintf("sb%d", h.n)
+	// The old root (its "disk") survived: reuse it.
+	return id, true, h.start(id, filepath.Join(h.dir, oldID))
+}
+
+func (h *hostSandboxes) Release(ctx context.Context, runID string) {}
+
+func (h *hostSandboxes) root(id string) string { return filepath.Join(h.dir, id) }
+
+type env struct {
+	t     *testing.T
+	st    *sqlite.Store
+	blobs *blob.Store
+	sbs   *hostSandboxes
+	dir   string
+	fail  func(string)
+}
+
+func newEnv(t *testing.T) *env {
+	dir := t.TempDir()
+	st, err := sqlite.Open(filepath.Join(dir, "reins.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, st: st, blobs: blobs, sbs: newHostSandboxes(t), dir: dir}
+}
+
+func (e *env) engine() *agent.Engine {
+	eng, err := agent.New(agent.Config{
+		Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
+		Models: func(spec string) (agent.Model, string, error) {
+			p := strings.TrimPrefix(spec, "script:")
+			m, err := script.Load(p)
+			return m, p, err
+		},
+		Failpoint: func(name string) {
+			if e.fail != nil {
+				e.fail(name)
+			}
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(eng.Close)
+	return eng
+}
+
+// script writes a script model's turns and returns its model spec.
+func (e *env) script(turns ...map[string]any) string {
+	p := filepath.Join(e.dir, fmt.Sprintf("script%d.json", time.Now().UnixNano()))
+	data, _ := json.Marshal(map[string]any{"turns": turns})
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	return "script:" + p
+}
+
+func call(name string, input map[string]any) map[string]any {
+	return map[string]any{"name": name, "input": input}
+}
+
+func turn(text string, calls ...map[string]any) map[string]any {
+	t := map[string]any{"text": text}
+	if len(calls) > 0 {
+		t["tool_calls"] = calls
+	}
+	return t
+}
+
+// finish waits for the run to stop and returns its row and events.
+func (e *env) finish(eng *agent.Engine, id string) (store.Run, []store.Event) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := eng.Wait(ctx, id); err != nil {
+		e.t.Fatal(err)
+	}
+	row, err := e.st.GetRun(ctx, "", id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	evs, err := e.st.Events(ctx, id, 0, 10000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return row, evs
+}
+
+func summary(t *testing.T, row store.Run) agent.Summary {
+	var s agent.Summary
+	if err := json.Unmarshal(row.Summary, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func types(evs []store.Event) []string {
+	var out []string
+	for _, ev := range evs {
+		out = append(out, ev.Type)
+	}
+	return out
+}
+
+func TestRunWithTools(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(
+		turn("writing", call("write_file", map[string]any{"path": "notes/a.txt", "content": "one\ntwo\n"})),
+		map[string]any{"expect": "wrote 8 bytes", "tool_calls": []any{call("bash", map[string]any{"command": "cat notes/a.txt | wc -l"})}},
+		map[string]any{"expect": "2", "tool_calls": []any{call("read_file", map[string]any{"path": "notes/a.txt", "offset": 2})}},
+		map[string]any{"expect": "two", "text": "all done"},
+	)
+	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "take notes", Model: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, evs := e.finish(eng, id)
+	sum := summary(t, row)
+	if row.Status != "succeeded" || sum.Text != "all done" || sum.Steps != 4 {
+		t.Fatalf("run %s: %s %+v\nevents %v", id, row.Status, sum, types(evs))
+	}
+	if sum.Usage.InputTokens == 0 || sum.Cost == 0 {
+		t.Errorf("no usage or cost recorded: %+v", sum)
+	}
+	// Every result follows its intent; seqs have no gaps.
+	intents := map[string]bool{}
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, ev.Seq)
+		}
+		var d struct {
+			CallID string `json:"call_id"`
+		}
+		json.Unmarshal(ev.Data, &d)
+		switch ev.Type {
+		case agent.EventToolCall:
+			intents[d.CallID] = true
+		case agent.EventToolResult:
+			if !intents[d.CallID] {
+				t.Errorf("result of %s logged before its intent", d.CallID)
+			}
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(e.sbs.root("sb1"), "notes/a.txt")); string(got) != "one\ntwo\n" {
+		t.Errorf("file in sandbox: %q", got)
+	}
+}
+
+func TestBadToolCallsAreToldToTheModel(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(
+		turn("", call("bash", map[string]any{"cmd": "ls"})),
+		map[string]any{"expect": `missing required argument "command"`, "tool_calls": []any{call("no_such_tool", map[string]any{})}},
+		map[string]any{"expect": `unknown tool "no_such_tool"`, "tool_calls": []any{call("read_file", map[string]any{"path": "missing.txt"})}},
+		map[string]any{"expect": "missing.txt", "text": "ok"},
+	)
+	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, evs := e.finish(eng, id)
+	if row.Status != "succeeded" {
+		t.Fatalf("%s: %s; events %v", row.Status, summary(t, row).Reason, types(evs))
+	}
+}
+
+func TestBadSpecsFailBeforeAnything(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	for _, spec := range []agent.Spec{
+		{Task: "", Model: e.script(turn("x"))},
+		{Task: "x", Model: "script:/no/such/script.json"},
+		{Task: "x", Model: e.script(turn("x")), Tools: []string{"teleport"}},
+		{Task: "x", Model: e.script(turn("x")), Sandboxes: map[string]string{"a b": "busybox"}},
+	} {
+		if _, err := eng.Start(context.Background(), "", spec); err == nil {
+			t.Errorf("Start(%+v) succeeded", spec)
+		}
+	}
+	if runs, _ := e.st.ListRuns(context.Background(), store.RunFilter{}); len(runs) != 0 {
+		t.Errorf("bad specs made %d runs", len(runs))
+	}
+	if e.sbs.n != 0 {
+		t.Errorf("bad specs made %d sandboxes", e.sbs.n)
+	}
+}
+
+func TestBudgets(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	loop := map[string]any{"tool_calls": []any{call("bash", map[string]any{"command": "true"})}}
+	model := e.script(loop, loop, loop, loop, loop)
+	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model, MaxSteps: 3})
+	row, _ := e.finish(eng, id)
+	if sum := summary(t, row); row.Status != "failed" || !strings.Contains(sum.Reason, "3 steps") {
+		t.Errorf("max steps: %s %q", row.Status, sum.Reason)
+	}
+	id, _ = eng.Start(context.Background(), "", agent.Spec{Task: strings.Repeat("long task ", 2000), Model: model, MaxCost: 0.001})
+	row, _ = e.finish(eng, id)
+	if sum := summary(t, row); row.Status != "failed" || !strings.Contains(sum.Reason, "over its limit") {
+		t.Errorf("max cost: %s %q", row.Status, sum.Reason)
+	}
+}
+
+func TestLargeOutputBecomesAnArtifact(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(
+		turn("", call("bash", map[string]any{"command": "seq 1 20000"})),
+		map[string]any{"expect": "saved as artifact", "text": "ok"},
+	)
+	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	row, _ := e.finish(eng, id)
+	if row.Status != "succeeded" {
+		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)
+	}
+	arts, err := eng.Artifacts(context.Background(), "", id)
+	if err != nil || len(arts) != 1 {
+		t.Fatalf("artifacts: %v %v", arts, err)
+	}
+	rc, _, err := eng.OpenArtifact(context.Background(), "", id, arts[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var b strings.Builder
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := rc.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	if !strings.HasPrefix(b.String(), "1\n2\n") || !strings.Contains(b.String(), "\n20000\n") {
+		t.Errorf("artifact holds %d bytes, not the whole output", b.Len())
+	}
+}
+
+func TestAskHumanParksTheRun(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(
+		turn("", call("ask_human", map[string]any{"question": "which color?"})),
+		map[string]any{"expect": "blue", "text": "blue it is"},
+	)
+	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	row, _ := e.finish(eng, id)
+	if row.Status != "waiting_approval" {
+		t.Fatalf("status %s", row.Status)
+	}
+	// A parked run holds no goroutine; a new engine (a restart) answers it.
+	eng.Close()
+	eng2 := e.engine()
+	if err := eng2.Answer(context.Background(), "", id, "tester", "blue"); err != nil {
+		t.Fatal(err)
+	}
+	row, _ = e.finish(eng2, id)
+	if row.Status != "succeeded" || summary(t, row).Text != "blue it is" {
+		t.Errorf("after answer: %s %+v", row.Status, summary(t, row))
+	}
+	if err := eng2.Answer(context.Background(), "", id, "tester", "again"); err == nil {
+		t.Error("answering a finished run succeeded")
+	}
+}
+
+func TestCancelKillsTheRunningTool(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(turn("", call("bash", map[string]any{"command": "echo started > marker; sleep 30; echo done > marker"})))
+	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(filepath.Join(e.sbs.root("sb1"), "marker")); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t0 := time.Now()
+	if err := eng.Cancel(context.Background(), "", id); err != nil {
+		t.Fatal(err)
+	}
+	row, _ := e.finish(eng, id)
+	if row.Status != "cancelled" || time.Since(t0) > 5*time.Second {
+		t.Fatalf("cancel: %s after %s", row.Status, time.Since(t0))
+	}
+	procs, err := e.sbs.live["sb1"].client.ListProcesses(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if p.Running {
+			t.Errorf("process %d still runs after cancel: %v", p.Pid, p.Argv)
+		}
+	}
+}
+
+func TestLostSandboxIsReplaced(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(
+		turn("", call("write_file", map[string]any{"path": "keep.txt", "content": "kept"})),
+		turn("", call("bash", map[string]any{"command": "cat keep.txt"})),
+		map[string]any{"expect": "was lost", "tool_calls": []any{call("bash", map[string]any{"command": "cat keep.txt"})}},
+		map[string]any{"expect": "kept", "text": "recovered"},
+	)
+	e.fail = func(name string) {
+		// Kill the sandbox after the first result is in.
+		if name == "after_result" && e.sbs.live["sb1"] != nil {
+			e.sbs.kill("sb1")
+		}
+	}
+	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	row, evs := e.finish(eng, id)
+	if row.Status != "succeeded" {
+		t.Fatalf("%s: %s; %v", row.Status, summary(t, row).Reason, types(evs))
+	}
+	got := strings.Join(types(evs), " ")
+	if !strings.Contains(got, "sandbox_lost sandbox_replaced") {
+		t.Errorf("events: %s", got)
+	}
+}
+
+// TestCrashAtEveryPoint stops the engine abruptly at each failpoint of each
+// step (as kill -9 would: the worker dies mid-step and nothing more is
+// written), starts a new engine on the same log, and checks the run
+// finishes with every call run exactly once or reported as unknown.
+func TestCrashAtEveryPoint(t *testing.T) {
+	points := []string{"before_model", "after_model", "after_intent", "after_result"}
+	for step := 1; step <= 3; step++ {
+		for _, point := range points {
+			t.Run(fmt.Sprintf("step%d-%s", step, point), func(t *testing.T) {
+				e := newEnv(t)
+				model := e.script(
+					turn("", call("bash", map[string]any{"command": "echo x >> counter"})),
+					turn("", call("bash", map[string]any{"command": "echo y >> counter"})),
+					turn("", call("edit_file", map[string]any{"path": "counter", "old": "x", "new": "z"})),
+					turn("done"),
+				)
+				var mu sync.Mutex
+				seen := map[string]int{}
+				crashed := false
+				e.fail = func(name string) {
+					mu.Lock()
+					seen[name]++
+					hit := !crashed && name == point && seen[name] == step
+					if hit {
+						crashed = true
+					}
+					mu.Unlock()
+					if hit {
+						runtime.Goexit() // the worker dies here, mid-step
+					}
+				}
+				eng := e.engine()
+				id, err := eng.Start(context.Background(), "", agent.Spec{Task: "count", Model: model})
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.finish(eng, id)
+				eng.Close()
+				eng2 := e.engine()
+				if err := eng2.Recover(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				row, evs := e.finish(eng2, id)
+				if row.Status != "succeeded" {
+					t.Fatalf("after crash: %s %q; events %v", row.Status, summary(t, row).Reason, types(evs))
+				}
+				// Each call has exactly one result.
+				results := map[string]int{}
+				unknown := 0
+				for _, ev := range evs {
+					if ev.Type == agent.EventToolResult {
+						var r agent.ToolResult
+						json.Unmarshal(ev.Data, &r)
+						results[r.CallID]++
+						if r.Unknown {
+							unknown++
+						}
+					}
+				}
+				for c, n := range results {
+					if n != 1 {
+						t.Errorf("call %s has %d results", c, n)
+					}
+				}
+				if len(results) != 3 {
+					t.Errorf("%d calls have results, want 3", len(results))
+				}
+				// No command ran twice.
+				data, _ := os.ReadFile(filepath.Join(e.sbs.root("sb1"), "counter"))
+				if c := strings.Count(string(data), "y"); c != 1 {
+					t.Errorf("echo y ran %d times: %q", c, data)
+				}
+				if c := strings.Count(string(data), "x") + strings.Count(string(data), "z"); c != 1 {
+					t.Errorf("echo x ran %d times: %q", c, data)
+				}
+				if point == "after_intent" && step == 3 && unknown != 1 {
+					t.Errorf("an edit interrupted after its intent should be reported unknown; %d unknown", unknown)
+				}
+			})
+		}
+	}
+}

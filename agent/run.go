@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// Status is where a run is. Terminal statuses never change again.
+//
+//	queued ──▶ running ──▶ succeeded | failed | cancelled
+//	             │  ▲
+//	             ▼  │
+//	     waiting_approval (ask_human, approvals), paused
+type Status string
+
+const (
+	StatusQueued          Status = "queued"
+	StatusRunning         Status = "running"
+	StatusWaitingApproval Status = "waiting_approval"
+	StatusPaused          Status = "paused"
+	StatusSucceeded       Status = "succeeded"
+	StatusFailed          Status = "failed"
+	StatusCancelled       Status = "cancelled"
+)
+
+// Terminal reports whether s is final.
+func (s Status) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+}
+
+// Spec is what a user asks a run to do.
+type Spec struct {
+	Task   string `json:"task"`
+	Model  string `json:"model"` // provider:name, e.g. anthropic:claude-sonnet-4-5, script:./x.json
+	System string `json:"system,omitempty"`
+	// Sandboxes names the run's sandboxes and their images; a run with
+	// one sandbox calls it "default". They are created on first use.
+	Sandboxes map[string]string `json:"sandboxes,omitempty"`
+	MaxSteps  int               `json:"max_steps,omitempty"`
+	MaxCost   float64           `json:"max_cost_usd,omitempty"`
+	MaxTokens int64             `json:"max_tokens,omitempty"`
+	Timeout   Duration          `json:"timeout,omitempty"`
+	// Tools limits the run to these tools (default: every tool configured).
+	Tools []string `json:"tools,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes as "30s" in JSON.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// Defaults of a Spec.
+const (
+	DefaultMaxSteps = 50
+	DefaultSandbox  = "default"
+	DefaultImage    = "busybox"
+	DefaultTimeout  = time.Hour
+)
+
+// Normalize fills a spec's defaults and checks it.
+func (s *Spec) Normalize() error {
+	s.Task = strings.TrimSpace(s.Task)
+	if s.Task == "" {
+		return fmt.Errorf("the run has no task: give one, e.g. reins run \"fix the failing test\": %w", errdefs.ErrInvalidArgument)
+	}
+	if s.Model == "" {
+		return fmt.Errorf("no model: pass --model anthropic:MODEL, openai:MODEL or script:PATH: %w", errdefs.ErrInvalidArgument)
+	}
+	if len(s.Sandboxes) == 0 {
+		s.Sandboxes = map[string]string{DefaultSandbox: DefaultImage}
+	}
+	for name, img := range s.Sandboxes {
+		if name == "" || strings.ContainsAny(name, " =/:") {
+			return fmt.Errorf("sandbox name %q: use letters, digits, - and _: %w", name, errdefs.ErrInvalidArgument)
+		}
+		if img == "" {
+			s.Sandboxes[name] = DefaultImage
+		}
+	}
+	if s.MaxSteps <= 0 {
+		s.MaxSteps = DefaultMaxSteps
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = Duration(DefaultTimeout)
+	}
+	if s.MaxCost < 0 || s.MaxTokens < 0 {
+		return fmt.Errorf("budgets must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Event types of a run's log.
+const (
+	EventRunCreated      = "run_created"      // RunCreated
+	EventModelResponse   = "model_response"   // ModelResponse
+	EventToolCall        = "tool_call"        // ToolCall: the intent, before the call
+	EventToolResult      = "tool_result"      // ToolResult: after it
+	EventSandboxCreated  = "sandbox_created"  // SandboxEvent
+	EventSandboxLost     = "sandbox_lost"     // SandboxEvent
+	EventSandboxReplaced = "sandbox_replaced" // SandboxEvent
+	EventWaiting         = "waiting"          // Waiting: parked for a person
+	EventHumanAnswer     = "human_answer"     // HumanAnswer
+	EventRecovered       = "recovered"        // Note: the service restarted mid-run
+	EventFinished        = "finished"         // Finished: the last event of a run
+)
+
+// RunCreated opens a run's log.
+type RunCreated struct {
+	Spec Spec `json:"spec"`
+}
+
+// ModelResponse is one answer of the model.
+type ModelResponse struct {
+	Step       int        `json:"step"`
+	Content    []Block    `json:"content"`
+	StopReason StopReason `json:"stop_reason"`
+	Usage      Usage      `json:"usage"`
+	CostUSD    float64    `json:"cost_usd"`
+	DurationMS int64      `json:"duration_ms"`
+}
+
+// ToolCall is the intent to call a tool, logged before the call.
+type ToolCall struct {
+	Step   int             `json:"step"`
+	CallID string          `json:"call_id"`
+	Name   string          `json:"name"`
+	Input  json.RawMessage `json:"input"`
+	Key    string          `json:"key"` // idempotency key: run/step/call
+}
+
+// ToolResult is what a call returned, logged after it.
+type ToolResult struct {
+	Step    int    `json:"step"`
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	Text    string `json:"text"` // what the model sees (maybe cut: head and tail)
+	IsError bool   `json:"is_error,omitempty"`
+	// Artifact is the blob digest holding the whole output when Text is
+	// cut, or a screenshot.
+	Artifact   string   `json:"artifact,omitempty"`
+	FullBytes  int      `json:"full_bytes,omitempty"`
+	Images     []string `json:"images,omitempty"` // blob digests of PNGs
+	DurationMS int64    `json:"duration_ms"`
+	// Unknown marks a call whose outcome could not be learned after a
+	// crash; it was not run again.
+	Unknown bool `json:"unknown,omitempty"`
+}
+
+// SandboxEvent records a run's sandbox coming, going or being replaced.
+type SandboxEvent struct {
+	Name     string `json:"name"`
+	ID       string `json:"id"`
+	Image    string `json:"image,omitempty"`
+	Previous string `json:"previous,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Note     string `json:"note,omitempty"`
+}
+
+// Waiting parks a run for a person.
+type Waiting struct {
+	CallID   string `json:"call_id"`
+	Question string `json:"question"`
+}
+
+// HumanAnswer answers a Waiting.
+type HumanAnswer struct {
+	CallID string `json:"call_id"`
+	Text   string `json:"text"`
+	Actor  string `json:"actor,omitempty"`
+}
+
+// Note is an event whose only content is a message.
+type Note struct {
+	Message string `json:"message"`
+}
+
+// Finished closes a run's log.
+type Finished struct {
+	Status Status  `json:"status"`
+	Text   string  `json:"text,omitempty"` // the final answer
+	Reason string  `json:"reason,omitempty"`
+	Usage  Usage   `json:"usage"`
+	Cost   float64 `json:"cost_usd"`
+	Steps  int     `json:"steps"`
+}
+
+// Summary is kept on the run's row for listings; the log stays the truth.
+type Summary struct {
+	Model   string            `json:"model"`
+	Task    string            `json:"task"`
+	Steps   int               `json:"steps"`
+	Usage   Usage             `json:"usage"`
+	Cost    float64           `json:"cost_usd"`
+	Text    string            `json:"text,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+	Sandbox map[string]string `json:"sandboxes,omitempty"` // name → id
+	Started time.Time         `json:"started"`
+}

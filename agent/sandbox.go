@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor/client"
+	"github.com/reinsdev/reins/tool"
+)
+
+// Sandboxes is what the loop needs of the sandbox manager.
+type Sandboxes interface {
+	// Create makes run's sandbox called name from image and returns its id.
+	Create(ctx context.Context, runID, name, image string) (string, error)
+	// Client returns an executor client of a running sandbox. An error of
+	// kind not found, failed precondition or unavailable may mean the
+	// sandbox is gone; Gone says for sure.
+	Client(ctx context.Context, id string) (*client.Client, error)
+	// Gone reports whether sandbox id has ended, and why in words.
+	Gone(ctx context.Context, id string) (bool, string)
+	// Replace makes a new sandbox for run's name from image, reusing the
+	// writable layer of oldID when it survived (restored says so).
+	Replace(ctx context.Context, runID, name, image, oldID string) (id string, restored bool, err error)
+	// Release deletes the sandboxes of a run that ended.
+	Release(ctx context.Context, runID string)
+}
+
+// AttachPrefix in a spec's sandbox image ("sandbox:3f2a9c1b7d4e") names an
+// existing sandbox for the run to work in instead of a new one. The run
+// does not delete it when it ends.
+const AttachPrefix = "sandbox:"
+
+// sandboxCall is what a sandbox tool gets for one call.
+type sandboxCall struct {
+	client *client.Client
+	key    string // idempotency key
+	engine *Engine
+	run    *run
+	name   string // the run's name for the sandbox
+}
+
+// sandboxName picks the sandbox a call is for.
+func sandboxName(spec Spec, input json.RawMessage) (string, error) {
+	var in struct {
+		Sandbox string `json:"sandbox"`
+	}
+	json.Unmarshal(input, &in)
+	if in.Sandbox != "" {
+		if _, ok := spec.Sandboxes[in.Sandbox]; !ok {
+			return "", fmt.Errorf("no sandbox named %q: this run has %s", in.Sandbox, sandboxList(spec))
+		}
+		return in.Sandbox, nil
+	}
+	if len(spec.Sandboxes) == 1 {
+		for n := range spec.Sandboxes {
+			return n, nil
+		}
+	}
+	return "", fmt.Errorf("name the sandbox with the \"sandbox\" argument: this run has %s", sandboxList(spec))
+}
+
+func sandboxList(spec Spec) string {
+	var names []string
+	for n := range spec.Sandboxes {
+		names = append(names, fmt.Sprintf("%q", n))
+	}
+	sort.Strings(names)
+	return fmt.Sprint(names)
+}
+
+// callSandbox runs a sandbox tool, creating the sandbox on first use and
+// replacing it when it is found gone.
+func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent ToolCall, recovering bool) (tool.Result, error) {
+	name, err := sandboxName(r.st.spec, intent.Input)
+	if err != nil {
+		return tool.Result{IsError: true, Text: err.Error()}, nil
+	}
+	id, ok := r.st.sandboxes[name]
+	if !ok {
+		// No sandbox existed when the intent was logged, so the call
+		// cannot have run: a recovering call is a first call.
+		recovering = false
+		image := r.st.spec.Sandboxes[name]
+		if existing, ok := strings.CutPrefix(image, AttachPrefix); ok {
+			// A sandbox the user made (and filled) before the run.
+			id = existing
+		} else if id, err = e.cfg.Sandboxes.Create(ctx, r.id, name, image); err != nil {
+			return tool.Result{}, fmt.Errorf("creating sandbox %q (%s): %w", name, image, err)
+		}
+		if err := e.append(ctx, r, "", typedEvent{EventSandboxCreated, SandboxEvent{Name: name, ID: id, Image: image}}); err != nil {
+			return tool.Result{}, err
+		}
+	}
+	cl, err := e.cfg.Sandboxes.Client(ctx, id)
+	if err == nil && recovering && intent.Name == "bash" {
+		// The executor remembers idempotency keys for its life only: one
+		// that started after the intent cannot know it, and asking it
+		// would run the command a second time.
+		if h, herr := cl.Hello(ctx); herr != nil || time.Unix(0, h.StartedUnixNano).After(r.st.intentTime(intent.CallID)) {
+			return tool.Result{IsError: true, Text: "The service restarted while this command ran, and its sandbox has " +
+				"restarted since, so whether it completed is unknown. It was not run again."}, nil
+		}
+	}
+	if err == nil {
+		res, err := t.run(ctx, &sandboxCall{client: cl, key: intent.Key, engine: e, run: r, name: name}, intent.Input)
+		if err == nil || !errors.Is(err, errdefs.ErrUnavailable) || ctx.Err() != nil {
+			return res, err
+		}
+	}
+	gone, why := e.cfg.Sandboxes.Gone(ctx, id)
+	if !gone {
+		return tool.Result{}, err
+	}
+	return e.replaceSandbox(ctx, r, name, id, why)
+}
+
+// replaceSandbox records a lost sandbox, provisions its replacement and
+// tells the model what happened.
+func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why string) (tool.Result, error) {
+	image := r.st.spec.Sandboxes[name]
+	if err := e.append(ctx, r, "", typedEvent{EventSandboxLost, SandboxEvent{Name: name, ID: oldID, Reason: why}}); err != nil {
+		return tool.Result{}, err
+	}
+	newID, restored, err := e.cfg.Sandboxes.Replace(ctx, r.id, name, image, oldID)
+	if err != nil {
+		return tool.Result{}, fmt.Errorf("sandbox %q was lost (%s) and a replacement could not be made: %w", name, why, err)
+	}
+	note := "its files were restored from the lost sandbox's disk"
+	if !restored {
+		note = "its files could not be restored: it starts from the image " + image
+	}
+	if err := e.append(ctx, r, "", typedEvent{EventSandboxReplaced, SandboxEvent{Name: name, ID: newID, Previous: oldID,
+		Image: image, Reason: why, Note: note}}); err != nil {
+		return tool.Result{}, err
+	}
+	e.log.Warn("sandbox replaced", "run", r.id, "sandbox", name, "old", oldID, "new", newID, "restored", restored)
+	return tool.Result{IsError: true, Text: fmt.Sprintf("The sandbox %q was lost (%s). A replacement is running; %s. "+
+		"Processes that were running are gone, and this call was not run: run it again if you still need it.", name, why, note)}, nil
+}
+
+// intentTime is when the intent for callID was logged.
+func (s *state) intentTime(callID string) time.Time {
+	if t, ok := s.intentAt[callID]; ok {
+		return t
+	}
+	return time.Now()
+}

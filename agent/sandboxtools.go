@@ -1,0 +1,340 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/tool"
+)
+
+// The sandbox tools. Descriptions are written for a model: short, exact,
+// with their limits.
+func sandboxTools() []tool.Tool {
+	return []tool.Tool{
+		&sbTool{spec("bash", "Run a shell command in the sandbox (/bin/sh -c; call bash explicitly if the image has it). "+
+			"Returns stdout and stderr interleaved, then the exit code. Default timeout 120 s, at most 3600 s; "+
+			"on timeout the whole process group is killed and the output so far is returned. "+
+			"Long outputs are cut in the middle (the whole output is saved as an artifact). No network.",
+			`{"type":"object","properties":{"command":{"type":"string","description":"The command line."},"timeout_s":{"type":"integer","description":"Seconds before the command is killed (default 120, max 3600)."}},"required":["command"]}`,
+			tool.LabelReadsUntrusted, tool.LabelDestructive), runBash},
+		&sbTool{spec("read_file", "Read a text file, with line numbers. offset is the first line (1-based, default 1), "+
+			"limit the number of lines (default 2000). Files over 16 MiB cannot be read whole: use offset/limit or bash.",
+			`{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"},"limit":{"type":"integer"}},"required":["path"]}`,
+			tool.LabelReadsUntrusted), runReadFile},
+		&sbTool{spec("write_file", "Create or replace a file with content (atomically; parent directories are made). At most 16 MiB.",
+			`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`,
+			tool.LabelDestructive), runWriteFile},
+		&sbTool{spec("edit_file", "Replace the text old with new in a file. old must occur exactly once, "+
+			"unless replace_all is true; include enough surrounding lines to make it unique.",
+			`{"type":"object","properties":{"path":{"type":"string"},"old":{"type":"string"},"new":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["path","old","new"]}`,
+			tool.LabelDestructive), runEditFile},
+		&sbTool{spec("list_files", "List a directory (default the working directory). depth 1 (default) lists direct entries; up to 5. At most 1000 entries.",
+			`{"type":"object","properties":{"path":{"type":"string"},"depth":{"type":"integer"}}}`,
+			tool.LabelReadsUntrusted), runListFiles},
+		&sbTool{spec("glob", "Find files by pattern, e.g. \"**/*.go\" or \"src/*.py\", relative to the working directory or absolute. At most 1000 paths.",
+			`{"type":"object","properties":{"pattern":{"type":"string"}},"required":["pattern"]}`,
+			tool.LabelReadsUntrusted), runGlob},
+		&sbTool{spec("grep", "Search file contents with a regular expression (RE2 syntax) under path (a file or directory, default the working directory). Returns path:line: text, at most 500 matches.",
+			`{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}},"required":["pattern"]}`,
+			tool.LabelReadsUntrusted), runGrep},
+		&sbTool{spec("save_artifact", "Save a file from the sandbox as an artifact of this run, so the person who started it can download it (reins runs artifacts). At most 256 MiB.",
+			`{"type":"object","properties":{"path":{"type":"string"},"name":{"type":"string","description":"Artifact name (default the file's name)."}},"required":["path"]}`,
+		), runSaveArtifact},
+	}
+}
+
+func spec(name, desc, schema string, labels ...string) tool.Spec {
+	return tool.Spec{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Side: tool.SideSandbox, Labels: labels}
+}
+
+// sbTool is a sandbox tool: Call is never used directly (the engine routes
+// sandbox tools through callSandbox, which picks and heals the sandbox).
+type sbTool struct {
+	s  tool.Spec
+	fn func(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error)
+}
+
+func (t *sbTool) Spec() tool.Spec { return t.s }
+func (t *sbTool) Call(context.Context, string, json.RawMessage) (tool.Result, error) {
+	return tool.Result{}, fmt.Errorf("%s runs in a sandbox, through the engine", t.s.Name)
+}
+func (t *sbTool) run(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+	return t.fn(ctx, sb, input)
+}
+
+// boundedOutput keeps the head and tail of a stream, so a command that
+// prints gigabytes costs bounded memory.
+type boundedOutput struct {
+	head, tail []byte
+	max        int
+	dropped    int
+}
+
+func (b *boundedOutput) Write(p []byte) {
+	if room := b.max - len(b.head); room > 0 {
+		n := min(room, len(p))
+		b.head = append(b.head, p[:n]...)
+		p = p[n:]
+	}
+	if len(p) == 0 {
+		return
+	}
+	b.tail = append(b.tail, p...)
+	if over := len(b.tail) - b.max; over > 0 {
+		b.dropped += over
+		b.tail = append(b.tail[:0], b.tail[over:]...)
+	}
+}
+
+func (b *boundedOutput) String() string {
+	if b.dropped == 0 {
+		return string(b.head) + string(b.tail)
+	}
+	return fmt.Sprintf("%s\n[… %d bytes of output dropped …]\n%s", b.head, b.dropped, b.tail)
+}
+
+func runBash(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+	var in struct {
+		Command  string `json:"command"`
+		TimeoutS int    `json:"timeout_s"`
+	}
+	json.Unmarshal(input, &in)
+	if in.TimeoutS <= 0 {
+		in.TimeoutS = 120
+	}
+	in.TimeoutS = min(in.TimeoutS, 3600)
+	out := &boundedOutput{max: 512 << 10}
+	var pid int32
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		// Cancelling the run kills the command's whole process group.
+		select {
+		case <-ctx.Done():
+			if pid != 0 {
+				kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				sb.client.Signal(kctx, pid, syscall.SIGKILL)
+				cancel()
+			}
+		case <-done:
+		}
+	}()
+	exited, err := sb.client.Exec(ctx, &executorv1.ExecRequest{
+		Argv: []string{"/bin/sh", "-c", in.Command}, TimeoutMs: int64(in.TimeoutS) * 1000,
+		IdempotencyKey: sb.key, Tag: "agent",
+	}, func(ev *executorv1.ExecEvent) {
+		switch e := ev.Event.(type) {
+		case *executorv1.ExecEvent_Started:
+			pid = e.Started.Pid
+		case *executorv1.ExecEvent_Stdout:
+			out.Write(e.Stdout)
+		case *executorv1.ExecEvent_Stderr:
+			out.Write(e.Stderr)
+		}
+	})
+	if err != nil {
+		return tool.Result{}, err
+	}
+	text := out.String()
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	switch {
+	case exited.Reason == "timeout":
+		text += fmt.Sprintf("[killed: timed out after %d s]", in.TimeoutS)
+	case exited.Signal != 0:
+		text += fmt.Sprintf("[killed by signal %d (exit code %d); if it was SIGKILL, the memory limit may have been reached]", exited.Signal, exited.ExitCode)
+	default:
+		text += fmt.Sprintf("[exit code %d]", exited.ExitCode)
+	}
+	return tool.Result{Text: text, IsError: exited.ExitCode != 0}, nil
+}
+
+func runReadFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+	var in struct {
+		Path          string `json:"path"`
+		Offset, Limit int
+	}
+	json.Unmarshal(input, &in)
+	if in.Offset <= 0 {
+		in.Offset = 1
+	}
+	if in.Limit <= 0 {
+		in.Limit = 2000
+	}
+	resp, err := sb.client.ReadFileRange(ctx, in.Path, 0, 16<<20)
+	if err != nil {
+		return errResult(err)
+	}
+	if bytes.IndexByte(resp.Data[:min(len(resp.Data), 8000)], 0) >= 0 {
+		return tool.Result{IsError: true, Text: fmt.Sprintf("%s is a binary file (%d bytes); inspect it with bash (e.g. xxd, file)", in.Path, resp.Size)}, nil
+	}
+	lines := strings.SplitAfter(string(resp.Data), "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	var b strings.Builder
+	end := min(in.Offset-1+in.Limit, len(lines))
+	for i := in.Offset - 1; i < end; i++ {
+		line := strings.TrimSuffix(lines[i], "\n")
+		if len(line) > 2000 {
+			line = line[:2000] + " [… line cut]"
+		}
+		fmt.Fprintf(&b, "%6d\t%s\n", i+1, line)
+	}
+	switch {
+	case in.Offset > len(lines):
+		fmt.Fprintf(&b, "[the file has %d lines; offset %d is past its end]", len(lines), in.Offset)
+	case end < len(lines):
+		fmt.Fprintf(&b, "[lines %d-%d of %d; read on with offset %d]", in.Offset, end, len(lines), end+1)
+	}
+	if !resp.Eof {
+		fmt.Fprintf(&b, "\n[only the first 16 MiB of %d bytes were read]", resp.Size)
+	}
+	return tool.Result{Text: b.String()}, nil
+}
+
+func runWriteFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+	var in struct{ Path, Content string }
+	json.Unmarshal(input, &in)
+	if err := sb.client.WriteFile(ctx, in.Path, []byte(in.Content), 0); err != nil {
+		return errResult(err)
+	}
+	return tool.Result{Text: fmt.Sprintf("wrote %d bytes to %s", len(in.Content), in.Path)}, nil
+}
+
+func runEditFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+	var in struct {
+		Path, Old, New string
+		ReplaceAll     bool `json:"replace_all"`
+	}
+	json.Unmarshal(input, &in)
+	n, err := sb.client.EditFile(ctx, in.Path, in.Old, in.New, in.ReplaceAll)
+	if err != nil {
+		return errResult(err)
+	}
+	return tool.Result{Text: fmt.Sprintf("replaced %d occurrence(s) in %s", n, in.Path)}, nil
+}
+
+func runListFiles(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+	var in struct {
+		Path  string
+		Depth int
+	}
+	json.Unmarshal(input, &in)
+	if in.Path == "" {
+		in.Path = "."
+	}
+	in.Depth = min(max(in.Depth, 1), 5)
+	resp, err := sb.client.ListDir(ctx, in.Path, uint32(in.Depth), 1000)
+	if err != nil {
+		return errResult(err)
+	}
+	var b strings.Builder
+	for _, f := range resp.Entries {
+		kind := ""
+		switch f.Type {
+		case executorv1.FileType_FILE_TYPE_DIR:
+			kind = "/"
+		case executorv1.FileType_FILE_TYPE_SYMLINK:
+			kind = " -> " + f.SymlinkTarget
+		}
+		fmt.Fprintf(&b, "%s%s\t%d\n", f.Path, kind, f.Size)
+	}
+	if resp.Truncated {
+		b.WriteString("[listing cut at 1000 entries]\n")
+	}
+	if b.Len() == 0 {
+		b.WriteString("(empty directory)")
+	}
+	return tool.Result{Text: b.String()}, nil
+}
+
+func runGlob(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+	var in struct{ Pattern string }
+	json.Unmarshal(input, &in)
+	paths, truncated, err := sb.client.Glob(ctx, in.Pattern, "")
+	if err != nil {
+		return errResult(err)
+	}
+	text := strings.Join(paths, "\n")
+	if truncated {
+		text += "\n[cut at 1000 paths]"
+	}
+	if text == "" {
+		text = "no files match " + in.Pattern
+	}
+	return tool.Result{Text: text}, nil
+}
+
+func runGrep(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+	var in struct{ Pattern, Path string }
+	json.Unmarshal(input, &in)
+	resp, err := sb.client.Grep(ctx, &executorv1.GrepRequest{Pattern: in.Pattern, Path: in.Path, Limit: 500})
+	if err != nil {
+		return errResult(err)
+	}
+	var b strings.Builder
+	for _, m := range resp.Matches {
+		fmt.Fprintf(&b, "%s:%d: %s\n", m.Path, m.Line, m.Text)
+	}
+	if resp.Truncated {
+		b.WriteString("[cut at 500 matches]\n")
+	}
+	if b.Len() == 0 {
+		b.WriteString("no matches")
+	}
+	return tool.Result{Text: b.String()}, nil
+}
+
+func runSaveArtifact(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+	var in struct{ Path, Name string }
+	json.Unmarshal(input, &in)
+	if in.Name == "" {
+		in.Name = path.Base(in.Path)
+	}
+	var buf bytes.Buffer
+	var offset uint64
+	for {
+		resp, err := sb.client.ReadFileRange(ctx, in.Path, offset, 16<<20)
+		if err != nil {
+			return errResult(err)
+		}
+		if resp.Size > 256<<20 {
+			return tool.Result{IsError: true, Text: fmt.Sprintf("%s is %d bytes, over the 256 MiB artifact limit", in.Path, resp.Size)}, nil
+		}
+		buf.Write(resp.Data)
+		offset += uint64(len(resp.Data))
+		if resp.Eof || len(resp.Data) == 0 {
+			break
+		}
+	}
+	digest, size, err := sb.engine.cfg.Blobs.Put(ctx, &buf)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	a := Artifact{Name: in.Name, Digest: digest, Size: size, Source: sb.name + ":" + in.Path}
+	if err := sb.engine.append(ctx, sb.run, "", a); err != nil {
+		return tool.Result{}, err
+	}
+	return tool.Result{Text: fmt.Sprintf("saved %s (%d bytes) as artifact %q", in.Path, size, in.Name)}, nil
+}
+
+// errResult turns a file error into a result the model reads (not found,
+// permission, …). An unavailable executor goes back to the engine, which
+// checks whether the sandbox is gone.
+func errResult(err error) (tool.Result, error) {
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		return tool.Result{}, err
+	}
+	return tool.Result{IsError: true, Text: err.Error()}, nil
+}

@@ -1,0 +1,237 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/reinsdev/reins/store"
+)
+
+// state is a run as its log says it is: everything the loop decides from.
+// It is built by folding events, on start and after each append, so memory
+// never holds anything the log does not.
+type state struct {
+	id       string
+	spec     Spec
+	lastSeq  int64
+	created  time.Time
+	steps    int
+	usage    Usage
+	cost     float64
+	messages []Message
+
+	// The last model response, its calls, and what became of them.
+	last     *ModelResponse
+	intents  map[string]ToolCall
+	intentAt map[string]time.Time
+	results  map[string]ToolResult
+	// sandboxes maps a run's sandbox name to its current sandbox id.
+	sandboxes map[string]string
+	waiting   *Waiting
+	answers   map[string]HumanAnswer
+	finished  *Finished
+	artifacts []Artifact
+}
+
+// Artifact is a file a run saved out of a sandbox (or a large output).
+type Artifact struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+	Source string `json:"source,omitempty"` // sandbox:path it came from
+}
+
+// EventArtifact records an artifact (Artifact).
+const EventArtifact = "artifact"
+
+func newState(id string) *state {
+	return &state{id: id, intents: map[string]ToolCall{}, intentAt: map[string]time.Time{}, results: map[string]ToolResult{},
+		sandboxes: map[string]string{}, answers: map[string]HumanAnswer{}}
+}
+
+// apply folds one event into the state.
+func (s *state) apply(ev store.Event) error {
+	s.lastSeq = ev.Seq
+	bad := func(err error) error { return fmt.Errorf("run %s event %d (%s): %w", s.id, ev.Seq, ev.Type, err) }
+	switch ev.Type {
+	case EventRunCreated:
+		var d RunCreated
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.spec, s.created = d.Spec, ev.Time
+		s.messages = []Message{{Role: RoleUser, Content: []Block{{Type: BlockText, Text: d.Spec.Task}}}}
+	case EventModelResponse:
+		var d ModelResponse
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.flushResults()
+		s.last = &d
+		s.steps = d.Step
+		s.usage = s.usage.Add(d.Usage)
+		s.cost += d.CostUSD
+		s.intents, s.results, s.answers = map[string]ToolCall{}, map[string]ToolResult{}, map[string]HumanAnswer{}
+		s.messages = append(s.messages, Message{Role: RoleAssistant, Content: d.Content})
+	case EventToolCall:
+		var d ToolCall
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.intents[d.CallID] = d
+		s.intentAt[d.CallID] = ev.Time
+	case EventToolResult:
+		var d ToolResult
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.results[d.CallID] = d
+		if s.waiting != nil && s.waiting.CallID == d.CallID {
+			s.waiting = nil
+		}
+	case EventSandboxCreated, EventSandboxReplaced:
+		var d SandboxEvent
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.sandboxes[d.Name] = d.ID
+	case EventSandboxLost:
+		var d SandboxEvent
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		delete(s.sandboxes, d.Name)
+	case EventWaiting:
+		var d Waiting
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.waiting = &d
+	case EventHumanAnswer:
+		var d HumanAnswer
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.answers[d.CallID] = d
+	case EventArtifact:
+		var d Artifact
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.artifacts = append(s.artifacts, d)
+	case EventFinished:
+		var d Finished
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.finished = &d
+	}
+	return nil
+}
+
+// calls are the tool calls of the last model response, in order.
+func (s *state) calls() []Block {
+	if s.last == nil {
+		return nil
+	}
+	var out []Block
+	for _, b := range s.last.Content {
+		if b.Type == BlockToolUse {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// pending reports whether some call of the last response has no result.
+func (s *state) pending() bool {
+	for _, c := range s.calls() {
+		if _, ok := s.results[c.ToolCallID]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// flushResults turns the results of the last response's calls into the
+// user message that answers it.
+func (s *state) flushResults() {
+	calls := s.calls()
+	if len(calls) == 0 {
+		return
+	}
+	msg := Message{Role: RoleUser}
+	for _, c := range calls {
+		r, ok := s.results[c.ToolCallID]
+		if !ok {
+			r = ToolResult{Text: "no result was recorded for this call", IsError: true}
+		}
+		msg.Content = append(msg.Content, Block{Type: BlockToolResult, ToolCallID: c.ToolCallID,
+			ToolName: c.ToolName, Text: r.Text, IsError: r.IsError})
+	}
+	s.messages = append(s.messages, msg)
+}
+
+// conversation returns the messages for the next model call: the log's
+// conversation with old tool outputs elided (with a marker the model sees)
+// so the context stays inside the window.
+func (s *state) conversation(keepFull, maxChars int) []Message {
+	msgs := make([]Message, len(s.messages))
+	copy(msgs, s.messages)
+	if s.last != nil && len(s.calls()) > 0 && !s.pending() {
+		// Results of the last response are not flushed until the next
+		// response; show them now.
+		tmp := *s
+		tmp.messages = msgs
+		tmp.flushResults()
+		msgs = tmp.messages
+	}
+	// Count tool results from the end; elide those beyond keepFull, and
+	// more while the whole is too long.
+	total := 0
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			total += len(b.Text) + len(b.Input)
+		}
+	}
+	seen := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role != RoleUser {
+			continue
+		}
+		var blocks []Block
+		changed := false
+		for _, b := range m.Content {
+			if b.Type == BlockToolResult {
+				seen++
+				if (seen > keepFull || total > maxChars) && len(b.Text) > 400 {
+					total -= len(b.Text) - 400
+					b.Text = b.Text[:300] + fmt.Sprintf("\n[… %d bytes of this old output elided to keep the context small; run the tool again if you need it]", len(b.Text)-300)
+					changed = true
+				}
+			}
+			blocks = append(blocks, b)
+		}
+		if changed {
+			msgs[i] = Message{Role: m.Role, Content: blocks}
+		}
+	}
+	return msgs
+}
+
+// finalText is the text of the last model response.
+func (s *state) finalText() string {
+	if s.last == nil {
+		return ""
+	}
+	var parts []string
+	for _, b := range s.last.Content {
+		if b.Type == BlockText && strings.TrimSpace(b.Text) != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}

@@ -1,0 +1,222 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/tool"
+)
+
+// step does the next thing the log calls for: settle or run a pending tool
+// call, ask the model, or finish. It returns whether there is more to do
+// now (false when the run finished or parked).
+func (e *Engine) step(ctx context.Context, r *run) (bool, error) {
+	st := r.st
+	if st.finished != nil {
+		return false, nil
+	}
+	if st.waiting != nil {
+		if err := e.append(ctx, r, StatusWaitingApproval); err != nil {
+			return false, err
+		}
+		return false, nil
+	}
+	if reason := e.overBudget(st); reason != "" {
+		e.finish(ctx, r, StatusFailed, "", reason)
+		return false, nil
+	}
+	if st.pending() {
+		return true, e.nextCall(ctx, r)
+	}
+	if st.last != nil && len(st.calls()) == 0 {
+		// The model answered without calling tools: that is the answer.
+		e.finish(ctx, r, StatusSucceeded, st.finalText(), "")
+		return false, nil
+	}
+	return true, e.askModel(ctx, r)
+}
+
+func (e *Engine) overBudget(st *state) string {
+	s := st.spec
+	switch {
+	case st.steps >= s.MaxSteps && st.pending() == false && !(st.last != nil && len(st.calls()) == 0):
+		return fmt.Sprintf("budget: the run used all %d steps (raise --max-steps)", s.MaxSteps)
+	case s.MaxCost > 0 && st.cost >= s.MaxCost:
+		return fmt.Sprintf("budget: the run cost $%.4f, over its limit of $%.4f (raise --max-cost)", st.cost, s.MaxCost)
+	case s.MaxTokens > 0 && st.usage.InputTokens+st.usage.OutputTokens >= s.MaxTokens:
+		return fmt.Sprintf("budget: the run used %d tokens, over its limit of %d", st.usage.InputTokens+st.usage.OutputTokens, s.MaxTokens)
+	case !st.created.IsZero() && time.Since(st.created) > time.Duration(s.Timeout):
+		return fmt.Sprintf("budget: the run took longer than its timeout of %s (raise --timeout)", time.Duration(s.Timeout))
+	}
+	return ""
+}
+
+// askModel calls the model with the conversation and records its answer.
+func (e *Engine) askModel(ctx context.Context, r *run) error {
+	if r.models == nil {
+		m, name, err := e.cfg.Models(r.st.spec.Model)
+		if err != nil {
+			return err
+		}
+		r.models, r.name = m, name
+	}
+	req := &Request{
+		Model:    r.name,
+		System:   e.systemPrompt(r.st.spec),
+		Messages: r.st.conversation(8, e.cfg.MaxContextChars),
+		Tools:    e.toolSpecs(r.st.spec),
+	}
+	e.failpoint("before_model")
+	t0 := time.Now()
+	resp, err := r.models.Generate(ctx, req)
+	if err != nil {
+		return fmt.Errorf("model %s: %w", r.st.spec.Model, err)
+	}
+	// Give every call an id (a provider may omit one) and keep the input
+	// a JSON object.
+	for i := range resp.Content {
+		b := &resp.Content[i]
+		if b.Type == BlockToolUse && b.ToolCallID == "" {
+			b.ToolCallID = fmt.Sprintf("call_%d_%d", r.st.steps+1, i)
+		}
+	}
+	mr := ModelResponse{Step: r.st.steps + 1, Content: resp.Content, StopReason: resp.StopReason,
+		Usage: resp.Usage, CostUSD: e.cfg.Prices.Cost(r.st.spec.Model, resp.Usage), DurationMS: time.Since(t0).Milliseconds()}
+	if err := e.append(ctx, r, StatusRunning, mr); err != nil {
+		return err
+	}
+	e.failpoint("after_model")
+	return nil
+}
+
+// nextCall handles the first call of the last response that has no result:
+// log the intent, run it, log the result; or settle an intent a crash left.
+func (e *Engine) nextCall(ctx context.Context, r *run) error {
+	for _, c := range r.st.calls() {
+		if _, done := r.st.results[c.ToolCallID]; done {
+			continue
+		}
+		if intent, ok := r.st.intents[c.ToolCallID]; ok {
+			return e.settle(ctx, r, intent)
+		}
+		intent := ToolCall{Step: r.st.steps, CallID: c.ToolCallID, Name: c.ToolName, Input: c.Input,
+			Key: fmt.Sprintf("%s/%d/%s", r.id, r.st.steps, c.ToolCallID)}
+		if c.ToolName == askHumanName {
+			var in struct {
+				Question string `json:"question"`
+			}
+			json.Unmarshal(c.Input, &in)
+			return e.append(ctx, r, StatusWaitingApproval, intent, Waiting{CallID: c.ToolCallID, Question: in.Question})
+		}
+		if err := e.append(ctx, r, StatusRunning, intent); err != nil {
+			return err
+		}
+		e.failpoint("after_intent")
+		res := e.call(ctx, r, intent, false)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if err := e.append(ctx, r, "", res); err != nil {
+			return err
+		}
+		e.failpoint("after_result")
+		return nil
+	}
+	return nil
+}
+
+// settle decides an intent that has no result after a restart: sandbox tools
+// are asked again by idempotency key where that cannot run them twice;
+// everything else is reported to the model as an unknown outcome.
+func (e *Engine) settle(ctx context.Context, r *run, intent ToolCall) error {
+	var res ToolResult
+	if t := e.findTool(intent.Name); t != nil && settleSafe(t.Spec()) {
+		res = e.call(ctx, r, intent, true)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	} else {
+		res = ToolResult{Step: intent.Step, CallID: intent.CallID, Name: intent.Name, IsError: true, Unknown: true,
+			Text: "The service restarted while this call was running, and whether it completed is unknown. " +
+				"It was not run again. Check its effects before repeating it."}
+	}
+	return e.append(ctx, r, "", res)
+}
+
+// call runs one tool call and returns its result; tool failures become
+// error results the model can read. With recovering, the call is a retry of
+// an intent logged before a crash.
+func (e *Engine) call(ctx context.Context, r *run, intent ToolCall, recovering bool) ToolResult {
+	t0 := time.Now()
+	res := ToolResult{Step: intent.Step, CallID: intent.CallID, Name: intent.Name}
+	t := e.findTool(intent.Name)
+	if t == nil || !allowed(r.st.spec, intent.Name) {
+		res.IsError, res.Text = true, fmt.Sprintf("unknown tool %q: use one of %s", intent.Name, strings.Join(e.toolNames(r.st.spec), ", "))
+		return res
+	}
+	if err := validateInput(t.Spec().InputSchema, intent.Input); err != nil {
+		res.IsError = true
+		res.Text = fmt.Sprintf("invalid arguments for %s: %v. Its input schema is: %s", intent.Name, err, compact(t.Spec().InputSchema))
+		return res
+	}
+	var out tool.Result
+	var err error
+	if st, ok := t.(sandboxTool); ok {
+		out, err = e.callSandbox(ctx, r, st, intent, recovering)
+	} else {
+		out, err = t.Call(ctx, intent.Key, intent.Input)
+	}
+	res.DurationMS = time.Since(t0).Milliseconds()
+	if err != nil {
+		res.IsError, res.Text = true, err.Error()
+		return res
+	}
+	res.IsError = out.IsError
+	e.fitResult(ctx, r, &res, out)
+	return res
+}
+
+// Results longer than this are stored whole as an artifact; the model gets
+// the head and the tail with a pointer.
+const maxResultText = 30_000
+
+func (e *Engine) fitResult(ctx context.Context, r *run, res *ToolResult, out tool.Result) {
+	res.Text = out.Text
+	for _, img := range out.Images {
+		if d, _, err := e.cfg.Blobs.Put(ctx, strings.NewReader(img)); err == nil {
+			res.Images = append(res.Images, d)
+		}
+	}
+	if len(out.Text) <= maxResultText {
+		return
+	}
+	digest, _, err := e.cfg.Blobs.Put(ctx, strings.NewReader(out.Text))
+	if err != nil {
+		res.Text = out.Text[:maxResultText/2] + "\n[… output cut: it could not be stored whole …]\n" + out.Text[len(out.Text)-maxResultText/2:]
+		return
+	}
+	res.Artifact, res.FullBytes = digest, len(out.Text)
+	head, tail := out.Text[:maxResultText/2], out.Text[len(out.Text)-maxResultText/3:]
+	res.Text = fmt.Sprintf("%s\n[… %d bytes cut from the middle; the whole output (%d bytes) is saved as artifact %s …]\n%s",
+		head, len(out.Text)-len(head)-len(tail), len(out.Text), digest, tail)
+}
+
+func compact(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// isGone reports whether err says the sandbox itself is gone or dead.
+func isGone(err error) bool {
+	return errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) ||
+		errors.Is(err, errdefs.ErrUnavailable)
+}

@@ -1,0 +1,192 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/reinsdev/reins/tool"
+)
+
+const askHumanName = "ask_human"
+
+var askHumanSpec = tool.Spec{
+	Name: askHumanName,
+	Description: "Ask the person who started this run a question and wait for the answer. " +
+		"Use it only when you cannot go on without a decision or information only they have.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"The question, self-contained."}},"required":["question"]}`),
+	Side:        tool.SideTrusted,
+}
+
+// tools lists every tool the engine offers, sandbox tools first.
+func (e *Engine) tools() []tool.Tool {
+	out := sandboxTools()
+	return append(out, e.cfg.Trusted...)
+}
+
+func (e *Engine) findTool(name string) tool.Tool {
+	for _, t := range e.tools() {
+		if t.Spec().Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func allowed(spec Spec, name string) bool {
+	return len(spec.Tools) == 0 || slices.Contains(spec.Tools, name)
+}
+
+func (e *Engine) toolNames(spec Spec) []string {
+	var names []string
+	for _, t := range e.tools() {
+		if allowed(spec, t.Spec().Name) {
+			names = append(names, t.Spec().Name)
+		}
+	}
+	if allowed(spec, askHumanName) {
+		names = append(names, askHumanName)
+	}
+	return names
+}
+
+// toolSpecs describes the run's tools to the model. With several
+// sandboxes, each sandbox tool takes a "sandbox" argument naming one.
+func (e *Engine) toolSpecs(spec Spec) []ToolSpec {
+	var names []string
+	for n := range spec.Sandboxes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []ToolSpec
+	for _, t := range e.tools() {
+		s := t.Spec()
+		if !allowed(spec, s.Name) {
+			continue
+		}
+		schema := s.InputSchema
+		if s.Side == tool.SideSandbox && len(names) > 1 {
+			schema = withSandboxArg(schema, names)
+		}
+		out = append(out, ToolSpec{Name: s.Name, Description: s.Description, InputSchema: schema})
+	}
+	if allowed(spec, askHumanName) {
+		out = append(out, ToolSpec{Name: askHumanName, Description: askHumanSpec.Description, InputSchema: askHumanSpec.InputSchema})
+	}
+	return out
+}
+
+func withSandboxArg(schema json.RawMessage, names []string) json.RawMessage {
+	var s map[string]any
+	if json.Unmarshal(schema, &s) != nil {
+		return schema
+	}
+	props, _ := s["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+	}
+	props["sandbox"] = map[string]any{"type": "string", "enum": names,
+		"description": "Which sandbox to use: " + strings.Join(names, ", ") + "."}
+	s["properties"] = props
+	req, _ := s["required"].([]any)
+	s["required"] = append(req, "sandbox")
+	out, _ := json.Marshal(s)
+	return out
+}
+
+func (e *Engine) systemPrompt(spec Spec) string {
+	var b strings.Builder
+	if spec.System != "" {
+		b.WriteString(spec.System)
+		b.WriteString("\n\n")
+	}
+	b.WriteString("You work in isolated Linux sandboxes through tools. Commands run as root in the sandbox; " +
+		"the sandbox has no network access. Work step by step, check your work by running it, and finish " +
+		"with a short answer that says what you did and what you found.")
+	if len(spec.Sandboxes) > 1 {
+		var names []string
+		for n, img := range spec.Sandboxes {
+			names = append(names, fmt.Sprintf("%s (%s)", n, img))
+		}
+		sort.Strings(names)
+		b.WriteString(" Sandboxes: " + strings.Join(names, ", ") + "; name one in each sandbox tool call.")
+	}
+	return b.String()
+}
+
+// settleSafe reports whether a call logged before a crash may be asked
+// again: sandbox tools are (bash by its idempotency key; the others read or
+// write the same bytes again), except edit_file, which could apply twice.
+func settleSafe(s tool.Spec) bool {
+	return s.Side == tool.SideSandbox && s.Name != "edit_file"
+}
+
+// validateInput checks arguments against the simple JSON Schemas tools use:
+// an object, required properties, and property types.
+func validateInput(schema, input json.RawMessage) error {
+	var in map[string]any
+	if err := json.Unmarshal(input, &in); err != nil || in == nil {
+		return fmt.Errorf("the arguments are not a JSON object")
+	}
+	var s struct {
+		Properties map[string]struct {
+			Type string `json:"type"`
+			Enum []any  `json:"enum"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return nil
+	}
+	for _, r := range s.Required {
+		if _, ok := in[r]; !ok {
+			return fmt.Errorf("missing required argument %q", r)
+		}
+	}
+	for k, v := range in {
+		p, ok := s.Properties[k]
+		if !ok || p.Type == "" {
+			continue
+		}
+		if !typeMatches(p.Type, v) {
+			return fmt.Errorf("argument %q must be of type %s", k, p.Type)
+		}
+		if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
+			return fmt.Errorf("argument %q must be one of %v", k, p.Enum)
+		}
+	}
+	return nil
+}
+
+func typeMatches(t string, v any) bool {
+	switch t {
+	case "string":
+		_, ok := v.(string)
+		return ok
+	case "integer":
+		f, ok := v.(float64)
+		return ok && f == float64(int64(f))
+	case "number":
+		_, ok := v.(float64)
+		return ok
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	case "object":
+		_, ok := v.(map[string]any)
+		return ok
+	case "array":
+		_, ok := v.([]any)
+		return ok
+	}
+	return true
+}
+
+// sandboxTool is a tool that runs against one of the run's sandboxes.
+type sandboxTool interface {
+	tool.Tool
+	run(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error)
+}

@@ -1,0 +1,491 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/reinsdev/reins/agent"
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/client"
+)
+
+func runCmd() *cobra.Command {
+	var (
+		spec       reinsv1.RunSpec
+		image      string
+		in         string
+		sandboxes  kvFlag
+		systemFile string
+		timeout    time.Duration
+		detach     bool
+		asJSON     bool
+	)
+	c := &cobra.Command{
+		Use:   "run [flags] TASK",
+		Short: "Run an agent on a task, shown live; exits 0 when it succeeds",
+		Long: `Run an agent on a task. The agent loop runs in reins serve; the agent's
+tools run in isolated sandboxes created on first use.
+
+Models: anthropic:MODEL (ANTHROPIC_API_KEY), openai:MODEL (OPENAI_API_KEY,
+OPENAI_BASE_URL for Ollama, vLLM, llama.cpp), script:PATH (a deterministic
+script, for tests and demos). Keys are read by reins serve, not by this
+command.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			spec.Task = strings.Join(args, " ")
+			if p, ok := strings.CutPrefix(spec.Model, "script:"); ok {
+				// The service opens the script: give it an absolute path.
+				if abs, err := filepath.Abs(p); err == nil {
+					spec.Model = "script:" + abs
+				}
+			}
+			spec.Sandboxes = sandboxes.Map()
+			if image != "" && in != "" {
+				return usageError{errors.New("use either --image or --in, not both")}
+			}
+			if in != "" {
+				image = agent.AttachPrefix + in
+			}
+			if image != "" {
+				if len(spec.Sandboxes) > 0 {
+					return usageError{errors.New("use either --image/--in or --sandbox NAME=IMAGE, not both")}
+				}
+				spec.Sandboxes = map[string]string{agent.DefaultSandbox: image}
+			}
+			if systemFile != "" {
+				data, err := os.ReadFile(systemFile)
+				if err != nil {
+					return usageError{fmt.Errorf("--system: %w", err)}
+				}
+				spec.System = string(data)
+			}
+			if timeout < 0 || spec.MaxSteps < 0 || spec.MaxCostUsd < 0 {
+				return usageError{errors.New("--timeout, --max-steps and --max-cost must not be negative")}
+			}
+			spec.TimeoutMs = timeout.Milliseconds()
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			run, err := cl.StartRun(ctx, &spec)
+			if err != nil {
+				return err
+			}
+			if detach {
+				if asJSON {
+					return json.NewEncoder(c.OutOrStdout()).Encode(map[string]string{"id": run.Id})
+				}
+				fmt.Fprintln(c.OutOrStdout(), run.Id)
+				return nil
+			}
+			return watchRun(ctx, cl, run.Id, c.OutOrStdout(), asJSON)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&spec.Model, "model", "", "provider:model, e.g. anthropic:claude-sonnet-4-5, openai:gpt-4.1, script:./x.json (default: the service's)")
+	f.StringVar(&image, "image", "", "image of the run's sandbox (default busybox)")
+	f.StringVar(&in, "in", "", "work in this existing sandbox (ID) instead of a new one; it is kept after the run")
+	f.Var(&sandboxes, "sandbox", "a named sandbox NAME=IMAGE (repeatable; tools then take a sandbox name)")
+	f.StringVar(&systemFile, "system", "", "file with a system prompt to add")
+	f.Int32Var(&spec.MaxSteps, "max-steps", 0, "most model calls (default 50)")
+	f.Float64Var(&spec.MaxCostUsd, "max-cost", 0, "most US dollars to spend (from the price table)")
+	f.DurationVar(&timeout, "timeout", 0, "most wall time (default 1h)")
+	f.BoolVarP(&detach, "detach", "d", false, "print the run id and return at once")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object at the end (with --detach: the id)")
+	return c
+}
+
+// watchRun follows a run's events, showing them live, and returns an exit
+// error unless it succeeded.
+func watchRun(ctx context.Context, cl *client.Client, id string, out io.Writer, asJSON bool) error {
+	v := newRunView(out, asJSON)
+	v.header(id)
+	err := cl.RunEvents(ctx, id, 0, true, func(ev *reinsv1.RunEvent) error {
+		v.event(ctx, cl, id, ev)
+		return nil
+	})
+	v.status.Done()
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(os.Stderr, "\nreins: stopped watching; the run goes on: reins runs events --follow %s (or reins runs cancel %s)\n", id, id)
+			return exitError{130}
+		}
+		return err
+	}
+	run, err := cl.GetRun(context.Background(), id)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(out, run)
+	}
+	v.footer(run)
+	if run.Status != string(agent.StatusSucceeded) {
+		return exitError{1}
+	}
+	return nil
+}
+
+// runView renders a run's events for a person.
+type runView struct {
+	out    io.Writer
+	quiet  bool // --json: nothing but the final object
+	status *statusLine
+	start  time.Time
+	step   int
+	usage  agent.Usage
+	cost   float64
+	calls  map[string]string // call id → short description
+	tty    bool
+}
+
+func newRunView(out io.Writer, quiet bool) *runView {
+	return &runView{out: out, quiet: quiet, status: newStatusLine(os.Stderr), start: time.Now(),
+		calls: map[string]string{}, tty: term.IsTerminal(int(os.Stdout.Fd()))}
+}
+
+func (v *runView) printf(format string, args ...any) {
+	if v.quiet {
+		return
+	}
+	v.status.Done()
+	fmt.Fprintf(v.out, format, args...)
+}
+
+func (v *runView) style(code, s string) string {
+	if !v.tty {
+		return s
+	}
+	return "\033[" + code + "m" + s + "\033[0m"
+}
+
+func (v *runView) header(id string) {
+	v.printf("%s %s\n", v.style("1", "run"), id)
+}
+
+func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *reinsv1.RunEvent) {
+	data := []byte(ev.Data)
+	switch ev.Type {
+	case agent.EventModelResponse:
+		var d agent.ModelResponse
+		json.Unmarshal(data, &d)
+		v.step, v.usage, v.cost = d.Step, v.usage.Add(d.Usage), v.cost+d.CostUSD
+		final := true
+		for _, b := range d.Content {
+			final = final && b.Type != agent.BlockToolUse
+		}
+		for _, b := range d.Content {
+			switch b.Type {
+			case agent.BlockText:
+				// The final answer is printed last, once.
+				if t := strings.TrimSpace(b.Text); t != "" && !final {
+					v.printf("%s\n", t)
+				}
+			case agent.BlockToolUse:
+				v.calls[b.ToolCallID] = describeCall(b.ToolName, b.Input)
+			}
+		}
+	case agent.EventToolCall:
+		var d agent.ToolCall
+		json.Unmarshal(data, &d)
+		v.printf("%s %s\n", v.style("36", "▸"), v.calls[d.CallID])
+	case agent.EventToolResult:
+		var d agent.ToolResult
+		json.Unmarshal(data, &d)
+		mark := v.style("32", "  ✓")
+		if d.IsError {
+			mark = v.style("31", "  ✗")
+		}
+		v.printf("%s %s\n", mark, summarize(d.Text, 3))
+	case agent.EventSandboxCreated:
+		var d agent.SandboxEvent
+		json.Unmarshal(data, &d)
+		v.printf("%s sandbox %s (%s) created: %s\n", v.style("35", "◆"), d.Name, d.Image, d.ID)
+	case agent.EventSandboxLost:
+		var d agent.SandboxEvent
+		json.Unmarshal(data, &d)
+		v.printf("%s sandbox %s lost: %s\n", v.style("33", "◆"), d.Name, d.Reason)
+	case agent.EventSandboxReplaced:
+		var d agent.SandboxEvent
+		json.Unmarshal(data, &d)
+		v.printf("%s sandbox %s replaced by %s: %s\n", v.style("33", "◆"), d.Name, d.ID, d.Note)
+	case agent.EventWaiting:
+		var d agent.Waiting
+		json.Unmarshal(data, &d)
+		v.ask(ctx, cl, id, d.Question)
+	case agent.EventArtifact:
+		var d agent.Artifact
+		json.Unmarshal(data, &d)
+		v.printf("%s artifact %s (%d bytes)\n", v.style("35", "◆"), d.Name, d.Size)
+	case agent.EventFinished:
+		return
+	}
+	if !v.quiet {
+		v.status.show(fmt.Sprintf("step %d · %d tokens · $%.4f · %s", v.step,
+			v.usage.InputTokens+v.usage.OutputTokens, v.cost, time.Since(v.start).Round(100*time.Millisecond)), true)
+	}
+}
+
+// ask answers an ask_human inline when a person is at the terminal.
+func (v *runView) ask(ctx context.Context, cl *client.Client, id, q string) {
+	v.printf("%s %s\n", v.style("33;1", "? the agent asks:"), q)
+	if v.quiet || !term.IsTerminal(int(os.Stdin.Fd())) {
+		v.printf("  answer with: reins runs answer %s \"…\"\n", id)
+		return
+	}
+	fmt.Fprint(v.out, "  your answer: ")
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil {
+		return
+	}
+	if err := cl.AnswerRun(ctx, id, strings.TrimSpace(line)); err != nil {
+		v.printf("reins: %v\n", err)
+	}
+}
+
+func (v *runView) footer(run *reinsv1.Run) {
+	v.printf("\n")
+	switch run.Status {
+	case string(agent.StatusSucceeded):
+		if run.Text != "" {
+			v.printf("%s\n", run.Text)
+		}
+	default:
+		v.printf("%s %s\n", v.style("31;1", "run "+run.Status+":"), run.Reason)
+	}
+	v.printf("\n%s · %d steps · %d tokens · $%.4f · %s\n", run.Status, run.Steps,
+		run.Usage.GetInputTokens()+run.Usage.GetOutputTokens(), run.CostUsd, time.Since(v.start).Round(100*time.Millisecond))
+	v.printf("inspect: reins runs show %s · reins runs events %s · reins runs artifacts %s\n", run.Id, run.Id, run.Id)
+}
+
+// describeCall is a one-line view of a tool call.
+func describeCall(name string, input json.RawMessage) string {
+	var in map[string]any
+	json.Unmarshal(input, &in)
+	var arg string
+	for _, k := range []string{"command", "path", "pattern", "query", "url", "question", "to"} {
+		if s, ok := in[k].(string); ok {
+			arg = s
+			break
+		}
+	}
+	if sb, ok := in["sandbox"].(string); ok {
+		name += "@" + sb
+	}
+	return name + "  " + summarize(arg, 1)
+}
+
+// summarize keeps the first lines of s, each cut to a screen.
+func summarize(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	more := len(parts) - lines
+	if more > 0 {
+		parts = parts[:lines]
+	}
+	for i, p := range parts {
+		if len(p) > 110 {
+			parts[i] = p[:110] + "…"
+		}
+	}
+	out := strings.Join(parts, "\n    ")
+	if more > 0 {
+		out += fmt.Sprintf("\n    … (%d more lines)", more)
+	}
+	return out
+}
+
+func runsCmd() *cobra.Command {
+	c := &cobra.Command{Use: "runs", Short: "List, inspect and steer runs"}
+	c.AddCommand(runsLsCmd(), runsShowCmd(), runsEventsCmd(), runsCancelCmd(), runsAnswerCmd(), runsArtifactsCmd())
+	return c
+}
+
+func runsLsCmd() *cobra.Command {
+	var statuses []string
+	var asJSON bool
+	c := &cobra.Command{
+		Use: "ls", Short: "List runs, newest first", Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			runs, err := cl.ListRuns(ctx, statuses)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSONList(c.OutOrStdout(), runs)
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tSTATUS\tMODEL\tSTEPS\tCOST\tCREATED\tTASK")
+			for _, r := range runs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t$%.4f\t%s\t%s\n", r.Id, r.Status, r.Spec.Model, r.Steps, r.CostUsd,
+					ago(r.CreatedUnixNano), summarize(r.Spec.Task, 1))
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().StringSliceVar(&statuses, "status", nil, "only runs with this status (repeatable)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func runsShowCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use: "show ID", Short: "Show a run: status, model, sandboxes, usage, cost, answer", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			r, err := cl.GetRun(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), r)
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintf(w, "id\t%s\nstatus\t%s\nmodel\t%s\ntask\t%s\nsteps\t%d\n", r.Id, r.Status, r.Spec.Model, summarize(r.Spec.Task, 3), r.Steps)
+			u := r.Usage
+			fmt.Fprintf(w, "tokens\t%d in, %d out, %d cache read, %d cache write\ncost\t$%.4f\ncreated\t%s\n",
+				u.GetInputTokens(), u.GetOutputTokens(), u.GetCacheReadTokens(), u.GetCacheWriteTokens(), r.CostUsd, ago(r.CreatedUnixNano))
+			for name, sb := range r.Sandboxes {
+				fmt.Fprintf(w, "sandbox\t%s = %s (%s)\n", name, sb, r.Spec.Sandboxes[name])
+			}
+			if r.Reason != "" {
+				fmt.Fprintf(w, "reason\t%s\n", r.Reason)
+			}
+			w.Flush()
+			if r.Text != "" {
+				fmt.Fprintf(c.OutOrStdout(), "\n%s\n", r.Text)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func runsEventsCmd() *cobra.Command {
+	var follow, asJSON bool
+	c := &cobra.Command{
+		Use: "events ID", Short: "Print a run's event log", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			enc := json.NewEncoder(c.OutOrStdout())
+			return cl.RunEvents(ctx, args[0], 0, follow, func(ev *reinsv1.RunEvent) error {
+				if asJSON {
+					return enc.Encode(map[string]any{"seq": ev.Seq, "type": ev.Type,
+						"time": time.Unix(0, ev.TimeUnixNano).UTC().Format(time.RFC3339Nano), "data": json.RawMessage(ev.Data)})
+				}
+				fmt.Fprintf(c.OutOrStdout(), "%4d %s %-16s %s\n", ev.Seq, time.Unix(0, ev.TimeUnixNano).Format("15:04:05.000"),
+					ev.Type, summarize(ev.Data, 1))
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing events until the run ends")
+	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per event")
+	return c
+}
+
+func runsCancelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "cancel ID", Short: "End a run now (kills the running tool)", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			return cl.CancelRun(ctx, args[0])
+		},
+	}
+}
+
+func runsAnswerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "answer ID TEXT", Short: "Answer a run waiting on ask_human", Args: cobra.MinimumNArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			return cl.AnswerRun(ctx, args[0], strings.Join(args[1:], " "))
+		},
+	}
+}
+
+func runsArtifactsCmd() *cobra.Command {
+	var get, out string
+	var asJSON bool
+	c := &cobra.Command{
+		Use: "artifacts ID", Short: "List a run's artifacts, or download one with --get", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			if get != "" {
+				w := c.OutOrStdout()
+				if out != "" && out != "-" {
+					f, err := os.Create(out)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					w = f
+				}
+				return cl.DownloadArtifact(ctx, args[0], get, w)
+			}
+			arts, err := cl.Artifacts(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSONList(c.OutOrStdout(), arts)
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSIZE\tSOURCE\tDIGEST")
+			for _, a := range arts {
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", a.Name, a.Size, a.Source, a.Digest)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().StringVar(&get, "get", "", "download this artifact (name or digest)")
+	c.Flags().StringVarP(&out, "output", "o", "", "write the download to this file (default stdout)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+
+	"connectrpc.com/connect"
+
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
+	"github.com/reinsdev/reins/agent"
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/store"
+)
+
+// Runs serves the run API over an agent engine and its store.
+type Runs struct {
+	Engine *agent.Engine
+	Store  store.Store
+	// DefaultModel is used for runs that name none.
+	DefaultModel string
+}
+
+var _ reinsv1connect.RunServiceHandler = (*Runs)(nil)
+
+// tenant is the caller's tenant; until tenants exist every token is the
+// admin's, which sees everything.
+func tenant(context.Context) string { return "" }
+
+func (r *Runs) Start(ctx context.Context, req *connect.Request[reinsv1.StartRunRequest]) (*connect.Response[reinsv1.StartRunResponse], error) {
+	spec := SpecToAgent(req.Msg.Spec)
+	if spec.Model == "" {
+		spec.Model = r.DefaultModel
+	}
+	id, err := r.Engine.Start(ctx, tenant(ctx), spec)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	run, err := r.get(ctx, id)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.StartRunResponse{Run: run}), nil
+}
+
+func (r *Runs) get(ctx context.Context, id string) (*reinsv1.Run, error) {
+	row, err := r.Store.GetRun(ctx, tenant(ctx), id)
+	if err != nil {
+		return nil, err
+	}
+	return RunToProto(row), nil
+}
+
+func (r *Runs) Get(ctx context.Context, req *connect.Request[reinsv1.GetRunRequest]) (*connect.Response[reinsv1.GetRunResponse], error) {
+	run, err := r.get(ctx, req.Msg.Id)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.GetRunResponse{Run: run}), nil
+}
+
+func (r *Runs) List(ctx context.Context, req *connect.Request[reinsv1.ListRunsRequest]) (*connect.Response[reinsv1.ListRunsResponse], error) {
+	rows, err := r.Store.ListRuns(ctx, store.RunFilter{Tenant: tenant(ctx), Statuses: req.Msg.Statuses, Limit: int(req.Msg.Limit)})
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	resp := &reinsv1.ListRunsResponse{}
+	for _, row := range rows {
+		resp.Runs = append(resp.Runs, RunToProto(row))
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (r *Runs) Events(ctx context.Context, req *connect.Request[reinsv1.RunEventsRequest], stream *connect.ServerStream[reinsv1.RunEvent]) error {
+	id, after := req.Msg.Id, req.Msg.AfterSeq
+	if _, err := r.Store.GetRun(ctx, tenant(ctx), id); err != nil {
+		return errdefs.ToConnect(err)
+	}
+	for {
+		// Subscribe before reading, so no append falls between the two.
+		changed := r.Engine.Changed(id)
+		evs, err := r.Store.Events(ctx, id, after, 500)
+		if err != nil {
+			return errdefs.ToConnect(err)
+		}
+		for _, ev := range evs {
+			if err := stream.Send(&reinsv1.RunEvent{RunId: id, Seq: ev.Seq, Type: ev.Type,
+				TimeUnixNano: ev.Time.UnixNano(), Data: string(ev.Data)}); err != nil {
+				return err
+			}
+			after = ev.Seq
+			if ev.Type == agent.EventFinished {
+				return nil
+			}
+		}
+		if len(evs) == 500 {
+			continue
+		}
+		if !req.Msg.Follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-time.After(2 * time.Second):
+			// Appends by another process of the service (later: a
+			// shared store) are seen by polling.
+		}
+	}
+}
+
+func (r *Runs) Cancel(ctx context.Context, req *connect.Request[reinsv1.CancelRunRequest]) (*connect.Response[reinsv1.CancelRunResponse], error) {
+	if err := r.Engine.Cancel(ctx, tenant(ctx), req.Msg.Id); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.CancelRunResponse{}), nil
+}
+
+func (r *Runs) Answer(ctx context.Context, req *connect.Request[reinsv1.AnswerRunRequest]) (*connect.Response[reinsv1.AnswerRunResponse], error) {
+	if err := r.Engine.Answer(ctx, tenant(ctx), req.Msg.Id, "admin", req.Msg.Text); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.AnswerRunResponse{}), nil
+}
+
+func (r *Runs) ListArtifacts(ctx context.Context, req *connect.Request[reinsv1.ListArtifactsRequest]) (*connect.Response[reinsv1.ListArtifactsResponse], error) {
+	arts, err := r.Engine.Artifacts(ctx, tenant(ctx), req.Msg.Id)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	resp := &reinsv1.ListArtifactsResponse{}
+	for _, a := range arts {
+		resp.Artifacts = append(resp.Artifacts, &reinsv1.Artifact{Name: a.Name, Digest: a.Digest, Size: a.Size, Source: a.Source})
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (r *Runs) GetArtifact(ctx context.Context, req *connect.Request[reinsv1.GetArtifactRequest], stream *connect.ServerStream[reinsv1.GetArtifactResponse]) error {
+	rc, _, err := r.Engine.OpenArtifact(ctx, tenant(ctx), req.Msg.Id, req.Msg.NameOrDigest)
+	if err != nil {
+		return errdefs.ToConnect(err)
+	}
+	defer rc.Close()
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := rc.Read(buf)
+		if n > 0 {
+			if serr := stream.Send(&reinsv1.GetArtifactResponse{Data: buf[:n]}); serr != nil {
+				return serr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return errdefs.ToConnect(err)
+		}
+	}
+}
+
+// SpecToAgent converts a wire run spec.
+func SpecToAgent(p *reinsv1.RunSpec) agent.Spec {
+	if p == nil {
+		p = &reinsv1.RunSpec{}
+	}
+	return agent.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
+		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
+		Timeout: agent.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools}
+}
+
+// RunToProto converts a run row for the wire.
+func RunToProto(row store.Run) *reinsv1.Run {
+	var spec agent.Spec
+	json.Unmarshal(row.Spec, &spec)
+	var sum agent.Summary
+	json.Unmarshal(row.Summary, &sum)
+	return &reinsv1.Run{
+		Id:     row.ID,
+		Status: row.Status,
+		Spec: &reinsv1.RunSpec{Task: spec.Task, Model: spec.Model, System: spec.System, Sandboxes: spec.Sandboxes,
+			MaxSteps: int32(spec.MaxSteps), MaxCostUsd: spec.MaxCost, MaxTokens: spec.MaxTokens,
+			TimeoutMs: time.Duration(spec.Timeout).Milliseconds(), Tools: spec.Tools},
+		Steps: int32(sum.Steps),
+		Usage: &reinsv1.Usage{InputTokens: sum.Usage.InputTokens, OutputTokens: sum.Usage.OutputTokens,
+			CacheReadTokens: sum.Usage.CacheReadTokens, CacheWriteTokens: sum.Usage.CacheWriteTokens},
+		CostUsd:         sum.Cost,
+		Text:            sum.Text,
+		Reason:          sum.Reason,
+		CreatedUnixNano: row.CreatedAt.UnixNano(),
+		UpdatedUnixNano: row.UpdatedAt.UnixNano(),
+		LastSeq:         row.LastSeq,
+		Sandboxes:       sum.Sandbox,
+	}
+}

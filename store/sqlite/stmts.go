@@ -1,0 +1,54 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+)
+
+// stmts are the statements of the hot paths, prepared once: compiling SQL
+// costs about as much as running these statements does.
+type stmts struct {
+	// On the writer; a transaction uses them through tx.StmtContext, which
+	// finds them already prepared on the one writer connection.
+	lastSeq, insertEvent, updateRun, insertRun *sql.Stmt
+	savepoint, rollbackTo, release             *sql.Stmt
+	// On the readers.
+	getRun, getTenantRun, events, runExists *sql.Stmt
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	var errs []error
+	p := func(db *sql.DB, q string) *sql.Stmt {
+		st, err := db.PrepareContext(ctx, q)
+		errs = append(errs, err)
+		return st
+	}
+	s.st = stmts{
+		lastSeq:     p(s.w, `SELECT last_seq FROM runs WHERE id = ?`),
+		insertEvent: p(s.w, `INSERT INTO events (run_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)`),
+		updateRun: p(s.w, `UPDATE runs SET last_seq = ?, updated_at = ?,
+				status = coalesce(?, status), summary = coalesce(?, summary)
+			WHERE id = ?`),
+		insertRun: p(s.w, `INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 0)
+			ON CONFLICT (id) DO NOTHING`),
+		savepoint:  p(s.w, `SAVEPOINT w`),
+		rollbackTo: p(s.w, `ROLLBACK TO w`),
+		release:    p(s.w, `RELEASE w`),
+
+		getRun:       p(s.r, `SELECT `+runColumns+` FROM runs WHERE id = ?`),
+		getTenantRun: p(s.r, `SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant = ?`),
+		events:       p(s.r, `SELECT seq, type, time, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`),
+		runExists:    p(s.r, `SELECT 1 FROM runs WHERE id = ?`),
+	}
+	return errors.Join(errs...)
+}
+
+func (st *stmts) close() {
+	for _, s := range []*sql.Stmt{st.lastSeq, st.insertEvent, st.updateRun, st.insertRun,
+		st.savepoint, st.rollbackTo, st.release, st.getRun, st.getTenantRun, st.events, st.runExists} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}

@@ -1,0 +1,102 @@
+// Package store is the brain's durable memory: runs, their append-only event
+// logs, pending approvals, and a content-addressed blob store for large
+// payloads. The event log is the only source of truth of a run; everything
+// else about a run (its status, usage) is a summary the loop keeps beside it
+// for listing, rewritten in the same transaction as the event that changes
+// it.
+//
+// Implementations: store/sqlite (one file, WAL). Every implementation passes
+// storetest.Run, and those that persist storetest.RunReopen.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+)
+
+// Run is the summary row of one run.
+type Run struct {
+	ID        string          `json:"id"`
+	Tenant    string          `json:"tenant"`
+	Status    string          `json:"status"` // queued, running, waiting_approval, paused, succeeded, failed, cancelled
+	Spec      json.RawMessage `json:"spec"`   // the RunSpec as given
+	Summary   json.RawMessage `json:"summary,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	// LastSeq is the sequence number of the run's last event (0: none).
+	LastSeq int64 `json:"last_seq"`
+}
+
+// Event is one entry of a run's log. Seq starts at 1 and has no gaps.
+type Event struct {
+	RunID string          `json:"run_id"`
+	Seq   int64           `json:"seq"`
+	Type  string          `json:"type"`
+	Time  time.Time       `json:"time"`
+	Data  json.RawMessage `json:"data"`
+}
+
+// RunFilter selects runs for ListRuns.
+type RunFilter struct {
+	Tenant   string   // "" = all tenants
+	Statuses []string // empty = any
+	Limit    int      // 0 = a default of 100
+	Before   string   // page: runs created before this run id
+}
+
+// RunUpdate changes a run's summary along with an append.
+type RunUpdate struct {
+	Status  string          // "" = unchanged
+	Summary json.RawMessage // nil = unchanged
+}
+
+// Store holds runs and their logs. Appends are atomic and ordered: Append
+// writes the events and the run update in one transaction, and fails with
+// errdefs.ErrFailedPrecondition (a conflict) when the run's last seq is not
+// afterSeq — so two writers can never interleave a run's log.
+//
+// What returned without error is durable: it survives kill -9 of the
+// process. JSON payloads (Spec, Summary, Data) must be valid JSON or empty
+// (errdefs.ErrInvalidArgument) and come back byte for byte; times come back
+// in UTC with at least microsecond precision. An unknown run id is
+// errdefs.ErrNotFound. storetest.Run checks all of this.
+type Store interface {
+	// CreateRun stores a new run with an empty log. A zero CreatedAt
+	// becomes now, a zero UpdatedAt CreatedAt, an empty Status "queued";
+	// LastSeq is ignored. A taken id, by any tenant, is
+	// errdefs.ErrAlreadyExists.
+	CreateRun(ctx context.Context, run Run) error
+	// GetRun returns run id. With a non-empty tenant, another tenant's run
+	// is errdefs.ErrNotFound, exactly as a missing one: existence never
+	// leaks across tenants.
+	GetRun(ctx context.Context, tenant, id string) (Run, error)
+	// ListRuns returns runs newest first (CreatedAt, then creation order).
+	// A Before that does not exist, or that the filter's tenant does not
+	// own, is errdefs.ErrNotFound.
+	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
+	// Append adds events numbered afterSeq+1, afterSeq+2, … and applies
+	// update, and returns the new last seq. The events' RunID and Seq are
+	// ignored; a zero Time becomes now. With no events it applies update
+	// alone, under the same afterSeq check. Once ctx is done before the
+	// write began, nothing is written; an Append that began reports its
+	// real outcome.
+	Append(ctx context.Context, runID string, afterSeq int64, events []Event, update RunUpdate) (lastSeq int64, err error)
+	// Events returns the run's events with seq > afterSeq in order, at most
+	// limit of them (0: all). Past the end of the log it returns none.
+	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]Event, error)
+	Close() error
+}
+
+// Blobs is a content-addressed store for large payloads (screenshots, long
+// outputs, tarballs), referenced from events by digest ("sha256:" and 64
+// lowercase hex digits). Put streams (memory does not grow with size) and
+// returns once the blob is durable, so an event may then reference it. Open
+// of a digest not stored is errdefs.ErrNotFound, of a malformed one
+// errdefs.ErrInvalidArgument. Implementations: store/blob (a directory);
+// each passes storetest.RunBlobs.
+type Blobs interface {
+	Put(ctx context.Context, r io.Reader) (digest string, size int64, err error)
+	Open(ctx context.Context, digest string) (io.ReadCloser, error)
+}

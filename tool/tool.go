@@ -1,0 +1,62 @@
+// Package tool is the vocabulary of tools: what the model may call, on which
+// side it runs, and the labels the policy reads.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Side is where a tool runs.
+type Side string
+
+const (
+	// SideSandbox tools are forwarded to a sandbox's executor.
+	SideSandbox Side = "sandbox"
+	// SideTrusted tools run in the service, never in a sandbox.
+	SideTrusted Side = "trusted"
+)
+
+// Labels the policy reads.
+const (
+	LabelReadsUntrusted   = "reads_untrusted"   // its result may carry text an attacker wrote
+	LabelExfiltrationSink = "exfiltration_sink" // it can send data out of the system
+	LabelDestructive      = "destructive"       // it can change or delete things
+)
+
+// Spec describes a tool.
+type Spec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"` // written for a model: short, exact, with limits
+	InputSchema json.RawMessage `json:"input_schema"`
+	Side        Side            `json:"side"`
+	Labels      []string        `json:"labels,omitempty"`
+}
+
+// HasLabel reports whether s carries label.
+func (s Spec) HasLabel(label string) bool {
+	for _, l := range s.Labels {
+		if l == label {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is what a tool returns to the model.
+type Result struct {
+	Text    string `json:"text"`
+	IsError bool   `json:"is_error,omitempty"`
+	// Images (e.g. screenshots): base64 PNG.
+	Images []string `json:"images,omitempty"`
+}
+
+// Tool is one callable tool. Call gets the model's arguments as given (the
+// caller has checked them against InputSchema) and an idempotency key
+// (run/step/call) that it passes on to anything with side effects. An error
+// means the tool could not run (the loop reports it to the model as a tool
+// error); a tool that ran and failed returns a Result with IsError.
+type Tool interface {
+	Spec() Spec
+	Call(ctx context.Context, key string, input json.RawMessage) (Result, error)
+}

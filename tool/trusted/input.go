@@ -1,0 +1,90 @@
+package trusted
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// decodeInput decodes a tool's arguments into v, turning JSON errors into
+// messages a model can act on. Unknown fields are refused: a misspelt
+// optional field would otherwise be dropped without a word.
+func decodeInput(toolName string, input json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(input)) == 0 {
+		return invalidf("%s: no arguments; expected a JSON object", toolName)
+	}
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	err := dec.Decode(v)
+	if err == nil {
+		if dec.More() {
+			return invalidf("%s: arguments must be one JSON object", toolName)
+		}
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return invalidf("%s: arguments must be a JSON object, not %s", toolName, typeErr.Value)
+	case errors.As(err, &typeErr):
+		return invalidf("%s: field %q must be %s, not %s", toolName, typeErr.Field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return invalidf("%s: arguments are not valid JSON (%v)", toolName, syntaxErr)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalidf("%s: arguments are not valid JSON (they end too early)", toolName)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// encoding/json has no typed error for this one.
+		return invalidf("%s: unknown field %s", toolName, strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		return invalidf("%s: bad arguments: %v", toolName, err)
+	}
+}
+
+// jsonKind names a Go kind the way a JSON schema would.
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	case "bool":
+		return "a boolean"
+	case "int", "int64", "float64":
+		return "a number"
+	}
+	return "a " + goKind
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errdefs.ErrInvalidArgument}, args...)...)
+}
+
+func deniedf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errdefs.ErrPermissionDenied}, args...)...)
+}
+
+// cutRunes returns s cut to at most n runes, with a marker saying how many
+// runes were dropped.
+func cutRunes(s string, n int) string {
+	if n <= 0 || utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i, count := 0, 0
+	for i = range s {
+		if count == n {
+			break
+		}
+		count++
+	}
+	return s[:i] + fmt.Sprintf("…(+%d chars)", utf8.RuneCountInString(s[i:]))
+}
