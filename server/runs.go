@@ -9,9 +9,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/reinsdev/reins/agent"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/store"
 )
