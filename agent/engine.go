@@ -335,13 +335,15 @@ func (e *Engine) finish(ctx context.Context, r *run, status Status, text, reason
 	if r.st.finished != nil {
 		return
 	}
+	// The sandboxes go first, so that a finished run never leaves any
+	// (a crash in between finishes the run again on restart).
+	e.cfg.Sandboxes.Release(ctx, r.id)
 	f := Finished{Status: status, Text: text, Reason: reason, Usage: r.st.usage, Cost: r.st.cost, Steps: r.st.steps}
 	if err := e.append(ctx, r, status, f); err != nil {
 		e.log.Error("recording the end of a run", "run", r.id, "err", err)
 		return
 	}
 	e.log.Info("run finished", "run", r.id, "status", status, "reason", reason, "steps", r.st.steps)
-	e.cfg.Sandboxes.Release(ctx, r.id)
 }
 
 // Recover continues every run that was running when the service stopped.

@@ -546,3 +546,41 @@ func TestCrashAtEveryPoint(t *testing.T) {
 		}
 	}
 }
+
+// malformedModel answers once with a tool call whose arguments were not
+// JSON (as an OpenAI-compatible server can send), then with text.
+type malformedModel struct{ seen string }
+
+func (m *malformedModel) Generate(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+	if len(req.Messages) == 1 {
+		return &agent.Response{StopReason: agent.StopToolUse, Content: []agent.Block{{
+			Type: agent.BlockToolUse, ToolCallID: "c1", ToolName: "bash",
+			Input: json.RawMessage(`"{command: ls"`), InputError: "unexpected end of JSON input",
+		}}}, nil
+	}
+	last := req.Messages[len(req.Messages)-1]
+	m.seen = last.Content[0].Text
+	return &agent.Response{StopReason: agent.StopEndTurn, Content: []agent.Block{{Type: agent.BlockText, Text: "ok"}}}, nil
+}
+
+func TestMalformedToolCallGetsTheSchema(t *testing.T) {
+	e := newEnv(t)
+	m := &malformedModel{}
+	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
+		Models: func(string) (agent.Model, string, error) { return m, "fake", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: "fake:x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, _ := e.finish(eng, id)
+	if row.Status != "succeeded" || !strings.Contains(m.seen, "not valid JSON") || !strings.Contains(m.seen, `"command"`) {
+		t.Errorf("status %s; the model saw %q", row.Status, m.seen)
+	}
+	if e.sbs.n != 0 {
+		t.Errorf("a malformed call made a sandbox")
+	}
+}

@@ -235,3 +235,18 @@ func (s *state) finalText() string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// call returns the tool call block with id in the last response.
+func (s *state) call(id string) *Block {
+	for _, c := range s.calls() {
+		if c.ToolCallID == id {
+			return &c
+		}
+	}
+	return nil
+}
+
+// total counts every token a run consumed, cached ones included.
+func (u Usage) total() int64 {
+	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
+}

@@ -48,8 +48,8 @@ func (e *Engine) overBudget(st *state) string {
 		return fmt.Sprintf("budget: the run used all %d steps (raise --max-steps)", s.MaxSteps)
 	case s.MaxCost > 0 && st.cost >= s.MaxCost:
 		return fmt.Sprintf("budget: the run cost $%.4f, over its limit of $%.4f (raise --max-cost)", st.cost, s.MaxCost)
-	case s.MaxTokens > 0 && st.usage.InputTokens+st.usage.OutputTokens >= s.MaxTokens:
-		return fmt.Sprintf("budget: the run used %d tokens, over its limit of %d", st.usage.InputTokens+st.usage.OutputTokens, s.MaxTokens)
+	case s.MaxTokens > 0 && st.usage.total() >= s.MaxTokens:
+		return fmt.Sprintf("budget: the run used %d tokens, over its limit of %d", st.usage.total(), s.MaxTokens)
 	case !st.created.IsZero() && time.Since(st.created) > time.Duration(s.Timeout):
 		return fmt.Sprintf("budget: the run took longer than its timeout of %s (raise --timeout)", time.Duration(s.Timeout))
 	}
@@ -157,6 +157,12 @@ func (e *Engine) call(ctx context.Context, r *run, intent ToolCall, recovering b
 	t := e.findTool(intent.Name)
 	if t == nil || !allowed(r.st.spec, intent.Name) {
 		res.IsError, res.Text = true, fmt.Sprintf("unknown tool %q: use one of %s", intent.Name, strings.Join(e.toolNames(r.st.spec), ", "))
+		return res
+	}
+	if c := r.st.call(intent.CallID); c != nil && c.InputError != "" {
+		res.IsError = true
+		res.Text = fmt.Sprintf("your arguments for %s were not valid JSON (%s), so it did not run. Its input schema is: %s",
+			intent.Name, c.InputError, compact(t.Spec().InputSchema))
 		return res
 	}
 	if err := validateInput(t.Spec().InputSchema, intent.Input); err != nil {

@@ -29,11 +29,6 @@ func (codec) Marshal(m any) ([]byte, error) {
 }
 
 func (codec) MarshalAppend(b []byte, m any) ([]byte, error) {
-	if d, ok := m.(*executorv1.DownloadResponse); ok && len(b) == 0 && d.Sha256 == "" {
-		if out, ok := marshalInPlace(d); ok {
-			return out, nil
-		}
-	}
 	pm, ok := m.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("%T is not a protobuf message", m)
@@ -100,29 +95,4 @@ func putChunk(b []byte) {
 		b = b[:0]
 		chunkBufs.Put(&b)
 	}
-}
-
-// lent maps a DownloadResponse to the frame its data was gathered in, with
-// frameHeadroom bytes free before it: codec then marshals the message by
-// writing the field header there, no copy and no allocation. Connect is done
-// with the marshalled bytes when Send returns.
-var lent sync.Map // *executorv1.DownloadResponse → []byte
-
-func lend(m *executorv1.DownloadResponse, frame []byte) { lent.Store(m, frame) }
-func unlend(m *executorv1.DownloadResponse)             { lent.Delete(m) }
-
-func marshalInPlace(d *executorv1.DownloadResponse) ([]byte, bool) {
-	f, ok := lent.Load(d)
-	if !ok || len(d.Data) == 0 {
-		return nil, false
-	}
-	frame := f.([]byte)
-	if len(frame) <= frameHeadroom || &d.Data[0] != &frame[frameHeadroom] {
-		return nil, false
-	}
-	var hdr [frameHeadroom]byte
-	h := protowire.AppendVarint(protowire.AppendTag(hdr[:0], 1, protowire.BytesType), uint64(len(d.Data)))
-	start := frameHeadroom - len(h)
-	copy(frame[start:], h)
-	return frame[start : frameHeadroom+len(d.Data)], true
 }

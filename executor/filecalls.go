@@ -241,12 +241,6 @@ const downloadChunk = 256 << 10
 
 var copyPool = sync.Pool{New: func() any { b := make([]byte, downloadChunk); return &b }}
 
-// frameHeadroom is room before a download chunk for its protobuf field
-// header, so that codec can marshal the message in place.
-const frameHeadroom = 16
-
-var framePool = sync.Pool{New: func() any { b := make([]byte, frameHeadroom+downloadChunk); return &b }}
-
 // Download sends a tar stream of a file or directory; the last message
 // carries the sha256 of the whole stream.
 func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.DownloadRequest], stream *connect.ServerStream[executorv1.DownloadResponse]) error {
@@ -259,15 +253,12 @@ func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.D
 	if abs == "/" {
 		prefix = ""
 	}
-	fp := framePool.Get().(*[]byte)
-	defer framePool.Put(fp)
-	w := &downloadWriter{stream: stream, h: newAsyncHash(), frame: *fp}
+	bp := copyPool.Get().(*[]byte)
+	defer copyPool.Put(bp)
+	w := &downloadWriter{stream: stream, h: newAsyncHash(), buf: (*bp)[:0]}
 	defer w.h.close()
 	s.memory.begin()
 	defer func() { s.memory.end(w.n) }()
-	w.buf = w.frame[frameHeadroom:frameHeadroom]
-	lend(&w.msg, w.frame)
-	defer unlend(&w.msg)
 	if err := archive.WriteRoot(w, root, name, prefix); err != nil {
 		if w.err != nil {
 			return streamError(w.err)
@@ -282,13 +273,13 @@ func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.D
 	return stream.Send(&w.msg)
 }
 
-// downloadWriter cuts the tar stream into messages of downloadChunk bytes,
-// gathered in its frame, where codec marshals them without a copy.
+// downloadWriter cuts the tar stream into messages of downloadChunk bytes.
+// (Connect marshals each into a pooled buffer that keeps its size: no
+// allocation per message once warm.)
 type downloadWriter struct {
 	stream *connect.ServerStream[executorv1.DownloadResponse]
 	h      *asyncHash
-	frame  []byte
-	buf    []byte // frame[frameHeadroom:], filling up
+	buf    []byte // filling up to downloadChunk
 	msg    executorv1.DownloadResponse
 	n      int64 // bytes sent
 	err    error

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -307,4 +308,46 @@ func TestDiskFull(t *testing.T) {
 	if out, _, _ := e.sh("echo ok"); out != "ok\n" {
 		t.Errorf("exec after a full disk: %q", out)
 	}
+}
+
+// TestConcurrentTransfers moves different data both ways at once: pooled
+// buffers must never be shared by two transfers.
+func TestConcurrentTransfers(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			data := make([]byte, 1<<20+i*4099)
+			rand.NewChaCha8([32]byte{byte(i)}).Read(data)
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			tw.WriteHeader(&tar.Header{Name: "f", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data))})
+			tw.Write(data)
+			tw.Close()
+			dir := fmt.Sprintf("/c%d", i)
+			for range 3 {
+				if _, err := e.c.Upload(ctx, dir, bytes.NewReader(buf.Bytes())); err != nil {
+					t.Error(err)
+					return
+				}
+				var down bytes.Buffer
+				if _, err := e.c.Download(ctx, dir+"/f", &down); err != nil {
+					t.Error(err)
+					return
+				}
+				tr := tar.NewReader(&down)
+				if _, err := tr.Next(); err != nil {
+					t.Error(err)
+					return
+				}
+				got, _ := io.ReadAll(tr)
+				if !bytes.Equal(got, data) {
+					t.Errorf("transfer %d: the data came back different", i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

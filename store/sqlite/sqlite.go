@@ -25,7 +25,7 @@
 // power loss could roll back the last commits after the loop had acted on
 // them: a tool call whose logged intent vanished could run twice. FULL costs
 // one fsync per commit: an Append takes about the time of one 4 KiB write
-// and fsync plus ~0.2 ms (BenchmarkAppend against BenchmarkFsync, measured
+// and fsync plus 0.2–0.4 ms (BenchmarkAppend against BenchmarkFsync, measured
 // in the same run), well inside the loop's 5 ms per step, and group commit
 // spreads the fsync over concurrent appenders. So durability wins.
 package sqlite

@@ -321,8 +321,8 @@ func (e *Email) send(ctx context.Context, rcpts []*mail.Address, msg []byte) (to
 	if e.cfg.Username != "" {
 		phase = "AUTH"
 		if ok, _ := c.Extension("AUTH"); !ok {
-			return tool.Result{}, fmt.Errorf("send_email: the mail server at %s does not offer AUTH but a username is configured; "+
-				"nothing was sent, and a person must fix the email configuration: %w", e.cfg.Addr, errdefs.ErrFailedPrecondition)
+			return tool.Result{}, kindf(errdefs.ErrFailedPrecondition, "send_email: the mail server at %s does not offer AUTH but a username is configured; "+
+				"nothing was sent, and a person must fix the email configuration", e.cfg.Addr)
 		}
 		if err := c.Auth(smtp.PlainAuth("", e.cfg.Username, e.cfg.Password, e.host)); err != nil {
 			var tpErr *textproto.Error
@@ -331,8 +331,8 @@ func (e *Email) send(ctx context.Context, rcpts []*mail.Address, msg []byte) (to
 				return e.smtpFailure(ctx, phase, err)
 			}
 			// net/smtp refuses to send a password in clear to a remote host.
-			return tool.Result{}, fmt.Errorf("send_email: cannot log in to the mail server at %s: %v (the password is sent only over TLS or to localhost); "+
-				"nothing was sent, and a person must fix the email configuration: %w", e.cfg.Addr, err, errdefs.ErrFailedPrecondition)
+			return tool.Result{}, kindf(errdefs.ErrFailedPrecondition, "send_email: cannot log in to the mail server at %s: %v (the password is sent only over TLS or to localhost); "+
+				"nothing was sent, and a person must fix the email configuration", e.cfg.Addr, err)
 		}
 	}
 	phase = "MAIL FROM"
@@ -372,8 +372,8 @@ func (e *Email) smtpFailure(ctx context.Context, phase string, err error) (tool.
 	if errors.As(err, &tpErr) {
 		switch phase {
 		case "AUTH":
-			return tool.Result{}, fmt.Errorf("send_email: the mail server at %s refused the configured credentials (%d %s); "+
-				"nothing was sent, and a person must fix the email configuration: %w", e.cfg.Addr, tpErr.Code, tpErr.Msg, errdefs.ErrUnauthenticated)
+			return tool.Result{}, kindf(errdefs.ErrUnauthenticated, "send_email: the mail server at %s refused the configured credentials (%d %s); "+
+				"nothing was sent, and a person must fix the email configuration", e.cfg.Addr, tpErr.Code, tpErr.Msg)
 		case "end of DATA", "DATA":
 			return tool.Result{IsError: true, Text: fmt.Sprintf("The mail server refused the message: %d %s. Nothing was sent.", tpErr.Code, tpErr.Msg)}, nil
 		}
@@ -391,10 +391,9 @@ func (e *Email) netFailure(ctx context.Context, phase string, err error) (tool.R
 	var ne net.Error
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
-		return tool.Result{}, fmt.Errorf("send_email: cancelled during %s; %s: %w", phase, outcome, errdefs.ErrCanceled)
+		return tool.Result{}, kindf(errdefs.ErrCanceled, "send_email: cancelled during %s; %s", phase, outcome)
 	case ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout():
-		return tool.Result{}, fmt.Errorf("send_email: the mail server at %s did not answer within %s (at %s); %s: %w",
-			e.cfg.Addr, e.cfg.Timeout, phase, outcome, errdefs.ErrTimeout)
+		return tool.Result{}, kindf(errdefs.ErrTimeout, "send_email: the mail server at %s did not answer within %s (at %s); %s", e.cfg.Addr, e.cfg.Timeout, phase, outcome)
 	}
-	return tool.Result{}, fmt.Errorf("send_email: mail server at %s, %s: %v; %s: %w", e.cfg.Addr, phase, err, outcome, errdefs.ErrUnavailable)
+	return tool.Result{}, kindf(errdefs.ErrUnavailable, "send_email: mail server at %s, %s: %v; %s", e.cfg.Addr, phase, err, outcome)
 }

@@ -1,7 +1,6 @@
 package trusted
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -10,16 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/tool"
@@ -106,6 +102,18 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		}
 		h.secrets = append(h.secrets, hostSecrets{pattern: p, headers: canon})
 	}
+	// The most specific pattern that matches a request wins: a name before
+	// a wildcard, a longer name before a shorter one.
+	sort.Slice(h.secrets, func(i, j int) bool {
+		a, b := h.secrets[i].pattern, h.secrets[j].pattern
+		if wa, wb := strings.HasPrefix(a.host, "*."), strings.HasPrefix(b.host, "*."); wa != wb {
+			return wb
+		}
+		if len(a.host) != len(b.host) {
+			return len(a.host) > len(b.host)
+		}
+		return a.String() < b.String()
+	})
 	h.transport = &http.Transport{
 		Proxy:                 nil, // the trusted side talks to its hosts directly
 		DialContext:           h.dial,
@@ -125,138 +133,6 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 
 // Close drops idle connections.
 func (h *HTTP) Close() { h.transport.CloseIdleConnections() }
-
-// hostPattern is one entry of AllowedHosts or Secrets.
-type hostPattern struct {
-	host string // lower case; "*.example.com" for a wildcard; an IP in canonical form
-	port string // "" for the scheme's default
-}
-
-func parseHostPattern(s string) (hostPattern, error) {
-	orig := s
-	s = strings.ToLower(strings.TrimSpace(s))
-	var p hostPattern
-	if h, port, err := net.SplitHostPort(s); err == nil {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return p, fmt.Errorf("http_request: allowed host %q: bad port: %w", orig, errdefs.ErrInvalidArgument)
-		}
-		s, p.port = h, port
-	}
-	s = strings.TrimSuffix(strings.Trim(s, "[]"), ".")
-	if a, err := netip.ParseAddr(s); err == nil {
-		s = a.Unmap().String()
-	} else if rest, ok := strings.CutPrefix(s, "*."); (ok && (rest == "" || strings.ContainsAny(rest, "*/@"))) ||
-		(!ok && (s == "" || strings.ContainsAny(s, "*/@"))) {
-		return p, fmt.Errorf("http_request: allowed host %q: want a host name, *.domain or an IP, with an optional :port: %w",
-			orig, errdefs.ErrInvalidArgument)
-	}
-	p.host = s
-	return p, nil
-}
-
-func (p hostPattern) String() string {
-	h := p.host
-	if strings.Contains(h, ":") {
-		h = "[" + h + "]"
-	}
-	if p.port != "" {
-		return h + ":" + p.port
-	}
-	return h
-}
-
-// matches reports whether p allows u (its scheme must be http or https).
-func (p hostPattern) matches(u *url.URL) bool {
-	host, port := urlHostPort(u)
-	if p.port == "" {
-		if port != defaultPort(u.Scheme) {
-			return false
-		}
-	} else if port != p.port {
-		return false
-	}
-	if rest, ok := strings.CutPrefix(p.host, "*."); ok {
-		return strings.HasSuffix(host, "."+rest)
-	}
-	return host == p.host
-}
-
-// urlHostPort returns u's host in the form patterns use, and its port.
-func urlHostPort(u *url.URL) (string, string) {
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
-	if a, err := netip.ParseAddr(host); err == nil {
-		host = a.Unmap().String()
-	}
-	port := u.Port()
-	if port == "" {
-		port = defaultPort(u.Scheme)
-	}
-	return host, port
-}
-
-func defaultPort(scheme string) string {
-	if strings.EqualFold(scheme, "https") {
-		return "443"
-	}
-	return "80"
-}
-
-func (h *HTTP) allowed(u *url.URL) bool {
-	for _, p := range h.allow {
-		if p.matches(u) {
-			return true
-		}
-	}
-	return false
-}
-
-func (h *HTTP) allowedList() string {
-	s := make([]string, len(h.allow))
-	for i, p := range h.allow {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ", ")
-}
-
-// RequestHost returns the host an http_request call would go to: the URL's
-// host name in lower case, without port or trailing dot ("api.example.com",
-// "127.0.0.1", "::1"). The policy matches it.
-func RequestHost(input json.RawMessage) (string, error) {
-	var in struct {
-		URL string `json:"url"`
-	}
-	if err := json.Unmarshal(input, &in); err != nil {
-		return "", invalidf("http_request: arguments: %v", err)
-	}
-	u, err := checkURL(in.URL)
-	if err != nil {
-		return "", err
-	}
-	host, _ := urlHostPort(u)
-	return host, nil
-}
-
-// checkURL parses raw and refuses what http_request never fetches.
-func checkURL(raw string) (*url.URL, error) {
-	if strings.TrimSpace(raw) == "" {
-		return nil, invalidf("http_request: url is required")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, invalidf("http_request: url %q: %v", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, invalidf("http_request: url %q: only http and https URLs are allowed", raw)
-	}
-	if u.Hostname() == "" {
-		return nil, invalidf("http_request: url %q has no host", raw)
-	}
-	if u.User != nil {
-		return nil, invalidf("http_request: url %q carries a user name or password; send credentials in headers instead", raw)
-	}
-	u.Fragment, u.RawFragment = "", ""
-	return u, nil
-}
 
 // Spec implements tool.Tool.
 func (h *HTTP) Spec() tool.Spec {
@@ -282,7 +158,7 @@ var httpMethods = map[string]bool{
 
 func (h *HTTP) description() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Make an HTTP request to one of these hosts only: %s (no port: 80 for http, 443 for https). ", h.allowedList())
+	fmt.Fprintf(&b, "Make an HTTP request to one of these hosts only: %s (an entry without a port allows 80 for http, 443 for https). ", h.allowedList())
 	if len(h.secrets) > 0 {
 		hosts := make([]string, len(h.secrets))
 		for i, s := range h.secrets {
@@ -466,182 +342,6 @@ func isLoopbackHost(u *url.URL) bool {
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
-// dial connects to addr. A name that resolves only to loopback, link-local
-// (cloud metadata), unspecified or multicast addresses is refused: reaching
-// those takes an allow-list entry that names the address itself (or the
-// name "localhost"). Checking here, on the address actually dialed, holds
-// against DNS answers that change between check and use. Private addresses
-// stay reachable by name: trusted tools exist to reach private systems.
-func (h *HTTP) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	var d net.Dialer
-	if _, err := netip.ParseAddr(host); err == nil {
-		return d.DialContext(ctx, network, addr)
-	}
-	ips, err := h.lookup(ctx, host)
-	if err != nil {
-		return nil, err
-	}
-	localName := host == "localhost" || strings.HasSuffix(host, ".localhost")
-	var refused []string
-	var firstErr error
-	for _, ip := range ips {
-		ip = ip.Unmap()
-		if !ip.IsGlobalUnicast() && !(localName && ip.IsLoopback()) {
-			refused = append(refused, ip.String())
-			continue
-		}
-		c, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
-		if err == nil {
-			return c, nil
-		}
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	return nil, &refusal{fmt.Sprintf("host %s resolves to %s (loopback, link-local or otherwise special), which a host name may not reach; "+
-		"a person can allow the address itself in the configuration", host, strings.Join(refused, ", "))}
-}
-
-// render writes the response for the model: status, a few headers, body.
-func (h *HTTP) render(req *http.Request, resp *http.Response, note string) (string, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s\n", resp.Proto, resp.Status)
-	if resp.Request != nil && resp.Request.URL.String() != req.URL.String() {
-		fmt.Fprintf(&b, "Final URL: %s\n", resp.Request.URL.Redacted())
-	}
-	for _, k := range []string{"Content-Type", "Content-Length", "Location", "Retry-After"} {
-		if v := resp.Header.Get(k); v != "" {
-			fmt.Fprintf(&b, "%s: %s\n", k, v)
-		}
-	}
-	if note != "" {
-		b.WriteString(note + "\n")
-	}
-	if req.Method == "HEAD" {
-		return b.String(), nil
-	}
-	max := h.cfg.MaxResponseBytes
-	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
-	if err != nil {
-		return "", err
-	}
-	if len(body) == 0 {
-		b.WriteString("\n(empty body)")
-		return b.String(), nil
-	}
-	// How much was dropped: Content-Length when known, else count the rest.
-	total, atLeast := int64(len(body)), false
-	if int64(len(body)) > max {
-		body = body[:max]
-		if resp.ContentLength > max {
-			total = resp.ContentLength
-		} else {
-			n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, maxCountedBytes))
-			if err != nil {
-				return "", err
-			}
-			total = max + 1 + n
-			atLeast = n == maxCountedBytes
-		}
-	}
-	b.WriteString("\n")
-	ct := resp.Header.Get("Content-Type")
-	if ct == "" {
-		ct = http.DetectContentType(body)
-	}
-	if !isTextType(ct) || bytes.IndexByte(body, 0) >= 0 {
-		sum := sha256.Sum256(body)
-		more := ""
-		if atLeast || total > int64(len(body)) {
-			more = " or more"
-		}
-		fmt.Fprintf(&b, "[binary body not shown: %d bytes%s of %s, sha256 of the first %d bytes %s]",
-			total, more, ct, len(body), hex.EncodeToString(sum[:8]))
-		return b.String(), nil
-	}
-	cut := total > int64(len(body))
-	shown := string(body)
-	if cut {
-		shown = trimPartialRune(shown)
-	}
-	b.WriteString(strings.ToValidUTF8(shown, "\uFFFD"))
-	if cut {
-		qual := ""
-		if atLeast {
-			qual = "at least "
-		}
-		fmt.Fprintf(&b, "\n…[response cut: %s%d more bytes dropped; showing the first %d of %s%d bytes]",
-			qual, total-int64(len(shown)), len(shown), qual, total)
-	}
-	return b.String(), nil
-}
-
-// trimPartialRune drops an incomplete UTF-8 sequence that a cut left at the
-// end of s.
-func trimPartialRune(s string) string {
-	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			if !utf8.FullRuneInString(s[i:]) {
-				return s[:i]
-			}
-			break
-		}
-	}
-	return s
-}
-
-// isTextType reports whether a media type is text a model can read.
-func isTextType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		mt = strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
-	}
-	switch {
-	case strings.HasPrefix(mt, "text/"),
-		strings.HasSuffix(mt, "+json"), strings.HasSuffix(mt, "+xml"),
-		strings.HasSuffix(mt, "/json"), strings.HasSuffix(mt, "/xml"):
-		return true
-	}
-	switch mt {
-	case "application/javascript", "application/x-www-form-urlencoded", "application/yaml",
-		"application/x-yaml", "application/x-ndjson", "application/graphql", "application/sql", "application/csv":
-		return true
-	}
-	return false
-}
-
-// redact replaces the configured secret values in text. A value's
-// space-separated parts are replaced too, so "Bearer abc…" echoed as
-// "abc…" is caught.
-func (h *HTTP) redact(text string) string {
-	var pairs []string
-	for _, s := range h.secrets {
-		for _, v := range s.headers {
-			if len(v) >= 4 {
-				pairs = append(pairs, v, "[secret]")
-			}
-			if parts := strings.Fields(v); len(parts) > 1 {
-				for _, p := range parts {
-					if len(p) >= 8 {
-						pairs = append(pairs, p, "[secret]")
-					}
-				}
-			}
-		}
-	}
-	if len(pairs) == 0 {
-		return text
-	}
-	return strings.NewReplacer(pairs...).Replace(text)
-}
-
 // failure explains a request that got no response.
 func (h *HTTP) failure(ctx context.Context, req *http.Request, err error) error {
 	outcome := ""
@@ -654,14 +354,13 @@ func (h *HTTP) failure(ctx context.Context, req *http.Request, err error) error 
 	case errors.As(err, &r):
 		return fmt.Errorf("http_request: %s %s: %w", req.Method, req.URL.Redacted(), r)
 	case errors.Is(ctx.Err(), context.Canceled):
-		return fmt.Errorf("http_request: %s %s: cancelled%s: %w", req.Method, req.URL.Redacted(), outcome, errdefs.ErrCanceled)
+		return kindf(errdefs.ErrCanceled, "http_request: %s %s: cancelled%s", req.Method, req.URL.Redacted(), outcome)
 	case ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout():
-		return fmt.Errorf("http_request: %s %s: no complete answer within %s%s: %w",
-			req.Method, req.URL.Redacted(), h.cfg.Timeout, outcome, errdefs.ErrTimeout)
+		return kindf(errdefs.ErrTimeout, "http_request: %s %s: no complete answer within %s%s", req.Method, req.URL.Redacted(), h.cfg.Timeout, outcome)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return fmt.Errorf("http_request: %s %s: %v%s: %w", req.Method, req.URL.Redacted(), err, outcome, errdefs.ErrUnavailable)
+	return kindf(errdefs.ErrUnavailable, "http_request: %s %s: %v%s", req.Method, req.URL.Redacted(), err, outcome)
 }

@@ -65,12 +65,18 @@ func jsonKind(goKind string) string {
 	return "a " + goKind
 }
 
+// kindf returns an error of kind whose text is the formatted message alone:
+// the model reads it, and a trailing "invalid argument" would only be noise.
+func kindf(kind error, format string, args ...any) error {
+	return errdefs.WithMessage(kind, fmt.Sprintf(format, args...))
+}
+
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errdefs.ErrInvalidArgument}, args...)...)
+	return kindf(errdefs.ErrInvalidArgument, format, args...)
 }
 
 func deniedf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errdefs.ErrPermissionDenied}, args...)...)
+	return kindf(errdefs.ErrPermissionDenied, format, args...)
 }
 
 // cutRunes returns s cut to at most n runes, with a marker saying how many

@@ -91,7 +91,7 @@ func NewSQL(cfg SQLConfig) (*SQL, error) {
 		s.dialect = "postgres"
 		err = s.openPostgres(cfg.URL)
 	default:
-		err = fmt.Errorf("%w: database URL must be sqlite:PATH or postgres://…", errdefs.ErrInvalidArgument)
+		err = fmt.Errorf("database URL must be sqlite:PATH or postgres://…: %w", errdefs.ErrInvalidArgument)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sql tool %s: %w", cfg.ToolName, err)
@@ -104,7 +104,7 @@ func (s *SQL) openSQLite(path string) error {
 		path = path[2:] // sqlite:///abs/path
 	}
 	if path == "" {
-		return fmt.Errorf("%w: sqlite: URL has no path", errdefs.ErrInvalidArgument)
+		return fmt.Errorf("sqlite: URL has no path: %w", errdefs.ErrInvalidArgument)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -135,7 +135,7 @@ func (s *SQL) openSQLite(path string) error {
 func (s *SQL) openPostgres(u string) error {
 	cc, err := pgx.ParseConfig(u)
 	if err != nil {
-		return fmt.Errorf("%w: postgres URL: %v", errdefs.ErrInvalidArgument, err)
+		return fmt.Errorf("postgres URL: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	s.db = stdlib.OpenDB(*cc)
 	s.db.SetMaxOpenConns(4)
@@ -313,7 +313,7 @@ func (s *SQL) exec(ctx context.Context, query string, args []any) (string, error
 func (s *SQL) failure(ctx, tctx context.Context, err error) (tool.Result, error) {
 	name := s.cfg.ToolName
 	if ctx.Err() != nil {
-		return tool.Result{}, fmt.Errorf("%s: %w", name, errdefs.ErrCanceled)
+		return tool.Result{}, kindf(errdefs.ErrCanceled, "%s: cancelled", name)
 	}
 	if tctx.Err() != nil {
 		return tool.Result{IsError: true, Text: fmt.Sprintf("The statement did not finish within %s and was cancelled. "+

@@ -17,7 +17,9 @@ import "strings"
 // disagree on (backslash escapes in strings, dollar quoting, nested
 // comments, bracket and backtick identifiers), and only a query that reads
 // under all of them counts as read-only, so quoting tricks that hide a
-// keyword from one reading are caught by another.
+// keyword from one reading are caught by another. The price is a few false
+// writes: a keyword inside a $$…$$ string (SQLite would read it as code), or
+// inside [brackets] (Postgres would).
 func IsReadOnlySQL(query string) bool {
 	for d := lexDialect(0); d < lexAll; d++ {
 		if !readOnlyUnder(query, d) {
