@@ -29,16 +29,22 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/reinsdev/reins/agent"
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/archive"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/oci"
 	"github.com/reinsdev/reins/sandbox/rootfs"
 	"github.com/reinsdev/reins/server"
+	"github.com/reinsdev/reins/store"
+	"github.com/reinsdev/reins/store/blob"
+	"github.com/reinsdev/reins/store/sqlite"
+	"github.com/reinsdev/reins/tool"
 )
 
 type bench struct {
@@ -113,6 +119,7 @@ func run(out string, n, execs, idle, mib int, executorPath string) error {
 		{"exec", func() error { return b.exec(execs) }},
 		{"transfer", func() error { return b.transfer(mib) }},
 		{"idle", func() error { return b.idleMemory(idle) }},
+		{"loop", func() error { return b.loop(200, 50, 40) }},
 	}
 	for _, s := range steps {
 		fmt.Fprintf(os.Stderr, "bench: %s...\n", s.name)
@@ -386,6 +393,111 @@ func (b *bench) idleMemory(n int) error {
 	b.add(fmt.Sprintf("host memory per idle sandbox, %d idle (MiB)", n),
 		fmt.Sprintf("%.1f (cgroup), %.1f (MemAvailable drop)", perCg, perHost),
 		"256 memory limit", perHost/256, "")
+	return nil
+}
+
+// noop is a trusted tool that does nothing: the loop benchmark's "true".
+type noop struct{}
+
+func (noop) Spec() tool.Spec {
+	return tool.Spec{Name: "noop", Description: "does nothing", Side: tool.SideTrusted,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}
+}
+func (noop) Call(context.Context, string, json.RawMessage) (tool.Result, error) {
+	return tool.Result{Text: "ok"}, nil
+}
+
+// loop: the agent loop's own cost per step (script model, a no-op tool:
+// everything but model and tool time, durable log writes included), beside
+// the floor of three durable SQLite appends (intent, result, response);
+// then steps per second across many concurrent runs.
+func (b *bench) loop(steps, runs, stepsPerRun int) error {
+	dir := filepath.Join(b.dir, "loop")
+	os.MkdirAll(dir, 0o755)
+	st, err := sqlite.Open(filepath.Join(dir, "reins.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
+	if err != nil {
+		return err
+	}
+	scriptFor := func(n int) (string, error) {
+		turn := map[string]any{"tool_calls": []any{map[string]any{"name": "noop", "input": map[string]any{}}}}
+		turns := make([]any, 0, n+1)
+		for i := 0; i < n; i++ {
+			turns = append(turns, turn)
+		}
+		turns = append(turns, map[string]any{"text": "done"})
+		data, _ := json.Marshal(map[string]any{"turns": turns})
+		p := filepath.Join(dir, fmt.Sprintf("script%d.json", n))
+		return "script:" + p, os.WriteFile(p, data, 0o644)
+	}
+	eng, err := agent.New(agent.Config{
+		Store: st, Blobs: blobs, Sandboxes: manager.Runs{M: b.m}, Trusted: []tool.Tool{noop{}},
+		Models: func(spec string) (agent.Model, string, error) {
+			p := strings.TrimPrefix(spec, "script:")
+			m, err := script.Load(p)
+			return m, p, err
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	// The floor: three durable appends to a run's log.
+	floorRun := "floor"
+	if err := st.CreateRun(b.ctx, store.Run{ID: floorRun, Status: "running", Spec: json.RawMessage(`{}`), CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+		return err
+	}
+	var seq int64
+	t0 := time.Now()
+	for i := 0; i < steps*3; i++ {
+		if seq, err = st.Append(b.ctx, floorRun, seq, []store.Event{{Type: "x", Data: json.RawMessage(`{"n":1}`)}}, store.RunUpdate{}); err != nil {
+			return err
+		}
+	}
+	floor := time.Since(t0) / time.Duration(steps)
+
+	model, err := scriptFor(steps)
+	if err != nil {
+		return err
+	}
+	t0 = time.Now()
+	id, err := eng.Start(b.ctx, "", agent.Spec{Task: "loop", Model: model, MaxSteps: steps + 5})
+	if err != nil {
+		return err
+	}
+	if err := eng.Wait(b.ctx, id); err != nil {
+		return err
+	}
+	per := time.Since(t0) / time.Duration(steps+1)
+	if row, _ := st.GetRun(b.ctx, "", id); row.Status != "succeeded" {
+		return fmt.Errorf("loop run ended %s", row.Status)
+	}
+	b.add("agent loop overhead per step (script model, no-op tool, durable log)", ms(per),
+		ms(floor)+" three durable SQLite appends", ratio(per, floor), "≤ 5 ms")
+
+	model, err = scriptFor(stepsPerRun)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, runs)
+	t0 = time.Now()
+	for i := range ids {
+		if ids[i], err = eng.Start(b.ctx, "", agent.Spec{Task: "loop", Model: model, MaxSteps: stepsPerRun + 5}); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		eng.Wait(b.ctx, id)
+	}
+	el := time.Since(t0)
+	rate := float64(runs*(stepsPerRun+1)) / el.Seconds()
+	b.add(fmt.Sprintf("steps per second, %d concurrent runs", runs), fmt.Sprintf("%.0f", rate),
+		fmt.Sprintf("%.0f one run alone", 1/per.Seconds()), rate*per.Seconds(), "")
 	return nil
 }
 
