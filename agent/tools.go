@@ -9,17 +9,14 @@ import (
 	"strings"
 
 	"github.com/reinsdev/reins/tool"
+	"github.com/reinsdev/reins/tool/trusted"
 )
 
-const askHumanName = "ask_human"
+var askHumanName = trusted.AskHumanSpec().Name
 
-var askHumanSpec = tool.Spec{
-	Name: askHumanName,
-	Description: "Ask the person who started this run a question and wait for the answer. " +
-		"Use it only when you cannot go on without a decision or information only they have.",
-	InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"The question, self-contained."}},"required":["question"]}`),
-	Side:        tool.SideTrusted,
-}
+// askHumanSpec is ask_human's spec; the engine parks the run on it rather
+// than calling it.
+var askHumanSpec = trusted.AskHumanSpec()
 
 // tools lists every tool the engine offers, sandbox tools first.
 func (e *Engine) tools() []tool.Tool {

@@ -237,7 +237,9 @@ func (r *uploadReader) release() {
 	}
 }
 
-const downloadChunk = 256 << 10
+// downloadChunk is the size of Download's messages: each costs a few socket
+// writes, which gVisor makes expensive (1 MiB measured faster than 256 KiB).
+const downloadChunk = 1 << 20
 
 var copyPool = sync.Pool{New: func() any { b := make([]byte, downloadChunk); return &b }}
 

@@ -38,6 +38,7 @@ type serveConfig struct {
 	CheckInterval  time.Duration
 	AnswerTimeout  time.Duration
 	DefaultModel   string
+	ConfigFile     string
 }
 
 func serveCmd() *cobra.Command {
@@ -65,6 +66,7 @@ Sandboxes outlive the service: a restarted service re-attaches to them.`,
 	f.Var(&mem, "default-memory", "memory of sandboxes that set none (default 1G)")
 	f.Var(&disk, "default-disk", "disk of sandboxes that set none (default 4G)")
 	f.DurationVar(&cfg.CheckInterval, "check-interval", time.Second, "how often sandboxes are checked for death, TTL and idleness")
+	f.StringVar(&cfg.ConfigFile, "config", "", "JSON file configuring trusted tools (sql, email, http) and model prices")
 	f.StringVar(&cfg.DefaultModel, "default-model", "anthropic:claude-sonnet-4-5", "model of runs that name none")
 	f.DurationVar(&cfg.AnswerTimeout, "executor-timeout", 20*time.Second, "how long a call waits for a sandbox's executor to start answering")
 	return c
@@ -77,6 +79,15 @@ func serve(cfg serveConfig) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
+	fileCfg, err := loadConfig(cfg.ConfigFile)
+	if err != nil {
+		return err
+	}
+	trustedTools, closeTools, err := fileCfg.trustedTools()
+	if err != nil {
+		return err
+	}
+	defer closeTools()
 	if os.Geteuid() != 0 {
 		return errors.New("reins serve needs root: it mounts sandbox disks and runs runsc/runc; run it with sudo")
 	}
@@ -134,6 +145,7 @@ func serve(cfg serveConfig) error {
 	}
 	engine, err := agent.New(agent.Config{
 		Store: st, Blobs: blobs, Models: openModel, Logger: log,
+		Trusted: trustedTools, Prices: prices(fileCfg.Prices),
 		Sandboxes: manager.Runs{M: m},
 	})
 	if err != nil {
@@ -216,4 +228,13 @@ func adminToken(dir string) (string, error) {
 		return "", err
 	}
 	return t, nil
+}
+
+// prices are the default price table with the config's entries over it.
+func prices(over agent.Prices) agent.Prices {
+	p := agent.DefaultPrices()
+	for k, v := range over {
+		p[k] = v
+	}
+	return p
 }

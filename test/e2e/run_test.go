@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -181,5 +185,46 @@ func TestRunSurvivesKill9(t *testing.T) {
 	// cat /workspace/count printed one line: the command ran once.
 	if !strings.Contains(ev, `run\n[exit code 0]`) || strings.Contains(ev, `run\nrun`) {
 		t.Errorf("the first command ran other than once:\n%s", ev)
+	}
+}
+
+// TestTrustedTools: tools configured in reins serve's --config run in the
+// service with their credentials; the model sees results, never secrets.
+func TestTrustedTools(t *testing.T) {
+	requireSandboxes(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "crm.db")
+	if out, err := exec.Command("go", "run", filepath.Join(repoRoot(), "test/e2e/testdata/mkdb.go"), db).CombinedOutput(); err != nil {
+		t.Fatalf("making the database: %v\n%s", err, out)
+	}
+	var gotAuth string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth = r.Header.Get("Authorization")
+		fmt.Fprint(w, `{"weather":"sunny"}`)
+	}))
+	defer api.Close()
+	host := strings.TrimPrefix(api.URL, "http://")
+	cfg := filepath.Join(dir, "config.json")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`{
+		"sql": [{"name": "crm", "url": "sqlite:%s"}],
+		"http": {"allowed_hosts": [%q], "secrets": {%q: {"Authorization": "env:E2E_API_AUTH"}}}
+	}`, db, host, host)), 0o644)
+	t.Setenv("E2E_API_AUTH", "Bearer s3cret")
+	s := startService(t, "--config", cfg)
+	script := writeScript(t,
+		map[string]any{"tool_calls": []any{map[string]any{"name": "sql_query", "input": map[string]any{"query": "SELECT name FROM customers ORDER BY name"}}}},
+		map[string]any{"expect": "alice", "tool_calls": []any{map[string]any{"name": "sql_query", "input": map[string]any{"query": "DELETE FROM customers"}}}},
+		map[string]any{"expect": "writes are disabled", "tool_calls": []any{map[string]any{"name": "http_request", "input": map[string]any{"method": "GET", "url": api.URL + "/weather"}}}},
+		map[string]any{"expect": "sunny", "tool_calls": []any{map[string]any{"name": "http_request", "input": map[string]any{"method": "GET", "url": "http://example.com/"}}}},
+		map[string]any{"expect": "not allowed", "text": "done"})
+	r := s.run("run", "--model", "script:"+script, "query things")
+	if r.code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	if gotAuth != "Bearer s3cret" {
+		t.Errorf("the secret header reached the API as %q", gotAuth)
+	}
+	if strings.Contains(r.stdout, "s3cret") {
+		t.Errorf("the secret leaked into the run's output:\n%s", r.stdout)
 	}
 }
