@@ -26,10 +26,6 @@ type Runs struct {
 
 var _ reinsv1connect.RunServiceHandler = (*Runs)(nil)
 
-// tenant is the caller's tenant; until tenants exist every token is the
-// admin's, which sees everything.
-func tenant(context.Context) string { return "" }
-
 func (r *Runs) Start(ctx context.Context, req *connect.Request[reinsv1.StartRunRequest]) (*connect.Response[reinsv1.StartRunResponse], error) {
 	spec := SpecToAgent(req.Msg.Spec)
 	if spec.Model == "" {
