@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/policy"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/tool"
 )
@@ -54,8 +57,9 @@ type Engine struct {
 }
 
 type worker struct {
-	cancel context.CancelCauseFunc
-	done   chan struct{}
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+	pausing atomic.Bool
 }
 
 // errCancelled is the cause given when a user cancels a run.
@@ -90,10 +94,13 @@ func (e *Engine) Start(ctx context.Context, tenant string, spec Spec) (string, e
 		return "", err
 	}
 	// Fail on a bad model before anything exists.
-	if _, _, err := e.cfg.Models(spec.Model); err != nil {
+	if _, _, err := e.openModel(ctx, spec.Model); err != nil {
 		return "", err
 	}
 	if err := e.checkTools(spec.Tools); err != nil {
+		return "", err
+	}
+	if _, err := e.policyFor(spec); err != nil {
 		return "", err
 	}
 	id := newRunID()
@@ -146,12 +153,12 @@ func (e *Engine) launch(id string) {
 			delete(e.workers, id)
 			e.mu.Unlock()
 		}()
-		e.work(ctx, id)
+		e.work(ctx, id, w)
 	}()
 }
 
 // work drives one run until it finishes, parks or the engine stops.
-func (e *Engine) work(ctx context.Context, id string) {
+func (e *Engine) work(ctx context.Context, id string, w *worker) {
 	log := e.log.With("run", id)
 	r, err := e.load(ctx, id)
 	if err != nil {
@@ -160,6 +167,13 @@ func (e *Engine) work(ctx context.Context, id string) {
 	}
 	for {
 		more, err := e.step(ctx, r)
+		if err == nil && more && w.pausing.Load() {
+			// A safe point: the last model or tool call is in the log.
+			if err := e.append(ctx, r, StatusPaused, typedEvent{EventPaused, Note{Message: "paused by a user"}}); err != nil {
+				log.Error("pausing", "err", err)
+			}
+			return
+		}
 		if err == nil && more {
 			continue
 		}
@@ -185,6 +199,7 @@ type run struct {
 	st     *state
 	models Model
 	name   string
+	policy *policy.Policy
 }
 
 func (e *Engine) load(ctx context.Context, id string) (*run, error) {
@@ -492,4 +507,14 @@ func (e *Engine) OpenArtifact(ctx context.Context, tenant, id, nameOrDigest stri
 		}
 	}
 	return nil, Artifact{}, fmt.Errorf("run %s has no artifact %q (see reins runs artifacts %s): %w", id, nameOrDigest, id, errdefs.ErrNotFound)
+}
+
+// openModel opens a run's model: a provider's, or the recorded responses of
+// a run being verified ("replay:RUN").
+func (e *Engine) openModel(ctx context.Context, spec string) (Model, string, error) {
+	if id, ok := strings.CutPrefix(spec, replayPrefix); ok {
+		m, err := e.openReplay(ctx, id)
+		return m, spec, err
+	}
+	return e.cfg.Models(spec)
 }

@@ -46,6 +46,8 @@ type Spec struct {
 	Timeout   Duration          `json:"timeout,omitempty"`
 	// Tools limits the run to these tools (default: every tool configured).
 	Tools []string `json:"tools,omitempty"`
+	// Policy is the run's policy document (YAML or JSON), as given.
+	Policy string `json:"policy,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "30s" in JSON.
@@ -157,6 +159,9 @@ type ToolResult struct {
 	// Unknown marks a call whose outcome could not be learned after a
 	// crash; it was not run again.
 	Unknown bool `json:"unknown,omitempty"`
+	// Untrusted marks a result that may carry text an attacker wrote
+	// (any sandbox tool, reads_untrusted tools): the trifecta rule reads it.
+	Untrusted bool `json:"untrusted,omitempty"`
 }
 
 // SandboxEvent records a run's sandbox coming, going or being replaced.

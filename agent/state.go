@@ -33,6 +33,26 @@ type state struct {
 	answers   map[string]HumanAnswer
 	finished  *Finished
 	artifacts []Artifact
+
+	// Steering.
+	asked     map[string]ApprovalRequested
+	approvals map[string]ApprovalDecided
+	always    map[string]bool
+	untrusted bool // a result of an untrusted tool is in the conversation
+	paused    bool
+	// notes are told to the model with the next observation (a fork's).
+	notes []string
+}
+
+// awaitingApproval reports whether a call of the last response waits for a
+// person.
+func (s *state) awaitingApproval() bool {
+	for id := range s.asked {
+		if _, ok := s.approvals[id]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Artifact is a file a run saved out of a sandbox (or a large output).
@@ -48,7 +68,8 @@ const EventArtifact = "artifact"
 
 func newState(id string) *state {
 	return &state{id: id, intents: map[string]ToolCall{}, intentAt: map[string]time.Time{}, results: map[string]ToolResult{},
-		sandboxes: map[string]string{}, answers: map[string]HumanAnswer{}}
+		sandboxes: map[string]string{}, answers: map[string]HumanAnswer{},
+		asked: map[string]ApprovalRequested{}, approvals: map[string]ApprovalDecided{}, always: map[string]bool{}}
 }
 
 // apply folds one event into the state.
@@ -69,11 +90,13 @@ func (s *state) apply(ev store.Event) error {
 			return bad(err)
 		}
 		s.flushResults()
+		s.notes = nil
 		s.last = &d
 		s.steps = d.Step
 		s.usage = s.usage.Add(d.Usage)
 		s.cost += d.CostUSD
 		s.intents, s.results, s.answers = map[string]ToolCall{}, map[string]ToolResult{}, map[string]HumanAnswer{}
+		s.asked, s.approvals = map[string]ApprovalRequested{}, map[string]ApprovalDecided{}
 		s.messages = append(s.messages, Message{Role: RoleAssistant, Content: d.Content})
 	case EventToolCall:
 		var d ToolCall
@@ -88,6 +111,7 @@ func (s *state) apply(ev store.Event) error {
 			return bad(err)
 		}
 		s.results[d.CallID] = d
+		s.untrusted = s.untrusted || d.Untrusted
 		if s.waiting != nil && s.waiting.CallID == d.CallID {
 			s.waiting = nil
 		}
@@ -121,6 +145,33 @@ func (s *state) apply(ev store.Event) error {
 			return bad(err)
 		}
 		s.artifacts = append(s.artifacts, d)
+	case EventApprovalRequested:
+		var d ApprovalRequested
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.asked[d.CallID] = d
+	case EventApprovalDecided:
+		var d ApprovalDecided
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.approvals[d.CallID] = d
+		if d.Approved && d.Always {
+			s.always[s.asked[d.CallID].Tool] = true
+		}
+	case EventForked:
+		var d Forked
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		// A fork has sandboxes of its own, made on first use.
+		s.sandboxes = map[string]string{}
+		s.notes = append(s.notes, d.Message)
+	case EventPaused:
+		s.paused = true
+	case EventResumed:
+		s.paused = false
 	case EventFinished:
 		var d Finished
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -187,6 +238,11 @@ func (s *state) conversation(keepFull, maxChars int) []Message {
 		tmp.messages = msgs
 		tmp.flushResults()
 		msgs = tmp.messages
+	}
+	if len(s.notes) > 0 && len(msgs) > 0 && msgs[len(msgs)-1].Role == RoleUser {
+		last := msgs[len(msgs)-1]
+		blocks := append(append([]Block(nil), last.Content...), Block{Type: BlockText, Text: "[reins] " + strings.Join(s.notes, "\n[reins] ")})
+		msgs[len(msgs)-1] = Message{Role: RoleUser, Content: blocks}
 	}
 	// Count tool results from the end; elide those beyond keepFull, and
 	// more while the whole is too long.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/policy"
 	"github.com/reinsdev/reins/tool"
 )
 
@@ -20,7 +21,10 @@ func (e *Engine) step(ctx context.Context, r *run) (bool, error) {
 	if st.finished != nil {
 		return false, nil
 	}
-	if st.waiting != nil {
+	if st.paused {
+		return false, nil
+	}
+	if st.waiting != nil || st.awaitingApproval() {
 		if err := e.append(ctx, r, StatusWaitingApproval); err != nil {
 			return false, err
 		}
@@ -59,7 +63,7 @@ func (e *Engine) overBudget(st *state) string {
 // askModel calls the model with the conversation and records its answer.
 func (e *Engine) askModel(ctx context.Context, r *run) error {
 	if r.models == nil {
-		m, name, err := e.cfg.Models(r.st.spec.Model)
+		m, name, err := e.openModel(ctx, r.st.spec.Model)
 		if err != nil {
 			return err
 		}
@@ -104,7 +108,11 @@ func (e *Engine) nextCall(ctx context.Context, r *run) error {
 		if intent, ok := r.st.intents[c.ToolCallID]; ok {
 			return e.settle(ctx, r, intent)
 		}
-		intent := ToolCall{Step: r.st.steps, CallID: c.ToolCallID, Name: c.ToolName, Input: c.Input,
+		input, ok, err := e.gate(ctx, r, c)
+		if err != nil || !ok {
+			return err
+		}
+		intent := ToolCall{Step: r.st.steps, CallID: c.ToolCallID, Name: c.ToolName, Input: input,
 			Key: fmt.Sprintf("%s/%d/%s", r.id, r.st.steps, c.ToolCallID)}
 		if c.ToolName == askHumanName {
 			var in struct {
@@ -183,6 +191,7 @@ func (e *Engine) call(ctx context.Context, r *run, intent ToolCall, recovering b
 		return res
 	}
 	res.IsError = out.IsError
+	res.Untrusted = policy.Untrusted(t.Spec())
 	e.fitResult(ctx, r, &res, out)
 	return res
 }

@@ -31,7 +31,6 @@ import (
 
 	"github.com/reinsdev/reins/agent"
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
-	"github.com/reinsdev/reins/archive"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/image"
 	"github.com/reinsdev/reins/model/script"
@@ -150,11 +149,11 @@ func (b *bench) create(n int) error {
 	var ours []time.Duration
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		rec, err := b.m.Create(b.ctx, sandbox.Spec{Image: "busybox"}, nil)
+		rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox"}, nil)
 		if err != nil {
 			return err
 		}
-		ex, err := b.m.Executor(b.ctx, rec.ID)
+		ex, err := b.m.Executor(b.ctx, "", rec.ID)
 		if err != nil {
 			return err
 		}
@@ -162,7 +161,7 @@ func (b *bench) create(n int) error {
 			return err
 		}
 		ours = append(ours, time.Since(t0))
-		if err := b.m.Delete(b.ctx, rec.ID); err != nil {
+		if err := b.m.Delete(b.ctx, "", rec.ID); err != nil {
 			return err
 		}
 	}
@@ -221,12 +220,12 @@ func execTrue(ctx context.Context, ex *manager.Executor) error {
 // exec: round trip of `true` through the executor (direct from a Go client,
 // and through reins serve's API), beside `runsc exec … true`.
 func (b *bench) exec(n int) error {
-	rec, err := b.m.Create(b.ctx, sandbox.Spec{Image: "busybox"}, nil)
+	rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox"}, nil)
 	if err != nil {
 		return err
 	}
-	defer b.m.Delete(b.ctx, rec.ID)
-	ex, _ := b.m.Executor(b.ctx, rec.ID)
+	defer b.m.Delete(b.ctx, "", rec.ID)
+	ex, _ := b.m.Executor(b.ctx, "", rec.ID)
 	var raw, direct, api []time.Duration
 	for i := 0; i < n/5; i++ {
 		args := append([]string{"--root", filepath.Join(b.dir, "rt", "runtime")}, gvisor.GlobalFlags...)
@@ -275,12 +274,12 @@ func (b *bench) exec(n int) error {
 // through the executor, beside a plain cp into the sandbox's writable
 // directory on the host.
 func (b *bench) transfer(mib int) error {
-	rec, err := b.m.Create(b.ctx, sandbox.Spec{Image: "busybox", Limits: sandbox.Limits{DiskBytes: int64(mib*3+256) << 20}}, nil)
+	rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox", Limits: sandbox.Limits{DiskBytes: int64(mib*3+256) << 20}}, nil)
 	if err != nil {
 		return err
 	}
-	defer b.m.Delete(b.ctx, rec.ID)
-	ex, _ := b.m.Executor(b.ctx, rec.ID)
+	defer b.m.Delete(b.ctx, "", rec.ID)
+	ex, _ := b.m.Executor(b.ctx, "", rec.ID)
 	src := filepath.Join(b.dir, "payload")
 	if err := writeRandom(src, int64(mib)<<20); err != nil {
 		return err
@@ -295,66 +294,29 @@ func (b *bench) transfer(mib int) error {
 	}
 	cpTime := time.Since(t0)
 
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(archive.Write(pw, src)) }()
+	cl, err := b.m.Client(b.ctx, "", rec.ID)
+	if err != nil {
+		return err
+	}
 	t0 = time.Now()
-	if _, err := uploadVia(b.ctx, ex, "/workspace/up", pr); err != nil {
+	if _, err := cl.CopyTo(b.ctx, src, "/workspace/up"); err != nil {
 		return err
 	}
 	up := time.Since(t0)
+	dst := filepath.Join(b.dir, "down")
+	os.MkdirAll(dst, 0o755)
 	t0 = time.Now()
-	if err := downloadVia(b.ctx, ex, "/workspace/up/payload"); err != nil {
+	if _, _, err := cl.CopyFrom(b.ctx, "/workspace/up/payload", dst); err != nil {
 		return err
 	}
 	down := time.Since(t0)
+	_ = ex
 	cpRate := size / cpTime.Seconds()
 	b.add(fmt.Sprintf("upload %d MiB (MiB/s)", mib), fmt.Sprintf("%.0f", size/up.Seconds()),
 		fmt.Sprintf("%.0f plain `cp` on the host", cpRate), (size/up.Seconds())/cpRate, "≥ 0.5×")
 	b.add(fmt.Sprintf("download %d MiB (MiB/s)", mib), fmt.Sprintf("%.0f", size/down.Seconds()),
 		fmt.Sprintf("%.0f plain `cp` on the host", cpRate), (size/down.Seconds())/cpRate, "≥ 0.5×")
 	return nil
-}
-
-func uploadVia(ctx context.Context, ex *manager.Executor, dir string, r io.Reader) (*executorv1.UploadResponse, error) {
-	stream := ex.Client.Upload(ctx)
-	stream.Send(&executorv1.UploadRequest{Msg: &executorv1.UploadRequest_Header{Header: &executorv1.UploadHeader{Dir: dir}}})
-	buf := make([]byte, 256<<10)
-	for {
-		n, err := io.ReadFull(r, buf)
-		if n > 0 {
-			if serr := stream.Send(&executorv1.UploadRequest{Msg: &executorv1.UploadRequest_Data{Data: buf[:n]}}); serr != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	resp, err := stream.CloseAndReceive()
-	if err != nil {
-		return nil, err
-	}
-	return resp.Msg, nil
-}
-
-func downloadVia(ctx context.Context, ex *manager.Executor, p string) error {
-	stream, err := ex.Client.Download(ctx, connect.NewRequest(&executorv1.DownloadRequest{Path: p}))
-	if err != nil {
-		return err
-	}
-	defer stream.Close()
-	f, err := os.Create(filepath.Join(os.TempDir(), "rbench-download"))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	for stream.Receive() {
-		if _, err := f.Write(stream.Msg().Data); err != nil {
-			return err
-		}
-	}
-	return stream.Err()
 }
 
 // idleMemory: the executor's own RSS at rest, and the host memory each idle
@@ -364,11 +326,11 @@ func (b *bench) idleMemory(n int) error {
 	var ids []string
 	defer func() {
 		for _, id := range ids {
-			b.m.Delete(b.ctx, id)
+			b.m.Delete(b.ctx, "", id)
 		}
 	}()
 	for i := 0; i < n; i++ {
-		rec, err := b.m.Create(b.ctx, sandbox.Spec{Image: "busybox", Limits: sandbox.Limits{MemoryBytes: 256 << 20}}, nil)
+		rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox", Limits: sandbox.Limits{MemoryBytes: 256 << 20}}, nil)
 		if err != nil {
 			return fmt.Errorf("sandbox %d of %d: %w", i+1, n, err)
 		}
@@ -377,7 +339,7 @@ func (b *bench) idleMemory(n int) error {
 	time.Sleep(3 * time.Second)
 	runtime.GC()
 	after := memAvailable()
-	ex, _ := b.m.Executor(b.ctx, ids[0])
+	ex, _ := b.m.Executor(b.ctx, "", ids[0])
 	u, err := ex.Client.Usage(b.ctx, connect.NewRequest(&executorv1.UsageRequest{}))
 	if err != nil {
 		return err

@@ -104,3 +104,69 @@ func (c *Client) DownloadArtifact(ctx context.Context, id, nameOrDigest string, 
 	}
 	return c.wrap(stream.Err())
 }
+
+// Approve lets a held call run; edit (JSON) replaces its arguments; always
+// approves the tool for the rest of the run.
+func (c *Client) Approve(ctx context.Context, id, callID, edit string, always bool) error {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	_, err := c.runs().Approve(ctx, connect.NewRequest(&reinsv1.ApproveRequest{Id: id, CallId: callID, Edit: edit, Always: always}))
+	return c.wrap(err)
+}
+
+// Deny refuses a held call; the model receives the reason.
+func (c *Client) Deny(ctx context.Context, id, callID, reason string) error {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	_, err := c.runs().Deny(ctx, connect.NewRequest(&reinsv1.DenyRequest{Id: id, CallId: callID, Reason: reason}))
+	return c.wrap(err)
+}
+
+// PauseRun stops a run at its next safe point.
+func (c *Client) PauseRun(ctx context.Context, id string) error {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	_, err := c.runs().Pause(ctx, connect.NewRequest(&reinsv1.PauseRunRequest{Id: id}))
+	return c.wrap(err)
+}
+
+// ResumeRun continues a paused run.
+func (c *Client) ResumeRun(ctx context.Context, id string) error {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	_, err := c.runs().Resume(ctx, connect.NewRequest(&reinsv1.ResumeRunRequest{Id: id}))
+	return c.wrap(err)
+}
+
+// ForkRun starts a run from another's history up to atSeq.
+func (c *Client) ForkRun(ctx context.Context, id string, atSeq int64, model string) (*reinsv1.Run, error) {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	resp, err := c.runs().Fork(ctx, connect.NewRequest(&reinsv1.ForkRunRequest{Id: id, AtSeq: atSeq, Model: model}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg.Run, nil
+}
+
+// VerifyRun starts a run replaying id's recorded model responses.
+func (c *Client) VerifyRun(ctx context.Context, id string) (*reinsv1.Run, error) {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	resp, err := c.runs().Verify(ctx, connect.NewRequest(&reinsv1.VerifyRunRequest{Id: id}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg.Run, nil
+}
+
+// CompareRuns reports the first divergence in tool results.
+func (c *Client) CompareRuns(ctx context.Context, recorded, replayed string) (*reinsv1.CompareRunsResponse, error) {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	resp, err := c.runs().Compare(ctx, connect.NewRequest(&reinsv1.CompareRunsRequest{Recorded: recorded, Replayed: replayed}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg, nil
+}

@@ -22,6 +22,8 @@ type Runs struct {
 	Store  store.Store
 	// DefaultModel is used for runs that name none.
 	DefaultModel string
+
+	server *Server // set by Server.WithRuns; admitRun checks through it
 }
 
 var _ reinsv1connect.RunServiceHandler = (*Runs)(nil)
@@ -31,7 +33,12 @@ func (r *Runs) Start(ctx context.Context, req *connect.Request[reinsv1.StartRunR
 	if spec.Model == "" {
 		spec.Model = r.DefaultModel
 	}
+	release, err := r.admitRun(ctx, spec)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
 	id, err := r.Engine.Start(ctx, tenant(ctx), spec)
+	release()
 	if err != nil {
 		return nil, errdefs.ToConnect(err)
 	}
@@ -47,7 +54,17 @@ func (r *Runs) get(ctx context.Context, id string) (*reinsv1.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return RunToProto(row), nil
+	run := RunToProto(row)
+	if row.Status == string(agent.StatusWaitingApproval) || row.Status == string(agent.StatusPaused) {
+		pending, err := r.Engine.PendingApprovals(ctx, tenant(ctx), id)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pending {
+			run.Pending = append(run.Pending, &reinsv1.PendingCall{CallId: p.CallID, Tool: p.Tool, Input: string(p.Input), Rule: p.Rule, Reason: p.Reason})
+		}
+	}
+	return run, nil
 }
 
 func (r *Runs) Get(ctx context.Context, req *connect.Request[reinsv1.GetRunRequest]) (*connect.Response[reinsv1.GetRunResponse], error) {
@@ -165,7 +182,7 @@ func SpecToAgent(p *reinsv1.RunSpec) agent.Spec {
 	}
 	return agent.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
 		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
-		Timeout: agent.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools}
+		Timeout: agent.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy}
 }
 
 // RunToProto converts a run row for the wire.
@@ -179,7 +196,7 @@ func RunToProto(row store.Run) *reinsv1.Run {
 		Status: row.Status,
 		Spec: &reinsv1.RunSpec{Task: spec.Task, Model: spec.Model, System: spec.System, Sandboxes: spec.Sandboxes,
 			MaxSteps: int32(spec.MaxSteps), MaxCostUsd: spec.MaxCost, MaxTokens: spec.MaxTokens,
-			TimeoutMs: time.Duration(spec.Timeout).Milliseconds(), Tools: spec.Tools},
+			TimeoutMs: time.Duration(spec.Timeout).Milliseconds(), Tools: spec.Tools, Policy: spec.Policy},
 		Steps: int32(sum.Steps),
 		Usage: &reinsv1.Usage{InputTokens: sum.Usage.InputTokens, OutputTokens: sum.Usage.OutputTokens,
 			CacheReadTokens: sum.Usage.CacheReadTokens, CacheWriteTokens: sum.Usage.CacheWriteTokens},
@@ -191,4 +208,86 @@ func RunToProto(row store.Run) *reinsv1.Run {
 		LastSeq:         row.LastSeq,
 		Sandboxes:       sum.Sandbox,
 	}
+}
+
+func (r *Runs) Approve(ctx context.Context, req *connect.Request[reinsv1.ApproveRequest]) (*connect.Response[reinsv1.ApproveResponse], error) {
+	d := agent.ApprovalDecided{CallID: req.Msg.CallId, Approved: true, Actor: actor(ctx), Always: req.Msg.Always}
+	if req.Msg.Edit != "" {
+		if !json.Valid([]byte(req.Msg.Edit)) {
+			return nil, errdefs.ToConnect(errdefs.WithMessage(errdefs.ErrInvalidArgument, "--edit is not valid JSON: give the tool's arguments as a JSON object"))
+		}
+		d.Edited = json.RawMessage(req.Msg.Edit)
+	}
+	if err := r.Engine.Decide(ctx, tenant(ctx), req.Msg.Id, d); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.ApproveResponse{}), nil
+}
+
+func (r *Runs) Deny(ctx context.Context, req *connect.Request[reinsv1.DenyRequest]) (*connect.Response[reinsv1.DenyResponse], error) {
+	d := agent.ApprovalDecided{CallID: req.Msg.CallId, Approved: false, Actor: actor(ctx), Reason: req.Msg.Reason}
+	if err := r.Engine.Decide(ctx, tenant(ctx), req.Msg.Id, d); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.DenyResponse{}), nil
+}
+
+func (r *Runs) Pause(ctx context.Context, req *connect.Request[reinsv1.PauseRunRequest]) (*connect.Response[reinsv1.PauseRunResponse], error) {
+	if err := r.Engine.Pause(ctx, tenant(ctx), req.Msg.Id); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.PauseRunResponse{}), nil
+}
+
+func (r *Runs) Resume(ctx context.Context, req *connect.Request[reinsv1.ResumeRunRequest]) (*connect.Response[reinsv1.ResumeRunResponse], error) {
+	if err := r.Engine.Resume(ctx, tenant(ctx), req.Msg.Id); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.ResumeRunResponse{}), nil
+}
+
+func (r *Runs) Fork(ctx context.Context, req *connect.Request[reinsv1.ForkRunRequest]) (*connect.Response[reinsv1.ForkRunResponse], error) {
+	release, err := r.admitRun(ctx, agent.Spec{})
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	id, err := r.Engine.Fork(ctx, tenant(ctx), req.Msg.Id, req.Msg.AtSeq, req.Msg.Model)
+	release()
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	run, err := r.get(ctx, id)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.ForkRunResponse{Run: run}), nil
+}
+
+func (r *Runs) Verify(ctx context.Context, req *connect.Request[reinsv1.VerifyRunRequest]) (*connect.Response[reinsv1.VerifyRunResponse], error) {
+	release, err := r.admitRun(ctx, agent.Spec{})
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	id, err := r.Engine.Verify(ctx, tenant(ctx), req.Msg.Id)
+	release()
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	run, err := r.get(ctx, id)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.VerifyRunResponse{Run: run}), nil
+}
+
+func (r *Runs) Compare(ctx context.Context, req *connect.Request[reinsv1.CompareRunsRequest]) (*connect.Response[reinsv1.CompareRunsResponse], error) {
+	d, err := r.Engine.Compare(ctx, tenant(ctx), req.Msg.Recorded, req.Msg.Replayed)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	if d == nil {
+		return connect.NewResponse(&reinsv1.CompareRunsResponse{Same: true}), nil
+	}
+	return connect.NewResponse(&reinsv1.CompareRunsResponse{Index: int32(d.Index), Step: int32(d.Step), Tool: d.Tool,
+		RecordedText: d.Recorded, ReplayedText: d.Replayed}), nil
 }

@@ -4,14 +4,11 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,15 +32,26 @@ type Server struct {
 	log   *slog.Logger
 	errw  *connect.ErrorWriter
 	runs  *Runs
+	// tenants, when set, accepts tenants' tokens besides the admin's and
+	// serves the tenant API.
+	tenants *Tenants
 }
 
 // WithRuns serves the run API too.
 func (s *Server) WithRuns(r *Runs) *Server {
 	s.runs = r
+	r.server = s
 	return s
 }
 
-// New returns a Server that accepts token on every call.
+// WithTenants accepts tenants' tokens and serves the tenant API.
+func (s *Server) WithTenants(t *Tenants) *Server {
+	s.tenants = t
+	return s
+}
+
+// New returns a Server that accepts the admin token on every call, and
+// with WithTenants a tenant's token on calls about that tenant's things.
 func New(m *manager.Manager, token string, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
@@ -62,6 +70,10 @@ func (s *Server) Handler() http.Handler {
 		path, h := reinsv1connect.NewRunServiceHandler(s.runs)
 		mux.Handle(path, h)
 	}
+	if s.tenants != nil {
+		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants)
+		mux.Handle(path, h)
+	}
 	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	return s.auth(mux)
@@ -73,13 +85,12 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) != 1 {
-			msg := "missing or wrong token: set REINS_TOKEN (the admin token is in the data dir's admin.token)"
-			s.errw.Write(w, r, connect.NewError(connect.CodeUnauthenticated, errors.New(msg)))
+		name, err := s.authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			s.errw.Write(w, r, errdefs.ToConnect(err))
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), name)))
 	})
 }
 
@@ -91,19 +102,24 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		s.errw.Write(w, r, errdefs.ToConnect(fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument)))
 		return
 	}
-	ex, err := s.m.Executor(r.Context(), id)
+	ex, err := s.m.Executor(r.Context(), tenant(r.Context()), id)
 	if err != nil {
 		s.errw.Write(w, r, errdefs.ToConnect(err))
 		return
 	}
 	target, _ := url.Parse(manager.BaseURL)
+	transport := http.RoundTripper(ex.Transport)
+	switch r.URL.Path {
+	case executorv1connect.ExecutorUploadProcedure, executorv1connect.ExecutorDownloadProcedure:
+		transport = ex.Bulk
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Header.Set("Authorization", "Bearer "+ex.Token)
 			pr.Out.Header.Del(SandboxHeader)
 		},
-		Transport:     ex.Transport,
+		Transport:     transport,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.errw.Write(w, r, errdefs.ToConnect(s.executorDown(id, err)))
@@ -118,7 +134,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 func (s *Server) executorDown(id string, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if rec, gerr := s.m.Get(ctx, id); gerr == nil && rec.State == sandbox.StateStopped {
+	if rec, gerr := s.m.Get(ctx, "", id); gerr == nil && rec.State == sandbox.StateStopped {
 		return fmt.Errorf("sandbox %s stopped (%s: %s): %w", id, rec.Reason, rec.Message, errdefs.ErrFailedPrecondition)
 	}
 	return fmt.Errorf("sandbox %s: its executor did not answer (%v): %w", id, err, errdefs.ErrUnavailable)
@@ -144,7 +160,7 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 			Phase: p.Phase, Item: p.Item, Done: p.Done, Total: p.Total, Message: p.Message,
 		}}})
 	}
-	rec, err := s.m.Create(ctx, spec, progress)
+	rec, err := s.m.Create(ctx, tenant(ctx), spec, progress)
 	if err != nil {
 		return errdefs.ToConnect(err)
 	}
@@ -154,7 +170,7 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 }
 
 func (s *Server) Get(ctx context.Context, req *connect.Request[reinsv1.GetSandboxRequest]) (*connect.Response[reinsv1.GetSandboxResponse], error) {
-	rec, err := s.m.Get(ctx, req.Msg.Id)
+	rec, err := s.m.Get(ctx, tenant(ctx), req.Msg.Id)
 	if err != nil {
 		return nil, errdefs.ToConnect(err)
 	}
@@ -163,14 +179,14 @@ func (s *Server) Get(ctx context.Context, req *connect.Request[reinsv1.GetSandbo
 
 func (s *Server) List(ctx context.Context, req *connect.Request[reinsv1.ListSandboxesRequest]) (*connect.Response[reinsv1.ListSandboxesResponse], error) {
 	resp := &reinsv1.ListSandboxesResponse{}
-	for _, rec := range s.m.List(ctx, req.Msg.Labels) {
+	for _, rec := range s.m.List(ctx, tenant(ctx), req.Msg.Labels) {
 		resp.Sandboxes = append(resp.Sandboxes, RecordToProto(rec))
 	}
 	return connect.NewResponse(resp), nil
 }
 
 func (s *Server) Delete(ctx context.Context, req *connect.Request[reinsv1.DeleteSandboxRequest]) (*connect.Response[reinsv1.DeleteSandboxResponse], error) {
-	if err := s.m.Delete(ctx, req.Msg.Id); err != nil {
+	if err := s.m.Delete(ctx, tenant(ctx), req.Msg.Id); err != nil {
 		return nil, errdefs.ToConnect(err)
 	}
 	return connect.NewResponse(&reinsv1.DeleteSandboxResponse{}), nil

@@ -12,8 +12,11 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"time"
+
+	"github.com/reinsdev/reins/errdefs"
 )
 
 // Run is the summary row of one run.
@@ -99,4 +102,62 @@ type Store interface {
 type Blobs interface {
 	Put(ctx context.Context, r io.Reader) (digest string, size int64, err error)
 	Open(ctx context.Context, digest string) (io.ReadCloser, error)
+}
+
+// Tenant is the isolation scope of API tokens, runs and sandboxes, and the
+// unit of quotas. Its name is its id. The admin is no tenant: it is the
+// empty name, which store methods read as "every tenant".
+type Tenant struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	Quota     Quota     `json:"quota"`
+	// TokenIssuedAt is when the tenant's token was issued; zero: it has
+	// none yet.
+	TokenIssuedAt time.Time `json:"token_issued_at,omitzero"`
+}
+
+// Quota bounds what one tenant has at once. In each field 0 means the
+// service's default and a negative number no limit.
+type Quota struct {
+	Sandboxes int `json:"sandboxes"` // sandboxes not stopped
+	Runs      int `json:"runs"`      // runs not finished
+}
+
+// Tenants holds tenants and their API tokens, of which it keeps only a
+// hash (the caller hashes; the store never sees a token). A tenant has at
+// most one token: setting a new one revokes the old. An unknown tenant or
+// token hash is errdefs.ErrNotFound. Implementations pass
+// storetest.RunTenants.
+type Tenants interface {
+	// CreateTenant stores a new tenant without a token. A zero CreatedAt
+	// becomes now; TokenIssuedAt is ignored. A name CheckTenantName
+	// refuses is errdefs.ErrInvalidArgument, a taken one
+	// errdefs.ErrAlreadyExists.
+	CreateTenant(ctx context.Context, t Tenant) error
+	GetTenant(ctx context.Context, name string) (Tenant, error)
+	// ListTenants returns every tenant, by name.
+	ListTenants(ctx context.Context) ([]Tenant, error)
+	SetTenantQuota(ctx context.Context, name string, q Quota) error
+	// SetTenantToken makes hash the tenant's only token and returns the
+	// tenant as it now is.
+	SetTenantToken(ctx context.Context, name, hash string) (Tenant, error)
+	// TenantByToken returns the tenant whose token has this hash.
+	TenantByToken(ctx context.Context, hash string) (Tenant, error)
+}
+
+// MaxTenantName is the longest tenant name.
+const MaxTenantName = 40
+
+// CheckTenantName accepts 1 to 40 lowercase letters, digits and '-'.
+func CheckTenantName(name string) error {
+	ok := name != "" && len(name) <= MaxTenantName
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("tenant name %q: use 1 to %d lowercase letters, digits and '-': %w", name, MaxTenantName, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }

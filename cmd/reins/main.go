@@ -36,7 +36,7 @@ func main() {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())}
 	})
-	root.AddCommand(serveCmd(), sandboxCmd(), runCmd(), runsCmd(), versionCmd())
+	root.AddCommand(serveCmd(), sandboxCmd(), runCmd(), runsCmd(), tenantCmd(), versionCmd())
 	err := root.Execute()
 	var ee exitError
 	switch {

@@ -26,6 +26,7 @@ func runCmd() *cobra.Command {
 		spec       reinsv1.RunSpec
 		image      string
 		in         string
+		policyFile string
 		sandboxes  kvFlag
 		systemFile string
 		timeout    time.Duration
@@ -45,11 +46,13 @@ command.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			spec.Task = strings.Join(args, " ")
-			if p, ok := strings.CutPrefix(spec.Model, "script:"); ok {
-				// The service opens the script: give it an absolute path.
-				if abs, err := filepath.Abs(p); err == nil {
-					spec.Model = "script:" + abs
+			spec.Model = modelArg(spec.Model)
+			if policyFile != "" {
+				data, err := os.ReadFile(policyFile)
+				if err != nil {
+					return usageError{fmt.Errorf("--policy: %w", err)}
 				}
+				spec.Policy = string(data)
 			}
 			spec.Sandboxes = sandboxes.Map()
 			if image != "" && in != "" {
@@ -101,6 +104,7 @@ command.`,
 	f.StringVar(&in, "in", "", "work in this existing sandbox (ID) instead of a new one; it is kept after the run")
 	f.Var(&sandboxes, "sandbox", "a named sandbox NAME=IMAGE (repeatable; tools then take a sandbox name)")
 	f.StringVar(&systemFile, "system", "", "file with a system prompt to add")
+	f.StringVar(&policyFile, "policy", "", "policy file (YAML or JSON): per-tool allow/ask/deny and rules")
 	f.Int32Var(&spec.MaxSteps, "max-steps", 0, "most model calls (default 50)")
 	f.Float64Var(&spec.MaxCostUsd, "max-cost", 0, "most US dollars to spend (from the price table)")
 	f.DurationVar(&timeout, "timeout", 0, "most wall time (default 1h)")
@@ -151,6 +155,7 @@ type runView struct {
 	cost   float64
 	calls  map[string]string // call id → short description
 	tty    bool
+	replay bool // rendering a finished log: ask nothing
 }
 
 func newRunView(out io.Writer, quiet bool) *runView {
@@ -231,6 +236,26 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 		var d agent.Artifact
 		json.Unmarshal(data, &d)
 		v.printf("%s artifact %s (%d bytes)\n", v.style("35", "◆"), d.Name, d.Size)
+	case agent.EventApprovalRequested:
+		var d agent.ApprovalRequested
+		json.Unmarshal(data, &d)
+		v.approve(ctx, cl, id, d)
+	case agent.EventApprovalDecided:
+		var d agent.ApprovalDecided
+		json.Unmarshal(data, &d)
+		verdict := v.style("32", "approved")
+		if !d.Approved {
+			verdict = v.style("31", "denied") + ": " + d.Reason
+		}
+		v.printf("  %s by %s\n", verdict, d.Actor)
+	case agent.EventPolicyDecision:
+		var d agent.PolicyDecision
+		json.Unmarshal(data, &d)
+		if d.Action == "deny" {
+			v.printf("%s %s denied by policy (%s): %s\n", v.style("31", "✗"), d.Tool, d.Rule, d.Reason)
+		}
+	case agent.EventPaused, agent.EventResumed, agent.EventForked:
+		v.printf("%s %s\n", v.style("33", "◆"), strings.ReplaceAll(ev.Type, "_", " "))
 	case agent.EventFinished:
 		return
 	}
@@ -240,9 +265,53 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 	}
 }
 
+// approve asks a person at the terminal to decide a held call.
+func (v *runView) approve(ctx context.Context, cl *client.Client, id string, d agent.ApprovalRequested) {
+	v.printf("%s %s %s\n  rule %s: %s\n", v.style("33;1", "? approve"), d.Tool, summarize(string(d.Input), 4), d.Rule, d.Reason)
+	if v.replay {
+		return
+	}
+	if v.quiet || !term.IsTerminal(int(os.Stdin.Fd())) {
+		v.printf("  decide with: reins runs approve %s --call %s   or   reins runs deny %s --call %s --reason \"…\"\n", id, d.CallID, id, d.CallID)
+		return
+	}
+	in := bufio.NewReader(os.Stdin)
+	for {
+		fmt.Fprint(v.out, "  [a]pprove, [A]lways, [d]eny, [e]dit: ")
+		line, err := in.ReadString('\n')
+		if err != nil {
+			return
+		}
+		var derr error
+		switch strings.TrimSpace(line) {
+		case "a", "y", "yes":
+			derr = cl.Approve(ctx, id, d.CallID, "", false)
+		case "A", "always":
+			derr = cl.Approve(ctx, id, d.CallID, "", true)
+		case "d", "n", "no":
+			fmt.Fprint(v.out, "  reason: ")
+			reason, _ := in.ReadString('\n')
+			derr = cl.Deny(ctx, id, d.CallID, strings.TrimSpace(reason))
+		case "e", "edit":
+			fmt.Fprint(v.out, "  arguments (JSON, one line): ")
+			edit, _ := in.ReadString('\n')
+			derr = cl.Approve(ctx, id, d.CallID, strings.TrimSpace(edit), false)
+		default:
+			continue
+		}
+		if derr == nil {
+			return
+		}
+		v.printf("  reins: %v\n", derr)
+	}
+}
+
 // ask answers an ask_human inline when a person is at the terminal.
 func (v *runView) ask(ctx context.Context, cl *client.Client, id, q string) {
 	v.printf("%s %s\n", v.style("33;1", "? the agent asks:"), q)
+	if v.replay {
+		return
+	}
 	if v.quiet || !term.IsTerminal(int(os.Stdin.Fd())) {
 		v.printf("  answer with: reins runs answer %s \"…\"\n", id)
 		return
@@ -310,7 +379,8 @@ func summarize(s string, lines int) string {
 
 func runsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "runs", Short: "List, inspect and steer runs"}
-	c.AddCommand(runsLsCmd(), runsShowCmd(), runsEventsCmd(), runsCancelCmd(), runsAnswerCmd(), runsArtifactsCmd())
+	c.AddCommand(runsLsCmd(), runsShowCmd(), runsEventsCmd(), runsCancelCmd(), runsAnswerCmd(), runsArtifactsCmd(),
+		runsApproveCmd(), runsDenyCmd(), runsPauseCmd(), runsResumeCmd(), runsForkCmd(), runsReplayCmd())
 	return c
 }
 
@@ -375,6 +445,9 @@ func runsShowCmd() *cobra.Command {
 			}
 			if r.Reason != "" {
 				fmt.Fprintf(w, "reason\t%s\n", r.Reason)
+			}
+			for _, p := range r.Pending {
+				fmt.Fprintf(w, "pending\t%s %s %s (rule %s: %s)\n", p.CallId, p.Tool, summarize(p.Input, 1), p.Rule, p.Reason)
 			}
 			w.Flush()
 			if r.Text != "" {
@@ -489,3 +562,5 @@ func runsArtifactsCmd() *cobra.Command {
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
+
+func absPath(p string) (string, error) { return filepath.Abs(p) }

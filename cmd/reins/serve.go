@@ -23,6 +23,7 @@ import (
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/runc"
 	"github.com/reinsdev/reins/server"
+	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/blob"
 	"github.com/reinsdev/reins/store/sqlite"
 )
@@ -39,6 +40,7 @@ type serveConfig struct {
 	AnswerTimeout  time.Duration
 	DefaultModel   string
 	ConfigFile     string
+	TenantQuota    store.Quota
 }
 
 func serveCmd() *cobra.Command {
@@ -69,6 +71,8 @@ Sandboxes outlive the service: a restarted service re-attaches to them.`,
 	f.StringVar(&cfg.ConfigFile, "config", "", "JSON file configuring trusted tools (sql, email, http) and model prices")
 	f.StringVar(&cfg.DefaultModel, "default-model", "anthropic:claude-sonnet-4-5", "model of runs that name none")
 	f.DurationVar(&cfg.AnswerTimeout, "executor-timeout", 20*time.Second, "how long a call waits for a sandbox's executor to start answering")
+	f.IntVar(&cfg.TenantQuota.Sandboxes, "tenant-max-sandboxes", 10, "sandboxes (not stopped) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
+	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
 	return c
 }
 
@@ -113,6 +117,12 @@ func serve(cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	st, err := sqlite.Open(filepath.Join(cfg.DataDir, "reins.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tenants := &server.Tenants{Store: st, Defaults: cfg.TenantQuota}
 	m, err := manager.New(manager.Config{
 		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
 		ExecutorPath:   cfg.ExecutorPath,
@@ -122,6 +132,7 @@ func serve(cfg serveConfig) error {
 		Defaults:       cfg.Defaults,
 		CheckInterval:  cfg.CheckInterval,
 		AnswerTimeout:  cfg.AnswerTimeout,
+		MaxSandboxes:   tenants.MaxSandboxes,
 		Logger:         log,
 	})
 	if err != nil {
@@ -134,11 +145,6 @@ func serve(cfg serveConfig) error {
 	}
 	go m.Run(ctx)
 
-	st, err := sqlite.Open(filepath.Join(cfg.DataDir, "reins.db"))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
 		return err
@@ -146,7 +152,10 @@ func serve(cfg serveConfig) error {
 	engine, err := agent.New(agent.Config{
 		Store: st, Blobs: blobs, Models: openModel, Logger: log,
 		Trusted: trustedTools, Prices: prices(fileCfg.Prices),
-		Sandboxes: manager.Runs{M: m},
+		Sandboxes: manager.Runs{M: m, TenantOf: func(ctx context.Context, runID string) (string, error) {
+			run, err := st.GetRun(ctx, "", runID)
+			return run.Tenant, err
+		}},
 	})
 	if err != nil {
 		return err
@@ -161,7 +170,7 @@ func serve(cfg serveConfig) error {
 		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler: server.New(m, token, log).WithRuns(&server.Runs{
+		Handler: server.New(m, token, log).WithTenants(tenants).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -23,7 +23,10 @@ type Executor struct {
 	Socket    string
 	Token     string
 	Transport *http.Transport
-	Client    executorv1connect.ExecutorClient
+	// Bulk is an HTTP/1.1 transport for Upload and Download: HTTP/2's
+	// small frames and window updates cost syscalls that gVisor makes dear.
+	Bulk   *http.Transport
+	Client executorv1connect.ExecutorClient
 }
 
 // BaseURL is the URL prefix requests to the executor use; the host part is
@@ -52,13 +55,23 @@ func newExecutor(socket, token string, answer time.Duration) *Executor {
 		MaxReceiveBufferPerConnection: 32 << 20,
 		MaxReceiveBufferPerStream:     16 << 20,
 	}
-	e := &Executor{Socket: socket, Token: token, Transport: t}
+	bulk := &http.Transport{
+		DialContext:         t.DialContext,
+		MaxIdleConnsPerHost: 2,
+		WriteBufferSize:     256 << 10,
+		ReadBufferSize:      256 << 10,
+		DisableCompression:  true,
+	}
+	e := &Executor{Socket: socket, Token: token, Transport: t, Bulk: bulk}
 	e.Client = executorv1connect.NewExecutorClient(&http.Client{Transport: withToken{t, token}}, BaseURL)
 	return e
 }
 
 // Close drops idle connections.
-func (e *Executor) Close() { e.Transport.CloseIdleConnections() }
+func (e *Executor) Close() {
+	e.Transport.CloseIdleConnections()
+	e.Bulk.CloseIdleConnections()
+}
 
 // dialUnix connects to a unix socket whose path may be longer than the
 // 108 bytes a socket address holds, by going through /proc/self/fd.

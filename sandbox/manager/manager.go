@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
@@ -79,7 +80,11 @@ type Config struct {
 	// DiskPool is how many formatted disks of the default size to keep
 	// ready, off the create path. Default 2; negative turns it off.
 	DiskPool int
-	Logger   *slog.Logger
+	// MaxSandboxes returns how many sandboxes that are not stopped a
+	// tenant may have (0 or less: no limit). Nil, and the admin tenant "",
+	// have no limit.
+	MaxSandboxes func(ctx context.Context, tenant string) (int, error)
+	Logger       *slog.Logger
 }
 
 // Manager runs sandboxes. Its methods are safe for concurrent use.
@@ -95,6 +100,11 @@ type Manager struct {
 
 // box is one sandbox's in-memory state. mu serializes actions on it.
 type box struct {
+	// tenant and stopped mirror rec.Tenant and rec.State == stopped, for
+	// lookups and quota counts that must not wait for an action's mu.
+	tenant  string
+	stopped atomic.Bool
+
 	mu       sync.Mutex
 	dir      string
 	rec      Record
@@ -227,22 +237,23 @@ func newToken() string {
 	return hex.EncodeToString(b)
 }
 
-// Create makes and starts a sandbox, reporting slow steps to progress (which
-// may be nil). On failure nothing is left behind but a stopped record that
-// says why.
-func (m *Manager) Create(ctx context.Context, spec sandbox.Spec, progress func(Progress)) (Record, error) {
-	rec, _, err := m.create(ctx, spec, "", progress)
+// Create makes and starts a sandbox of tenant ("" for the admin),
+// reporting slow steps to progress (which may be nil). A tenant at its
+// quota gets errdefs.ErrResourceExhausted and nothing is made. On failure
+// nothing is left behind but a stopped record that says why.
+func (m *Manager) Create(ctx context.Context, tenant string, spec sandbox.Spec, progress func(Progress)) (Record, error) {
+	rec, _, err := m.create(ctx, tenant, spec, "", progress)
 	return rec, err
 }
 
 // CreateFrom is Create for a sandbox that replaces stopped sandbox oldID:
 // when oldID's disk survived, the new sandbox takes it over (restored says
 // so) and sees its files.
-func (m *Manager) CreateFrom(ctx context.Context, spec sandbox.Spec, oldID string) (rec Record, restored bool, err error) {
-	return m.create(ctx, spec, oldID, nil)
+func (m *Manager) CreateFrom(ctx context.Context, tenant string, spec sandbox.Spec, oldID string) (rec Record, restored bool, err error) {
+	return m.create(ctx, tenant, spec, oldID, nil)
 }
 
-func (m *Manager) create(ctx context.Context, spec sandbox.Spec, oldID string, progress func(Progress)) (Record, bool, error) {
+func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, oldID string, progress func(Progress)) (Record, bool, error) {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
@@ -250,14 +261,22 @@ func (m *Manager) create(ctx context.Context, spec sandbox.Spec, oldID string, p
 	if err != nil {
 		return Record{}, false, err
 	}
+	limit, err := m.limit(ctx, tenant)
+	if err != nil {
+		return Record{}, false, err
+	}
+	// Refuse before pulling anything; admit checks again, atomically.
+	if err := m.admit(tenant, limit, nil); err != nil {
+		return Record{}, false, err
+	}
 	img, err := m.cfg.Images.Resolve(ctx, spec.Image, progress)
 	if err != nil {
 		return Record{}, false, err
 	}
 	now := time.Now()
-	b := &box{dir: filepath.Join(m.cfg.Dir, newID()), activity: now}
+	b := &box{dir: filepath.Join(m.cfg.Dir, newID()), activity: now, tenant: tenant}
 	b.rec = Record{
-		ID: filepath.Base(b.dir), Spec: spec, State: sandbox.StateCreating,
+		ID: filepath.Base(b.dir), Tenant: tenant, Spec: spec, State: sandbox.StateCreating,
 		ImageDigest: img.Digest, Layers: img.Layers, Token: newToken(), CreatedAt: now,
 	}
 	if spec.TTL > 0 {
@@ -272,11 +291,12 @@ func (m *Manager) create(ctx context.Context, spec sandbox.Spec, oldID string, p
 		os.RemoveAll(b.dir)
 		return Record{}, false, err
 	}
-	m.mu.Lock()
-	m.boxes[b.rec.ID] = b
-	m.mu.Unlock()
+	if err := m.admit(tenant, limit, b); err != nil {
+		os.RemoveAll(b.dir)
+		return Record{}, false, err
+	}
 
-	log := m.log.With("sandbox", b.rec.ID)
+	log := m.log.With("sandbox", b.rec.ID, "tenant", tenant)
 	restored := oldID != "" && m.takeDisk(oldID, b.dir)
 	progress(Progress{Phase: "boot", Message: "starting " + spec.Backend + " sandbox"})
 	if err := m.start(ctx, b, img); err != nil {
@@ -397,20 +417,55 @@ func buildEnv(image, user []string) []string {
 	return out
 }
 
-// lookup returns the sandbox with id, or a not-found error that names it.
-func (m *Manager) lookup(id string) (*box, error) {
+// limit is tenant's sandbox quota; 0 is none.
+func (m *Manager) limit(ctx context.Context, tenant string) (int, error) {
+	if tenant == "" || m.cfg.MaxSandboxes == nil {
+		return 0, nil
+	}
+	return m.cfg.MaxSandboxes(ctx, tenant)
+}
+
+// admit refuses a new sandbox of tenant when the tenant has limit
+// sandboxes that are not stopped, and otherwise registers b (if not nil),
+// all under m.mu, so that concurrent creates cannot overshoot the limit.
+func (m *Manager) admit(tenant string, limit int, b *box) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if limit > 0 {
+		n := 0
+		for _, o := range m.boxes {
+			if o.tenant == tenant && !o.stopped.Load() {
+				n++
+			}
+		}
+		if n >= limit {
+			return fmt.Errorf("tenant %s has %d running sandboxes, its limit: remove some (reins sandbox rm) or raise the quota: %w",
+				tenant, n, errdefs.ErrResourceExhausted)
+		}
+	}
+	if b != nil {
+		m.boxes[b.rec.ID] = b
+	}
+	return nil
+}
+
+// lookup returns the sandbox with id if tenant may see it ("" sees every
+// sandbox), or else a not-found error that names it: another tenant's
+// sandbox is answered exactly as one that does not exist.
+func (m *Manager) lookup(tenant, id string) (*box, error) {
 	m.mu.Lock()
 	b, ok := m.boxes[id]
 	m.mu.Unlock()
-	if !ok {
+	if !ok || tenant != "" && b.tenant != tenant {
 		return nil, fmt.Errorf("sandbox %s not found: %w", id, errdefs.ErrNotFound)
 	}
 	return b, nil
 }
 
-// Get returns a sandbox's record, refreshed from its backend.
-func (m *Manager) Get(ctx context.Context, id string) (Record, error) {
-	b, err := m.lookup(id)
+// Get returns a sandbox's record, refreshed from its backend; tenant is
+// the caller's ("" for the admin).
+func (m *Manager) Get(ctx context.Context, tenant, id string) (Record, error) {
+	b, err := m.lookup(tenant, id)
 	if err != nil {
 		return Record{}, err
 	}
@@ -422,13 +477,17 @@ func (m *Manager) Get(ctx context.Context, id string) (Record, error) {
 	return b.rec, nil
 }
 
-// List returns the sandboxes whose labels include every label given.
-func (m *Manager) List(ctx context.Context, labels map[string]string) []Record {
+// List returns the sandboxes of tenant ("" for all) whose labels include
+// every label given.
+func (m *Manager) List(ctx context.Context, tenant string, labels map[string]string) []Record {
 	m.mu.Lock()
 	boxes := slices.Collect(maps.Values(m.boxes))
 	m.mu.Unlock()
 	var out []Record
 	for _, b := range boxes {
+		if tenant != "" && b.tenant != tenant {
+			continue
+		}
 		b.mu.Lock()
 		r := b.rec
 		b.mu.Unlock()
@@ -450,9 +509,10 @@ func (m *Manager) List(ctx context.Context, labels map[string]string) []Record {
 	return out
 }
 
-// Delete ends a sandbox and removes everything it had.
-func (m *Manager) Delete(ctx context.Context, id string) error {
-	b, err := m.lookup(id)
+// Delete ends a sandbox of tenant ("" for any) and removes everything it
+// had.
+func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
+	b, err := m.lookup(tenant, id)
 	if err != nil {
 		return err
 	}
@@ -493,6 +553,7 @@ func (m *Manager) stopLocked(b *box, reason sandbox.Reason, msg string) {
 		m.log.Warn("unmount failed", "sandbox", b.rec.ID, "err", err)
 	}
 	b.rec.State, b.rec.Reason, b.rec.Message = sandbox.StateStopped, reason, msg
+	b.stopped.Store(true)
 	b.rec.StoppedAt = time.Now()
 	b.rec.Pid, b.rec.PidStart = 0, 0
 	if err := writeRecord(b.dir, &b.rec); err != nil {
@@ -541,16 +602,17 @@ func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
 
 // Touch records API use of a sandbox, for its idle timeout.
 func (m *Manager) Touch(id string) {
-	if b, err := m.lookup(id); err == nil {
+	if b, err := m.lookup("", id); err == nil {
 		b.mu.Lock()
 		b.activity = time.Now()
 		b.mu.Unlock()
 	}
 }
 
-// Executor returns a connection to a running sandbox's executor.
-func (m *Manager) Executor(ctx context.Context, id string) (*Executor, error) {
-	b, err := m.lookup(id)
+// Executor returns a connection to the executor of a running sandbox of
+// tenant ("" for any).
+func (m *Manager) Executor(ctx context.Context, tenant, id string) (*Executor, error) {
+	b, err := m.lookup(tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -579,7 +641,7 @@ func stoppedWhy(r Record) string {
 
 // takeDisk moves the surviving disk of stopped sandbox oldID into dir.
 func (m *Manager) takeDisk(oldID, dir string) bool {
-	old, err := m.lookup(oldID)
+	old, err := m.lookup("", oldID)
 	if err != nil {
 		return false
 	}

@@ -20,6 +20,7 @@ const recordVersion = 1
 type Record struct {
 	Version     int            `json:"version"`
 	ID          string         `json:"id"`
+	Tenant      string         `json:"tenant,omitempty"` // its owner, who alone (with the admin, "") sees it
 	Spec        sandbox.Spec   `json:"spec"`
 	State       sandbox.State  `json:"state"`
 	Reason      sandbox.Reason `json:"reason,omitempty"`

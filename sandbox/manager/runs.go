@@ -18,12 +18,24 @@ const (
 )
 
 // Runs gives the agent loop the sandboxes of its runs (it implements
-// agent.Sandboxes).
+// agent.Sandboxes). The loop is trusted: it reaches any sandbox by id (the
+// API checked, when the run started, that the sandboxes it names are its
+// tenant's), and the sandboxes it makes belong to the run's tenant.
 type Runs struct {
 	M *Manager
 	// Spec is the template of a run's sandboxes (limits, backend); the
 	// image and labels are set per sandbox.
 	Spec sandbox.Spec
+	// TenantOf names the tenant of a run, who owns the run's sandboxes
+	// and whose quota they count against. Nil: the admin owns them.
+	TenantOf func(ctx context.Context, runID string) (string, error)
+}
+
+func (r Runs) tenant(ctx context.Context, runID string) (string, error) {
+	if r.TenantOf == nil {
+		return "", nil
+	}
+	return r.TenantOf(ctx, runID)
 }
 
 func (r Runs) spec(runID, name, image string) sandbox.Spec {
@@ -35,7 +47,11 @@ func (r Runs) spec(runID, name, image string) sandbox.Spec {
 
 // Create makes run's sandbox called name.
 func (r Runs) Create(ctx context.Context, runID, name, image string) (string, error) {
-	rec, err := r.M.Create(ctx, r.spec(runID, name, image), nil)
+	tenant, err := r.tenant(ctx, runID)
+	if err != nil {
+		return "", err
+	}
+	rec, err := r.M.Create(ctx, tenant, r.spec(runID, name, image), nil)
 	if err != nil {
 		return "", err
 	}
@@ -44,12 +60,12 @@ func (r Runs) Create(ctx context.Context, runID, name, image string) (string, er
 
 // Client returns an executor client of a running sandbox.
 func (r Runs) Client(ctx context.Context, id string) (*client.Client, error) {
-	return r.M.Client(ctx, id)
+	return r.M.Client(ctx, "", id)
 }
 
 // Gone reports whether sandbox id ended, and why.
 func (r Runs) Gone(ctx context.Context, id string) (bool, string) {
-	rec, err := r.M.Get(ctx, id)
+	rec, err := r.M.Get(ctx, "", id)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return true, "it no longer exists"
 	}
@@ -62,32 +78,46 @@ func (r Runs) Gone(ctx context.Context, id string) (bool, string) {
 // Replace makes a new sandbox for run's name, reusing oldID's disk when it
 // survived.
 func (r Runs) Replace(ctx context.Context, runID, name, image, oldID string) (string, bool, error) {
+	tenant, err := r.tenant(ctx, runID)
+	if err != nil {
+		return "", false, err
+	}
 	spec := r.spec(runID, name, image)
-	if old, err := r.M.Get(ctx, oldID); err == nil {
+	if old, err := r.M.Get(ctx, "", oldID); err == nil {
 		// Same image, limits and backend as the one it replaces (an
 		// attached sandbox's spec is only known this way).
 		spec.Image, spec.Backend, spec.Limits, spec.Env, spec.Workdir = old.Spec.Image, old.Spec.Backend, old.Spec.Limits, old.Spec.Env, old.Spec.Workdir
 	}
-	rec, restored, err := r.M.CreateFrom(ctx, spec, oldID)
+	rec, restored, err := r.M.CreateFrom(ctx, tenant, spec, oldID)
 	if err != nil {
 		return "", false, err
 	}
 	return rec.ID, restored, nil
 }
 
-// Release deletes every sandbox of a run.
+// Release deletes every sandbox of a run. Only the run's tenant's count:
+// labels are the user's to set.
 func (r Runs) Release(ctx context.Context, runID string) {
-	for _, rec := range r.M.List(ctx, map[string]string{LabelRun: runID}) {
-		if err := r.M.Delete(ctx, rec.ID); err != nil {
+	tenant, err := r.tenant(ctx, runID)
+	if err != nil {
+		r.M.log.Warn("releasing a run's sandboxes", "run", runID, "err", err)
+		return
+	}
+	for _, rec := range r.M.List(ctx, tenant, map[string]string{LabelRun: runID}) {
+		if tenant == "" && rec.Tenant != "" {
+			continue
+		}
+		if err := r.M.Delete(ctx, "", rec.ID); err != nil {
 			r.M.log.Warn("releasing a run's sandbox", "run", runID, "sandbox", rec.ID, "err", err)
 		}
 	}
 }
 
-// Client returns a client of sandbox id's executor (the executor client
-// package's, with its deadlines and bulk transfers).
-func (m *Manager) Client(ctx context.Context, id string) (*client.Client, error) {
-	b, err := m.lookup(id)
+// Client returns a client of the executor of sandbox id of tenant ("" for
+// any): the executor client package's, with its deadlines and bulk
+// transfers.
+func (m *Manager) Client(ctx context.Context, tenant, id string) (*client.Client, error) {
+	b, err := m.lookup(tenant, id)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,8 @@ func (m *Manager) Recover(ctx context.Context) error {
 			m.log.Warn("skipping unreadable sandbox record", "dir", dir, "err", err)
 			continue
 		}
-		b := &box{dir: dir, rec: *rec, activity: time.Now()}
+		b := &box{dir: dir, rec: *rec, activity: time.Now(), tenant: rec.Tenant}
+		b.stopped.Store(rec.State == sandbox.StateStopped)
 		m.mu.Lock()
 		m.boxes[rec.ID] = b
 		m.mu.Unlock()

@@ -36,6 +36,21 @@ CREATE TABLE events (
 	PRIMARY KEY (run_id, seq)
 );
 `,
+	// 2: tenants and the hashes of their API tokens.
+	`
+CREATE TABLE tenants (
+	name          TEXT    PRIMARY KEY,
+	created_at    INTEGER NOT NULL, -- unix nanoseconds
+	max_sandboxes INTEGER NOT NULL DEFAULT 0,
+	max_runs      INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE tenant_tokens (
+	hash       TEXT    PRIMARY KEY, -- hex sha256 of the token
+	tenant     TEXT    NOT NULL REFERENCES tenants (name),
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX tenant_tokens_by_tenant ON tenant_tokens (tenant);
+`,
 }
 
 // schemaVersion is the version this code writes and reads.

@@ -46,6 +46,15 @@ func TestConformance(t *testing.T) {
 		})
 		return s
 	})
+	storetest.RunTenants(t, func(t *testing.T) store.Tenants {
+		s := open(t, filepath.Join(t.TempDir(), "reins.db"))
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	})
 	storetest.RunReopen(t, func(t *testing.T) func() store.Store {
 		path := filepath.Join(t.TempDir(), "reins.db")
 		return func() store.Store { return open(t, path) }
@@ -161,5 +170,46 @@ func TestClose(t *testing.T) {
 		if run.LastSeq != last[i] {
 			t.Errorf("run r%d: last_seq %d after reopen, but Append returned %d before Close", i, run.LastSeq, last[i])
 		}
+	}
+}
+
+// TestTenantsMigrate opens a file of schema version 1 (runs only): its runs
+// stay and tenants work, and survive a reopen.
+func TestTenantsMigrate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reins.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (1)`,
+		`CREATE TABLE runs (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL, status TEXT NOT NULL,
+			spec TEXT, summary TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0)`,
+		`CREATE TABLE events (run_id TEXT NOT NULL REFERENCES runs (id), seq INTEGER NOT NULL, type TEXT NOT NULL,
+			time INTEGER NOT NULL, data TEXT, PRIMARY KEY (run_id, seq))`,
+		`INSERT INTO runs (id, tenant, status, created_at, updated_at) VALUES ('r1', 'acme', 'succeeded', 1, 1)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	ctx := context.Background()
+	s := open(t, path)
+	if _, err := s.GetRun(ctx, "acme", "r1"); err != nil {
+		t.Fatalf("a run of version 1 after migrating: %v", err)
+	}
+	if err := s.CreateTenant(ctx, store.Tenant{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetTenantToken(ctx, "acme", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, path)
+	defer s.Close()
+	if tn, err := s.TenantByToken(ctx, "h1"); err != nil || tn.Name != "acme" || tn.TokenIssuedAt.IsZero() {
+		t.Fatalf("after reopen: %+v, %v", tn, err)
 	}
 }

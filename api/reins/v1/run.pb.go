@@ -33,7 +33,8 @@ type RunSpec struct {
 	MaxCostUsd    float64                `protobuf:"fixed64,6,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
 	MaxTokens     int64                  `protobuf:"varint,7,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	TimeoutMs     int64                  `protobuf:"varint,8,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Tools         []string               `protobuf:"bytes,9,rep,name=tools,proto3" json:"tools,omitempty"` // default: all
+	Tools         []string               `protobuf:"bytes,9,rep,name=tools,proto3" json:"tools,omitempty"`    // default: all
+	Policy        string                 `protobuf:"bytes,10,opt,name=policy,proto3" json:"policy,omitempty"` // policy document (YAML or JSON)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,6 +132,13 @@ func (x *RunSpec) GetTools() []string {
 	return nil
 }
 
+func (x *RunSpec) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
 type Usage struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	InputTokens      int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
@@ -213,6 +221,7 @@ type Run struct {
 	UpdatedUnixNano int64                  `protobuf:"varint,10,opt,name=updated_unix_nano,json=updatedUnixNano,proto3" json:"updated_unix_nano,omitempty"`
 	LastSeq         int64                  `protobuf:"varint,11,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
 	Sandboxes       map[string]string      `protobuf:"bytes,12,rep,name=sandboxes,proto3" json:"sandboxes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // name -> sandbox id
+	Pending         []*PendingCall         `protobuf:"bytes,13,rep,name=pending,proto3" json:"pending,omitempty"`                                                                               // calls waiting for approval
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -331,6 +340,89 @@ func (x *Run) GetSandboxes() map[string]string {
 	return nil
 }
 
+func (x *Run) GetPending() []*PendingCall {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+type PendingCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Input         string                 `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"` // JSON arguments
+	Rule          string                 `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`   // the policy rule that asked
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingCall) Reset() {
+	*x = PendingCall{}
+	mi := &file_reins_v1_run_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingCall) ProtoMessage() {}
+
+func (x *PendingCall) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingCall.ProtoReflect.Descriptor instead.
+func (*PendingCall) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PendingCall) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *PendingCall) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *PendingCall) GetInput() string {
+	if x != nil {
+		return x.Input
+	}
+	return ""
+}
+
+func (x *PendingCall) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *PendingCall) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type RunEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -344,7 +436,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_reins_v1_run_proto_msgTypes[3]
+	mi := &file_reins_v1_run_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +448,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[3]
+	mi := &file_reins_v1_run_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +461,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RunEvent) GetRunId() string {
@@ -416,7 +508,7 @@ type StartRunRequest struct {
 
 func (x *StartRunRequest) Reset() {
 	*x = StartRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[4]
+	mi := &file_reins_v1_run_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -428,7 +520,7 @@ func (x *StartRunRequest) String() string {
 func (*StartRunRequest) ProtoMessage() {}
 
 func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[4]
+	mi := &file_reins_v1_run_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -441,7 +533,7 @@ func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunRequest.ProtoReflect.Descriptor instead.
 func (*StartRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StartRunRequest) GetSpec() *RunSpec {
@@ -460,7 +552,7 @@ type StartRunResponse struct {
 
 func (x *StartRunResponse) Reset() {
 	*x = StartRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +564,7 @@ func (x *StartRunResponse) String() string {
 func (*StartRunResponse) ProtoMessage() {}
 
 func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +577,7 @@ func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunResponse.ProtoReflect.Descriptor instead.
 func (*StartRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StartRunResponse) GetRun() *Run {
@@ -504,7 +596,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +608,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +621,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRunRequest) GetId() string {
@@ -548,7 +640,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +652,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +665,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -593,7 +685,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +697,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +710,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRunsRequest) GetStatuses() []string {
@@ -644,7 +736,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +748,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +761,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -690,7 +782,7 @@ type RunEventsRequest struct {
 
 func (x *RunEventsRequest) Reset() {
 	*x = RunEventsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +794,7 @@ func (x *RunEventsRequest) String() string {
 func (*RunEventsRequest) ProtoMessage() {}
 
 func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +807,7 @@ func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEventsRequest.ProtoReflect.Descriptor instead.
 func (*RunEventsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunEventsRequest) GetId() string {
@@ -748,7 +840,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +852,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +865,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelRunRequest) GetId() string {
@@ -791,7 +883,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +895,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +908,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
 }
 
 type AnswerRunRequest struct {
@@ -829,7 +921,7 @@ type AnswerRunRequest struct {
 
 func (x *AnswerRunRequest) Reset() {
 	*x = AnswerRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +933,7 @@ func (x *AnswerRunRequest) String() string {
 func (*AnswerRunRequest) ProtoMessage() {}
 
 func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +946,7 @@ func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AnswerRunRequest) GetId() string {
@@ -879,7 +971,7 @@ type AnswerRunResponse struct {
 
 func (x *AnswerRunResponse) Reset() {
 	*x = AnswerRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +983,7 @@ func (x *AnswerRunResponse) String() string {
 func (*AnswerRunResponse) ProtoMessage() {}
 
 func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +996,7 @@ func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunResponse.ProtoReflect.Descriptor instead.
 func (*AnswerRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
 }
 
 type Artifact struct {
@@ -919,7 +1011,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1023,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1036,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Artifact) GetName() string {
@@ -984,7 +1076,7 @@ type ListArtifactsRequest struct {
 
 func (x *ListArtifactsRequest) Reset() {
 	*x = ListArtifactsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1088,7 @@ func (x *ListArtifactsRequest) String() string {
 func (*ListArtifactsRequest) ProtoMessage() {}
 
 func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1101,7 @@ func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsRequest.ProtoReflect.Descriptor instead.
 func (*ListArtifactsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListArtifactsRequest) GetId() string {
@@ -1028,7 +1120,7 @@ type ListArtifactsResponse struct {
 
 func (x *ListArtifactsResponse) Reset() {
 	*x = ListArtifactsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1132,7 @@ func (x *ListArtifactsResponse) String() string {
 func (*ListArtifactsResponse) ProtoMessage() {}
 
 func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1145,7 @@ func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsResponse.ProtoReflect.Descriptor instead.
 func (*ListArtifactsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListArtifactsResponse) GetArtifacts() []*Artifact {
@@ -1073,7 +1165,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1177,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1190,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetArtifactRequest) GetId() string {
@@ -1124,7 +1216,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1228,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1241,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetArtifactResponse) GetData() []byte {
@@ -1159,11 +1251,699 @@ func (x *GetArtifactResponse) GetData() []byte {
 	return nil
 }
 
+type ApproveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"` // "" = the first pending call
+	Edit          string                 `protobuf:"bytes,3,opt,name=edit,proto3" json:"edit,omitempty"`                   // JSON arguments replacing the model's
+	Always        bool                   `protobuf:"varint,4,opt,name=always,proto3" json:"always,omitempty"`              // approve this tool for the rest of the run
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveRequest) Reset() {
+	*x = ApproveRequest{}
+	mi := &file_reins_v1_run_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveRequest) ProtoMessage() {}
+
+func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
+func (*ApproveRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ApproveRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ApproveRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ApproveRequest) GetEdit() string {
+	if x != nil {
+		return x.Edit
+	}
+	return ""
+}
+
+func (x *ApproveRequest) GetAlways() bool {
+	if x != nil {
+		return x.Always
+	}
+	return false
+}
+
+type ApproveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveResponse) Reset() {
+	*x = ApproveResponse{}
+	mi := &file_reins_v1_run_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveResponse) ProtoMessage() {}
+
+func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
+func (*ApproveResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
+}
+
+type DenyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DenyRequest) Reset() {
+	*x = DenyRequest{}
+	mi := &file_reins_v1_run_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DenyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DenyRequest) ProtoMessage() {}
+
+func (x *DenyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
+func (*DenyRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DenyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DenyRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *DenyRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type DenyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DenyResponse) Reset() {
+	*x = DenyResponse{}
+	mi := &file_reins_v1_run_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DenyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DenyResponse) ProtoMessage() {}
+
+func (x *DenyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
+func (*DenyResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
+}
+
+type PauseRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseRunRequest) Reset() {
+	*x = PauseRunRequest{}
+	mi := &file_reins_v1_run_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseRunRequest) ProtoMessage() {}
+
+func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseRunRequest.ProtoReflect.Descriptor instead.
+func (*PauseRunRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PauseRunRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type PauseRunResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseRunResponse) Reset() {
+	*x = PauseRunResponse{}
+	mi := &file_reins_v1_run_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseRunResponse) ProtoMessage() {}
+
+func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseRunResponse.ProtoReflect.Descriptor instead.
+func (*PauseRunResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
+}
+
+type ResumeRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRunRequest) Reset() {
+	*x = ResumeRunRequest{}
+	mi := &file_reins_v1_run_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRunRequest) ProtoMessage() {}
+
+func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRunRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRunRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ResumeRunRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ResumeRunResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRunResponse) Reset() {
+	*x = ResumeRunResponse{}
+	mi := &file_reins_v1_run_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRunResponse) ProtoMessage() {}
+
+func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRunResponse.ProtoReflect.Descriptor instead.
+func (*ResumeRunResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
+}
+
+type ForkRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AtSeq         int64                  `protobuf:"varint,2,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"`
+	Model         string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkRunRequest) Reset() {
+	*x = ForkRunRequest{}
+	mi := &file_reins_v1_run_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkRunRequest) ProtoMessage() {}
+
+func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkRunRequest.ProtoReflect.Descriptor instead.
+func (*ForkRunRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ForkRunRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ForkRunRequest) GetAtSeq() int64 {
+	if x != nil {
+		return x.AtSeq
+	}
+	return 0
+}
+
+func (x *ForkRunRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+type ForkRunResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           *Run                   `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkRunResponse) Reset() {
+	*x = ForkRunResponse{}
+	mi := &file_reins_v1_run_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkRunResponse) ProtoMessage() {}
+
+func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkRunResponse.ProtoReflect.Descriptor instead.
+func (*ForkRunResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ForkRunResponse) GetRun() *Run {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+type VerifyRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyRunRequest) Reset() {
+	*x = VerifyRunRequest{}
+	mi := &file_reins_v1_run_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyRunRequest) ProtoMessage() {}
+
+func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyRunRequest.ProtoReflect.Descriptor instead.
+func (*VerifyRunRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *VerifyRunRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type VerifyRunResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           *Run                   `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"` // the verification run
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyRunResponse) Reset() {
+	*x = VerifyRunResponse{}
+	mi := &file_reins_v1_run_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyRunResponse) ProtoMessage() {}
+
+func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyRunResponse.ProtoReflect.Descriptor instead.
+func (*VerifyRunResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *VerifyRunResponse) GetRun() *Run {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+type CompareRunsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Recorded      string                 `protobuf:"bytes,1,opt,name=recorded,proto3" json:"recorded,omitempty"`
+	Replayed      string                 `protobuf:"bytes,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompareRunsRequest) Reset() {
+	*x = CompareRunsRequest{}
+	mi := &file_reins_v1_run_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompareRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompareRunsRequest) ProtoMessage() {}
+
+func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompareRunsRequest.ProtoReflect.Descriptor instead.
+func (*CompareRunsRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CompareRunsRequest) GetRecorded() string {
+	if x != nil {
+		return x.Recorded
+	}
+	return ""
+}
+
+func (x *CompareRunsRequest) GetReplayed() string {
+	if x != nil {
+		return x.Replayed
+	}
+	return ""
+}
+
+type CompareRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Same          bool                   `protobuf:"varint,1,opt,name=same,proto3" json:"same,omitempty"`
+	Index         int32                  `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the first differing tool result (from 1)
+	Step          int32                  `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
+	Tool          string                 `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	RecordedText  string                 `protobuf:"bytes,5,opt,name=recorded_text,json=recordedText,proto3" json:"recorded_text,omitempty"`
+	ReplayedText  string                 `protobuf:"bytes,6,opt,name=replayed_text,json=replayedText,proto3" json:"replayed_text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompareRunsResponse) Reset() {
+	*x = CompareRunsResponse{}
+	mi := &file_reins_v1_run_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompareRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompareRunsResponse) ProtoMessage() {}
+
+func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompareRunsResponse.ProtoReflect.Descriptor instead.
+func (*CompareRunsResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *CompareRunsResponse) GetSame() bool {
+	if x != nil {
+		return x.Same
+	}
+	return false
+}
+
+func (x *CompareRunsResponse) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *CompareRunsResponse) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *CompareRunsResponse) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *CompareRunsResponse) GetRecordedText() string {
+	if x != nil {
+		return x.RecordedText
+	}
+	return ""
+}
+
+func (x *CompareRunsResponse) GetReplayedText() string {
+	if x != nil {
+		return x.ReplayedText
+	}
+	return ""
+}
+
 var File_reins_v1_run_proto protoreflect.FileDescriptor
 
 const file_reins_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12reins/v1/run.proto\x12\breins.v1\"\xdc\x02\n" +
+	"\x12reins/v1/run.proto\x12\breins.v1\"\xf4\x02\n" +
 	"\aRunSpec\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -1176,7 +1956,9 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"max_tokens\x18\a \x01(\x03R\tmaxTokens\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\b \x01(\x03R\ttimeoutMs\x12\x14\n" +
-	"\x05tools\x18\t \x03(\tR\x05tools\x1a<\n" +
+	"\x05tools\x18\t \x03(\tR\x05tools\x12\x16\n" +
+	"\x06policy\x18\n" +
+	" \x01(\tR\x06policy\x1a<\n" +
 	"\x0eSandboxesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
@@ -1184,7 +1966,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
-	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\"\xc5\x03\n" +
+	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\"\xf6\x03\n" +
 	"\x03Run\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12%\n" +
@@ -1198,10 +1980,17 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x11updated_unix_nano\x18\n" +
 	" \x01(\x03R\x0fupdatedUnixNano\x12\x19\n" +
 	"\blast_seq\x18\v \x01(\x03R\alastSeq\x12:\n" +
-	"\tsandboxes\x18\f \x03(\v2\x1c.reins.v1.Run.SandboxesEntryR\tsandboxes\x1a<\n" +
+	"\tsandboxes\x18\f \x03(\v2\x1c.reins.v1.Run.SandboxesEntryR\tsandboxes\x12/\n" +
+	"\apending\x18\r \x03(\v2\x15.reins.v1.PendingCallR\apending\x1a<\n" +
 	"\x0eSandboxesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"|\n" +
+	"\vPendingCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x14\n" +
+	"\x05input\x18\x03 \x01(\tR\x05input\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x81\x01\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
@@ -1245,7 +2034,44 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x0ename_or_digest\x18\x02 \x01(\tR\fnameOrDigest\")\n" +
 	"\x13GetArtifactResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2\xa7\x04\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"e\n" +
+	"\x0eApproveRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04edit\x18\x03 \x01(\tR\x04edit\x12\x16\n" +
+	"\x06always\x18\x04 \x01(\bR\x06always\"\x11\n" +
+	"\x0fApproveResponse\"N\n" +
+	"\vDenyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x0e\n" +
+	"\fDenyResponse\"!\n" +
+	"\x0fPauseRunRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x12\n" +
+	"\x10PauseRunResponse\"\"\n" +
+	"\x10ResumeRunRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x13\n" +
+	"\x11ResumeRunResponse\"M\n" +
+	"\x0eForkRunRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
+	"\x06at_seq\x18\x02 \x01(\x03R\x05atSeq\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\"2\n" +
+	"\x0fForkRunResponse\x12\x1f\n" +
+	"\x03run\x18\x01 \x01(\v2\r.reins.v1.RunR\x03run\"\"\n" +
+	"\x10VerifyRunRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"4\n" +
+	"\x11VerifyRunResponse\x12\x1f\n" +
+	"\x03run\x18\x01 \x01(\v2\r.reins.v1.RunR\x03run\"L\n" +
+	"\x12CompareRunsRequest\x12\x1a\n" +
+	"\brecorded\x18\x01 \x01(\tR\brecorded\x12\x1a\n" +
+	"\breplayed\x18\x02 \x01(\tR\breplayed\"\xb1\x01\n" +
+	"\x13CompareRunsResponse\x12\x12\n" +
+	"\x04same\x18\x01 \x01(\bR\x04same\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x12\n" +
+	"\x04step\x18\x03 \x01(\x05R\x04step\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x12#\n" +
+	"\rrecorded_text\x18\x05 \x01(\tR\frecordedText\x12#\n" +
+	"\rreplayed_text\x18\x06 \x01(\tR\freplayedText2\xe9\a\n" +
 	"\n" +
 	"RunService\x12>\n" +
 	"\x05Start\x12\x19.reins.v1.StartRunRequest\x1a\x1a.reins.v1.StartRunResponse\x128\n" +
@@ -1253,7 +2079,14 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x04List\x12\x19.reins.v1.ListRunsRequest\x1a\x1a.reins.v1.ListRunsResponse\x12:\n" +
 	"\x06Events\x12\x1a.reins.v1.RunEventsRequest\x1a\x12.reins.v1.RunEvent0\x01\x12A\n" +
 	"\x06Cancel\x12\x1a.reins.v1.CancelRunRequest\x1a\x1b.reins.v1.CancelRunResponse\x12A\n" +
-	"\x06Answer\x12\x1a.reins.v1.AnswerRunRequest\x1a\x1b.reins.v1.AnswerRunResponse\x12P\n" +
+	"\x06Answer\x12\x1a.reins.v1.AnswerRunRequest\x1a\x1b.reins.v1.AnswerRunResponse\x12>\n" +
+	"\aApprove\x12\x18.reins.v1.ApproveRequest\x1a\x19.reins.v1.ApproveResponse\x125\n" +
+	"\x04Deny\x12\x15.reins.v1.DenyRequest\x1a\x16.reins.v1.DenyResponse\x12>\n" +
+	"\x05Pause\x12\x19.reins.v1.PauseRunRequest\x1a\x1a.reins.v1.PauseRunResponse\x12A\n" +
+	"\x06Resume\x12\x1a.reins.v1.ResumeRunRequest\x1a\x1b.reins.v1.ResumeRunResponse\x12;\n" +
+	"\x04Fork\x12\x18.reins.v1.ForkRunRequest\x1a\x19.reins.v1.ForkRunResponse\x12A\n" +
+	"\x06Verify\x12\x1a.reins.v1.VerifyRunRequest\x1a\x1b.reins.v1.VerifyRunResponse\x12F\n" +
+	"\aCompare\x12\x1c.reins.v1.CompareRunsRequest\x1a\x1d.reins.v1.CompareRunsResponse\x12P\n" +
 	"\rListArtifacts\x12\x1e.reins.v1.ListArtifactsRequest\x1a\x1f.reins.v1.ListArtifactsResponse\x12L\n" +
 	"\vGetArtifact\x12\x1c.reins.v1.GetArtifactRequest\x1a\x1d.reins.v1.GetArtifactResponse0\x01B0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
@@ -1269,62 +2102,94 @@ func file_reins_v1_run_proto_rawDescGZIP() []byte {
 	return file_reins_v1_run_proto_rawDescData
 }
 
-var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_reins_v1_run_proto_goTypes = []any{
 	(*RunSpec)(nil),               // 0: reins.v1.RunSpec
 	(*Usage)(nil),                 // 1: reins.v1.Usage
 	(*Run)(nil),                   // 2: reins.v1.Run
-	(*RunEvent)(nil),              // 3: reins.v1.RunEvent
-	(*StartRunRequest)(nil),       // 4: reins.v1.StartRunRequest
-	(*StartRunResponse)(nil),      // 5: reins.v1.StartRunResponse
-	(*GetRunRequest)(nil),         // 6: reins.v1.GetRunRequest
-	(*GetRunResponse)(nil),        // 7: reins.v1.GetRunResponse
-	(*ListRunsRequest)(nil),       // 8: reins.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 9: reins.v1.ListRunsResponse
-	(*RunEventsRequest)(nil),      // 10: reins.v1.RunEventsRequest
-	(*CancelRunRequest)(nil),      // 11: reins.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),     // 12: reins.v1.CancelRunResponse
-	(*AnswerRunRequest)(nil),      // 13: reins.v1.AnswerRunRequest
-	(*AnswerRunResponse)(nil),     // 14: reins.v1.AnswerRunResponse
-	(*Artifact)(nil),              // 15: reins.v1.Artifact
-	(*ListArtifactsRequest)(nil),  // 16: reins.v1.ListArtifactsRequest
-	(*ListArtifactsResponse)(nil), // 17: reins.v1.ListArtifactsResponse
-	(*GetArtifactRequest)(nil),    // 18: reins.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),   // 19: reins.v1.GetArtifactResponse
-	nil,                           // 20: reins.v1.RunSpec.SandboxesEntry
-	nil,                           // 21: reins.v1.Run.SandboxesEntry
+	(*PendingCall)(nil),           // 3: reins.v1.PendingCall
+	(*RunEvent)(nil),              // 4: reins.v1.RunEvent
+	(*StartRunRequest)(nil),       // 5: reins.v1.StartRunRequest
+	(*StartRunResponse)(nil),      // 6: reins.v1.StartRunResponse
+	(*GetRunRequest)(nil),         // 7: reins.v1.GetRunRequest
+	(*GetRunResponse)(nil),        // 8: reins.v1.GetRunResponse
+	(*ListRunsRequest)(nil),       // 9: reins.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 10: reins.v1.ListRunsResponse
+	(*RunEventsRequest)(nil),      // 11: reins.v1.RunEventsRequest
+	(*CancelRunRequest)(nil),      // 12: reins.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),     // 13: reins.v1.CancelRunResponse
+	(*AnswerRunRequest)(nil),      // 14: reins.v1.AnswerRunRequest
+	(*AnswerRunResponse)(nil),     // 15: reins.v1.AnswerRunResponse
+	(*Artifact)(nil),              // 16: reins.v1.Artifact
+	(*ListArtifactsRequest)(nil),  // 17: reins.v1.ListArtifactsRequest
+	(*ListArtifactsResponse)(nil), // 18: reins.v1.ListArtifactsResponse
+	(*GetArtifactRequest)(nil),    // 19: reins.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),   // 20: reins.v1.GetArtifactResponse
+	(*ApproveRequest)(nil),        // 21: reins.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 22: reins.v1.ApproveResponse
+	(*DenyRequest)(nil),           // 23: reins.v1.DenyRequest
+	(*DenyResponse)(nil),          // 24: reins.v1.DenyResponse
+	(*PauseRunRequest)(nil),       // 25: reins.v1.PauseRunRequest
+	(*PauseRunResponse)(nil),      // 26: reins.v1.PauseRunResponse
+	(*ResumeRunRequest)(nil),      // 27: reins.v1.ResumeRunRequest
+	(*ResumeRunResponse)(nil),     // 28: reins.v1.ResumeRunResponse
+	(*ForkRunRequest)(nil),        // 29: reins.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),       // 30: reins.v1.ForkRunResponse
+	(*VerifyRunRequest)(nil),      // 31: reins.v1.VerifyRunRequest
+	(*VerifyRunResponse)(nil),     // 32: reins.v1.VerifyRunResponse
+	(*CompareRunsRequest)(nil),    // 33: reins.v1.CompareRunsRequest
+	(*CompareRunsResponse)(nil),   // 34: reins.v1.CompareRunsResponse
+	nil,                           // 35: reins.v1.RunSpec.SandboxesEntry
+	nil,                           // 36: reins.v1.Run.SandboxesEntry
 }
 var file_reins_v1_run_proto_depIdxs = []int32{
-	20, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
+	35, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
 	0,  // 1: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
 	1,  // 2: reins.v1.Run.usage:type_name -> reins.v1.Usage
-	21, // 3: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
-	0,  // 4: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
-	2,  // 5: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
-	2,  // 6: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
-	2,  // 7: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
-	15, // 8: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
-	4,  // 9: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
-	6,  // 10: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
-	8,  // 11: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
-	10, // 12: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
-	11, // 13: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
-	13, // 14: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
-	16, // 15: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
-	18, // 16: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
-	5,  // 17: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
-	7,  // 18: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
-	9,  // 19: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
-	3,  // 20: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
-	12, // 21: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
-	14, // 22: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
-	17, // 23: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
-	19, // 24: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	36, // 3: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
+	3,  // 4: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
+	0,  // 5: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
+	2,  // 6: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
+	2,  // 7: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
+	2,  // 8: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
+	16, // 9: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
+	2,  // 10: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
+	2,  // 11: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
+	5,  // 12: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
+	7,  // 13: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
+	9,  // 14: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
+	11, // 15: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
+	12, // 16: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
+	14, // 17: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
+	21, // 18: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
+	23, // 19: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
+	25, // 20: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
+	27, // 21: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
+	29, // 22: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
+	31, // 23: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
+	33, // 24: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
+	17, // 25: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
+	19, // 26: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
+	6,  // 27: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
+	8,  // 28: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
+	10, // 29: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
+	4,  // 30: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
+	13, // 31: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
+	15, // 32: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
+	22, // 33: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
+	24, // 34: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
+	26, // 35: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
+	28, // 36: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
+	30, // 37: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
+	32, // 38: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
+	34, // 39: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
+	18, // 40: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
+	20, // 41: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
+	27, // [27:42] is the sub-list for method output_type
+	12, // [12:27] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_run_proto_init() }
@@ -1338,7 +2203,7 @@ func file_reins_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_run_proto_rawDesc), len(file_reins_v1_run_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,20 @@ const (
 	RunServiceCancelProcedure = "/reins.v1.RunService/Cancel"
 	// RunServiceAnswerProcedure is the fully-qualified name of the RunService's Answer RPC.
 	RunServiceAnswerProcedure = "/reins.v1.RunService/Answer"
+	// RunServiceApproveProcedure is the fully-qualified name of the RunService's Approve RPC.
+	RunServiceApproveProcedure = "/reins.v1.RunService/Approve"
+	// RunServiceDenyProcedure is the fully-qualified name of the RunService's Deny RPC.
+	RunServiceDenyProcedure = "/reins.v1.RunService/Deny"
+	// RunServicePauseProcedure is the fully-qualified name of the RunService's Pause RPC.
+	RunServicePauseProcedure = "/reins.v1.RunService/Pause"
+	// RunServiceResumeProcedure is the fully-qualified name of the RunService's Resume RPC.
+	RunServiceResumeProcedure = "/reins.v1.RunService/Resume"
+	// RunServiceForkProcedure is the fully-qualified name of the RunService's Fork RPC.
+	RunServiceForkProcedure = "/reins.v1.RunService/Fork"
+	// RunServiceVerifyProcedure is the fully-qualified name of the RunService's Verify RPC.
+	RunServiceVerifyProcedure = "/reins.v1.RunService/Verify"
+	// RunServiceCompareProcedure is the fully-qualified name of the RunService's Compare RPC.
+	RunServiceCompareProcedure = "/reins.v1.RunService/Compare"
 	// RunServiceListArtifactsProcedure is the fully-qualified name of the RunService's ListArtifacts
 	// RPC.
 	RunServiceListArtifactsProcedure = "/reins.v1.RunService/ListArtifacts"
@@ -67,6 +81,21 @@ type RunServiceClient interface {
 	Cancel(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error)
 	// Answer replies to a run parked on ask_human.
 	Answer(context.Context, *connect.Request[v1.AnswerRunRequest]) (*connect.Response[v1.AnswerRunResponse], error)
+	// Approve lets a call the policy held run (optionally with edited
+	// arguments, optionally for the rest of the run); Deny refuses it with a
+	// reason the model receives.
+	Approve(context.Context, *connect.Request[v1.ApproveRequest]) (*connect.Response[v1.ApproveResponse], error)
+	Deny(context.Context, *connect.Request[v1.DenyRequest]) (*connect.Response[v1.DenyResponse], error)
+	// Pause stops a run at its next safe point; Resume continues it.
+	Pause(context.Context, *connect.Request[v1.PauseRunRequest]) (*connect.Response[v1.PauseRunResponse], error)
+	Resume(context.Context, *connect.Request[v1.ResumeRunRequest]) (*connect.Response[v1.ResumeRunResponse], error)
+	// Fork starts a new run whose history is this run's up to at_seq.
+	Fork(context.Context, *connect.Request[v1.ForkRunRequest]) (*connect.Response[v1.ForkRunResponse], error)
+	// Verify re-executes a run's recorded model responses against fresh
+	// sandboxes (a new run); Compare reports the first divergence in tool
+	// results between two runs.
+	Verify(context.Context, *connect.Request[v1.VerifyRunRequest]) (*connect.Response[v1.VerifyRunResponse], error)
+	Compare(context.Context, *connect.Request[v1.CompareRunsRequest]) (*connect.Response[v1.CompareRunsResponse], error)
 	ListArtifacts(context.Context, *connect.Request[v1.ListArtifactsRequest]) (*connect.Response[v1.ListArtifactsResponse], error)
 	// GetArtifact streams an artifact (or any blob the run references).
 	GetArtifact(context.Context, *connect.Request[v1.GetArtifactRequest]) (*connect.ServerStreamForClient[v1.GetArtifactResponse], error)
@@ -119,6 +148,48 @@ func NewRunServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(runServiceMethods.ByName("Answer")),
 			connect.WithClientOptions(opts...),
 		),
+		approve: connect.NewClient[v1.ApproveRequest, v1.ApproveResponse](
+			httpClient,
+			baseURL+RunServiceApproveProcedure,
+			connect.WithSchema(runServiceMethods.ByName("Approve")),
+			connect.WithClientOptions(opts...),
+		),
+		deny: connect.NewClient[v1.DenyRequest, v1.DenyResponse](
+			httpClient,
+			baseURL+RunServiceDenyProcedure,
+			connect.WithSchema(runServiceMethods.ByName("Deny")),
+			connect.WithClientOptions(opts...),
+		),
+		pause: connect.NewClient[v1.PauseRunRequest, v1.PauseRunResponse](
+			httpClient,
+			baseURL+RunServicePauseProcedure,
+			connect.WithSchema(runServiceMethods.ByName("Pause")),
+			connect.WithClientOptions(opts...),
+		),
+		resume: connect.NewClient[v1.ResumeRunRequest, v1.ResumeRunResponse](
+			httpClient,
+			baseURL+RunServiceResumeProcedure,
+			connect.WithSchema(runServiceMethods.ByName("Resume")),
+			connect.WithClientOptions(opts...),
+		),
+		fork: connect.NewClient[v1.ForkRunRequest, v1.ForkRunResponse](
+			httpClient,
+			baseURL+RunServiceForkProcedure,
+			connect.WithSchema(runServiceMethods.ByName("Fork")),
+			connect.WithClientOptions(opts...),
+		),
+		verify: connect.NewClient[v1.VerifyRunRequest, v1.VerifyRunResponse](
+			httpClient,
+			baseURL+RunServiceVerifyProcedure,
+			connect.WithSchema(runServiceMethods.ByName("Verify")),
+			connect.WithClientOptions(opts...),
+		),
+		compare: connect.NewClient[v1.CompareRunsRequest, v1.CompareRunsResponse](
+			httpClient,
+			baseURL+RunServiceCompareProcedure,
+			connect.WithSchema(runServiceMethods.ByName("Compare")),
+			connect.WithClientOptions(opts...),
+		),
 		listArtifacts: connect.NewClient[v1.ListArtifactsRequest, v1.ListArtifactsResponse](
 			httpClient,
 			baseURL+RunServiceListArtifactsProcedure,
@@ -142,6 +213,13 @@ type runServiceClient struct {
 	events        *connect.Client[v1.RunEventsRequest, v1.RunEvent]
 	cancel        *connect.Client[v1.CancelRunRequest, v1.CancelRunResponse]
 	answer        *connect.Client[v1.AnswerRunRequest, v1.AnswerRunResponse]
+	approve       *connect.Client[v1.ApproveRequest, v1.ApproveResponse]
+	deny          *connect.Client[v1.DenyRequest, v1.DenyResponse]
+	pause         *connect.Client[v1.PauseRunRequest, v1.PauseRunResponse]
+	resume        *connect.Client[v1.ResumeRunRequest, v1.ResumeRunResponse]
+	fork          *connect.Client[v1.ForkRunRequest, v1.ForkRunResponse]
+	verify        *connect.Client[v1.VerifyRunRequest, v1.VerifyRunResponse]
+	compare       *connect.Client[v1.CompareRunsRequest, v1.CompareRunsResponse]
 	listArtifacts *connect.Client[v1.ListArtifactsRequest, v1.ListArtifactsResponse]
 	getArtifact   *connect.Client[v1.GetArtifactRequest, v1.GetArtifactResponse]
 }
@@ -176,6 +254,41 @@ func (c *runServiceClient) Answer(ctx context.Context, req *connect.Request[v1.A
 	return c.answer.CallUnary(ctx, req)
 }
 
+// Approve calls reins.v1.RunService.Approve.
+func (c *runServiceClient) Approve(ctx context.Context, req *connect.Request[v1.ApproveRequest]) (*connect.Response[v1.ApproveResponse], error) {
+	return c.approve.CallUnary(ctx, req)
+}
+
+// Deny calls reins.v1.RunService.Deny.
+func (c *runServiceClient) Deny(ctx context.Context, req *connect.Request[v1.DenyRequest]) (*connect.Response[v1.DenyResponse], error) {
+	return c.deny.CallUnary(ctx, req)
+}
+
+// Pause calls reins.v1.RunService.Pause.
+func (c *runServiceClient) Pause(ctx context.Context, req *connect.Request[v1.PauseRunRequest]) (*connect.Response[v1.PauseRunResponse], error) {
+	return c.pause.CallUnary(ctx, req)
+}
+
+// Resume calls reins.v1.RunService.Resume.
+func (c *runServiceClient) Resume(ctx context.Context, req *connect.Request[v1.ResumeRunRequest]) (*connect.Response[v1.ResumeRunResponse], error) {
+	return c.resume.CallUnary(ctx, req)
+}
+
+// Fork calls reins.v1.RunService.Fork.
+func (c *runServiceClient) Fork(ctx context.Context, req *connect.Request[v1.ForkRunRequest]) (*connect.Response[v1.ForkRunResponse], error) {
+	return c.fork.CallUnary(ctx, req)
+}
+
+// Verify calls reins.v1.RunService.Verify.
+func (c *runServiceClient) Verify(ctx context.Context, req *connect.Request[v1.VerifyRunRequest]) (*connect.Response[v1.VerifyRunResponse], error) {
+	return c.verify.CallUnary(ctx, req)
+}
+
+// Compare calls reins.v1.RunService.Compare.
+func (c *runServiceClient) Compare(ctx context.Context, req *connect.Request[v1.CompareRunsRequest]) (*connect.Response[v1.CompareRunsResponse], error) {
+	return c.compare.CallUnary(ctx, req)
+}
+
 // ListArtifacts calls reins.v1.RunService.ListArtifacts.
 func (c *runServiceClient) ListArtifacts(ctx context.Context, req *connect.Request[v1.ListArtifactsRequest]) (*connect.Response[v1.ListArtifactsResponse], error) {
 	return c.listArtifacts.CallUnary(ctx, req)
@@ -199,6 +312,21 @@ type RunServiceHandler interface {
 	Cancel(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error)
 	// Answer replies to a run parked on ask_human.
 	Answer(context.Context, *connect.Request[v1.AnswerRunRequest]) (*connect.Response[v1.AnswerRunResponse], error)
+	// Approve lets a call the policy held run (optionally with edited
+	// arguments, optionally for the rest of the run); Deny refuses it with a
+	// reason the model receives.
+	Approve(context.Context, *connect.Request[v1.ApproveRequest]) (*connect.Response[v1.ApproveResponse], error)
+	Deny(context.Context, *connect.Request[v1.DenyRequest]) (*connect.Response[v1.DenyResponse], error)
+	// Pause stops a run at its next safe point; Resume continues it.
+	Pause(context.Context, *connect.Request[v1.PauseRunRequest]) (*connect.Response[v1.PauseRunResponse], error)
+	Resume(context.Context, *connect.Request[v1.ResumeRunRequest]) (*connect.Response[v1.ResumeRunResponse], error)
+	// Fork starts a new run whose history is this run's up to at_seq.
+	Fork(context.Context, *connect.Request[v1.ForkRunRequest]) (*connect.Response[v1.ForkRunResponse], error)
+	// Verify re-executes a run's recorded model responses against fresh
+	// sandboxes (a new run); Compare reports the first divergence in tool
+	// results between two runs.
+	Verify(context.Context, *connect.Request[v1.VerifyRunRequest]) (*connect.Response[v1.VerifyRunResponse], error)
+	Compare(context.Context, *connect.Request[v1.CompareRunsRequest]) (*connect.Response[v1.CompareRunsResponse], error)
 	ListArtifacts(context.Context, *connect.Request[v1.ListArtifactsRequest]) (*connect.Response[v1.ListArtifactsResponse], error)
 	// GetArtifact streams an artifact (or any blob the run references).
 	GetArtifact(context.Context, *connect.Request[v1.GetArtifactRequest], *connect.ServerStream[v1.GetArtifactResponse]) error
@@ -247,6 +375,48 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(runServiceMethods.ByName("Answer")),
 		connect.WithHandlerOptions(opts...),
 	)
+	runServiceApproveHandler := connect.NewUnaryHandler(
+		RunServiceApproveProcedure,
+		svc.Approve,
+		connect.WithSchema(runServiceMethods.ByName("Approve")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runServiceDenyHandler := connect.NewUnaryHandler(
+		RunServiceDenyProcedure,
+		svc.Deny,
+		connect.WithSchema(runServiceMethods.ByName("Deny")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runServicePauseHandler := connect.NewUnaryHandler(
+		RunServicePauseProcedure,
+		svc.Pause,
+		connect.WithSchema(runServiceMethods.ByName("Pause")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runServiceResumeHandler := connect.NewUnaryHandler(
+		RunServiceResumeProcedure,
+		svc.Resume,
+		connect.WithSchema(runServiceMethods.ByName("Resume")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runServiceForkHandler := connect.NewUnaryHandler(
+		RunServiceForkProcedure,
+		svc.Fork,
+		connect.WithSchema(runServiceMethods.ByName("Fork")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runServiceVerifyHandler := connect.NewUnaryHandler(
+		RunServiceVerifyProcedure,
+		svc.Verify,
+		connect.WithSchema(runServiceMethods.ByName("Verify")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runServiceCompareHandler := connect.NewUnaryHandler(
+		RunServiceCompareProcedure,
+		svc.Compare,
+		connect.WithSchema(runServiceMethods.ByName("Compare")),
+		connect.WithHandlerOptions(opts...),
+	)
 	runServiceListArtifactsHandler := connect.NewUnaryHandler(
 		RunServiceListArtifactsProcedure,
 		svc.ListArtifacts,
@@ -273,6 +443,20 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 			runServiceCancelHandler.ServeHTTP(w, r)
 		case RunServiceAnswerProcedure:
 			runServiceAnswerHandler.ServeHTTP(w, r)
+		case RunServiceApproveProcedure:
+			runServiceApproveHandler.ServeHTTP(w, r)
+		case RunServiceDenyProcedure:
+			runServiceDenyHandler.ServeHTTP(w, r)
+		case RunServicePauseProcedure:
+			runServicePauseHandler.ServeHTTP(w, r)
+		case RunServiceResumeProcedure:
+			runServiceResumeHandler.ServeHTTP(w, r)
+		case RunServiceForkProcedure:
+			runServiceForkHandler.ServeHTTP(w, r)
+		case RunServiceVerifyProcedure:
+			runServiceVerifyHandler.ServeHTTP(w, r)
+		case RunServiceCompareProcedure:
+			runServiceCompareHandler.ServeHTTP(w, r)
 		case RunServiceListArtifactsProcedure:
 			runServiceListArtifactsHandler.ServeHTTP(w, r)
 		case RunServiceGetArtifactProcedure:
@@ -308,6 +492,34 @@ func (UnimplementedRunServiceHandler) Cancel(context.Context, *connect.Request[v
 
 func (UnimplementedRunServiceHandler) Answer(context.Context, *connect.Request[v1.AnswerRunRequest]) (*connect.Response[v1.AnswerRunResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.RunService.Answer is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) Approve(context.Context, *connect.Request[v1.ApproveRequest]) (*connect.Response[v1.ApproveResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.RunService.Approve is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) Deny(context.Context, *connect.Request[v1.DenyRequest]) (*connect.Response[v1.DenyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.RunService.Deny is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) Pause(context.Context, *connect.Request[v1.PauseRunRequest]) (*connect.Response[v1.PauseRunResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.RunService.Pause is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) Resume(context.Context, *connect.Request[v1.ResumeRunRequest]) (*connect.Response[v1.ResumeRunResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.RunService.Resume is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) Fork(context.Context, *connect.Request[v1.ForkRunRequest]) (*connect.Response[v1.ForkRunResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.RunService.Fork is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) Verify(context.Context, *connect.Request[v1.VerifyRunRequest]) (*connect.Response[v1.VerifyRunResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.RunService.Verify is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) Compare(context.Context, *connect.Request[v1.CompareRunsRequest]) (*connect.Response[v1.CompareRunsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.RunService.Compare is not implemented"))
 }
 
 func (UnimplementedRunServiceHandler) ListArtifacts(context.Context, *connect.Request[v1.ListArtifactsRequest]) (*connect.Response[v1.ListArtifactsResponse], error) {

@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/store"
+)
+
+// Fork makes a new run whose history is run id's up to event atSeq, with
+// model (if not "") instead of the original's. It starts with fresh
+// sandboxes; the model is told what was and was not restored.
+func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model string) (string, error) {
+	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
+	if err != nil {
+		return "", err
+	}
+	if atSeq < 1 || atSeq > row.LastSeq {
+		return "", fmt.Errorf("run %s has %d events: fork at a SEQ from 1 to %d (see reins runs events %s): %w",
+			id, row.LastSeq, row.LastSeq, id, errdefs.ErrInvalidArgument)
+	}
+	evs, err := e.cfg.Store.Events(ctx, id, 0, int(atSeq))
+	if err != nil {
+		return "", err
+	}
+	var spec Spec
+	if err := json.Unmarshal(row.Spec, &spec); err != nil {
+		return "", err
+	}
+	if model != "" {
+		if _, _, err := e.openModel(ctx, model); err != nil {
+			return "", err
+		}
+		spec.Model = model
+	}
+	// A fork's own sandboxes: attached ones belong to the original.
+	for name, img := range spec.Sandboxes {
+		if strings.HasPrefix(img, AttachPrefix) {
+			spec.Sandboxes[name] = DefaultImage
+		}
+	}
+	newID := newRunID()
+	specJSON, _ := json.Marshal(spec)
+	now := time.Now()
+	sum, _ := json.Marshal(Summary{Model: spec.Model, Task: spec.Task, Started: now})
+	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: newID, Tenant: row.Tenant, Status: string(StatusQueued),
+		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now}); err != nil {
+		return "", err
+	}
+	var copied []store.Event
+	for _, ev := range evs {
+		switch ev.Type {
+		case EventRunCreated:
+			data, _ := json.Marshal(RunCreated{Spec: spec})
+			ev.Data = data
+		case EventFinished, EventPaused, EventResumed:
+			continue // the fork's own life decides these
+		}
+		copied = append(copied, store.Event{Type: ev.Type, Time: ev.Time, Data: ev.Data})
+	}
+	note := Forked{From: id, AtSeq: atSeq, Model: model, Message: fmt.Sprintf(
+		"This run continues run %s from event %d. Its sandboxes are new: files and processes of the original run are not there; "+
+			"recreate what you need.", id, atSeq)}
+	data, _ := json.Marshal(note)
+	copied = append(copied, store.Event{Type: EventForked, Time: now, Data: data})
+	if _, err := e.cfg.Store.Append(ctx, newID, 0, copied, store.RunUpdate{Status: string(StatusRunning)}); err != nil {
+		return "", err
+	}
+	e.launch(newID)
+	return newID, nil
+}
+
+// replayModel plays a run's recorded model responses, in order: the model of
+// a verification run.
+type replayModel struct {
+	responses []ModelResponse
+}
+
+const replayPrefix = "replay:"
+
+func (e *Engine) openReplay(ctx context.Context, id string) (*replayModel, error) {
+	evs, err := e.cfg.Store.Events(ctx, id, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	m := &replayModel{}
+	for _, ev := range evs {
+		if ev.Type == EventModelResponse {
+			var d ModelResponse
+			json.Unmarshal(ev.Data, &d)
+			m.responses = append(m.responses, d)
+		}
+	}
+	return m, nil
+}
+
+func (m *replayModel) Generate(ctx context.Context, req *Request) (*Response, error) {
+	step := 0
+	for _, msg := range req.Messages {
+		if msg.Role == RoleAssistant {
+			step++
+		}
+	}
+	if step >= len(m.responses) {
+		return nil, fmt.Errorf("replay: the recorded run has %d model responses; step %d has none: %w", len(m.responses), step+1, errdefs.ErrFailedPrecondition)
+	}
+	r := m.responses[step]
+	return &Response{Content: r.Content, StopReason: r.StopReason, Usage: r.Usage}, nil
+}
+
+// Verify starts a run that re-executes run id's recorded model responses
+// against fresh sandboxes (no model is called). Compare then reports the
+// first divergence in tool results.
+func (e *Engine) Verify(ctx context.Context, tenant, id string) (string, error) {
+	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
+	if err != nil {
+		return "", err
+	}
+	var spec Spec
+	json.Unmarshal(row.Spec, &spec)
+	spec.Model = replayPrefix + id
+	spec.MaxCost, spec.MaxTokens = 0, 0
+	for name, img := range spec.Sandboxes {
+		if strings.HasPrefix(img, AttachPrefix) {
+			spec.Sandboxes[name] = DefaultImage
+		}
+	}
+	return e.Start(ctx, row.Tenant, spec)
+}
+
+// Divergence is the first place a verification run's tool results differ
+// from the recorded run's.
+type Divergence struct {
+	Index    int    `json:"index"` // the n-th tool result (from 1)
+	Step     int    `json:"step"`
+	Tool     string `json:"tool"`
+	Recorded string `json:"recorded"`
+	Replayed string `json:"replayed"`
+}
+
+// Compare returns the first tool result that differs between runs a and b,
+// or nil when they match.
+func (e *Engine) Compare(ctx context.Context, tenant, a, b string) (*Divergence, error) {
+	results := func(id string) ([]ToolResult, error) {
+		if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
+			return nil, err
+		}
+		evs, err := e.cfg.Store.Events(ctx, id, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		var out []ToolResult
+		for _, ev := range evs {
+			if ev.Type == EventToolResult {
+				var r ToolResult
+				json.Unmarshal(ev.Data, &r)
+				out = append(out, r)
+			}
+		}
+		return out, nil
+	}
+	ra, err := results(a)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := results(b)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < max(len(ra), len(rb)); i++ {
+		var x, y ToolResult
+		if i < len(ra) {
+			x = ra[i]
+		}
+		if i < len(rb) {
+			y = rb[i]
+		}
+		if x.Text != y.Text || x.IsError != y.IsError || x.Name != y.Name {
+			name := x.Name
+			if name == "" {
+				name = y.Name
+			}
+			return &Divergence{Index: i + 1, Step: max(x.Step, y.Step), Tool: name, Recorded: x.Text, Replayed: y.Text}, nil
+		}
+	}
+	return nil, nil
+}

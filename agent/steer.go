@@ -1,0 +1,249 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/policy"
+	"github.com/reinsdev/reins/tool"
+)
+
+// Events of steering: approvals, pause and resume, forks.
+const (
+	EventPolicyDecision    = "policy_decision"    // PolicyDecision, before each call
+	EventApprovalRequested = "approval_requested" // ApprovalRequested: the run parks
+	EventApprovalDecided   = "approval_decided"   // ApprovalDecided
+	EventPaused            = "paused"             // Note
+	EventResumed           = "resumed"            // Note
+	EventForked            = "forked"             // Forked: the first event after a fork's copied history
+	EventSandboxSuspended  = "sandbox_suspended"  // SandboxEvent: compute released while the run waits
+	EventSandboxResumed    = "sandbox_resumed"    // SandboxEvent: started again on the same files
+)
+
+// PolicyDecision records what the policy said of a call, and which rule.
+type PolicyDecision struct {
+	CallID string        `json:"call_id"`
+	Tool   string        `json:"tool"`
+	Action policy.Action `json:"action"`
+	Rule   string        `json:"rule"`
+	Reason string        `json:"reason"`
+}
+
+// ApprovalRequested parks a run until a person decides a call.
+type ApprovalRequested struct {
+	CallID string          `json:"call_id"`
+	Tool   string          `json:"tool"`
+	Input  json.RawMessage `json:"input"`
+	Rule   string          `json:"rule"`
+	Reason string          `json:"reason"`
+}
+
+// ApprovalDecided is a person's decision on a call.
+type ApprovalDecided struct {
+	CallID   string          `json:"call_id"`
+	Approved bool            `json:"approved"`
+	Actor    string          `json:"actor"`
+	Edited   json.RawMessage `json:"edited_input,omitempty"` // arguments the person changed
+	Always   bool            `json:"always,omitempty"`       // approve this tool for the rest of the run
+	Reason   string          `json:"reason,omitempty"`       // a denial's reason, given to the model
+}
+
+// Forked opens a fork's own history.
+type Forked struct {
+	From    string `json:"from"`
+	AtSeq   int64  `json:"at_seq"`
+	Model   string `json:"model,omitempty"`
+	Message string `json:"message"`
+}
+
+// policyFor parses a run's policy against the engine's tools.
+func (e *Engine) policyFor(spec Spec) (*policy.Policy, error) {
+	if strings.TrimSpace(spec.Policy) == "" {
+		return policy.Default(), nil
+	}
+	specs := map[string]tool.Spec{askHumanName: askHumanSpec}
+	for _, t := range e.tools() {
+		specs[t.Spec().Name] = t.Spec()
+	}
+	return policy.Parse([]byte(spec.Policy), specs)
+}
+
+// gate applies the policy to a call before its intent is logged. It
+// returns true when the call may run now (with its possibly edited input);
+// otherwise it has logged a denial or parked the run.
+func (e *Engine) gate(ctx context.Context, r *run, c Block) (json.RawMessage, bool, error) {
+	if d, ok := r.st.approvals[c.ToolCallID]; ok {
+		if !d.Approved {
+			return nil, false, nil // the denial's result is logged with the decision
+		}
+		if len(d.Edited) > 0 {
+			return d.Edited, true, nil
+		}
+		return c.Input, true, nil
+	}
+	t := e.findTool(c.ToolName)
+	if t == nil {
+		return c.Input, true, nil // call() reports the unknown tool
+	}
+	if r.policy == nil {
+		p, err := e.policyFor(r.st.spec)
+		if err != nil {
+			return nil, false, err
+		}
+		r.policy = p
+	}
+	dec := r.policy.Decide(policy.Call{Tool: t.Spec(), Input: c.Input},
+		policy.State{ReadUntrusted: r.st.untrusted, Always: r.st.always})
+	pd := PolicyDecision{CallID: c.ToolCallID, Tool: c.ToolName, Action: dec.Action, Rule: dec.Rule, Reason: dec.Reason}
+	switch dec.Action {
+	case policy.Deny:
+		return nil, false, e.append(ctx, r, StatusRunning, typedEvent{EventPolicyDecision, pd},
+			ToolResult{Step: r.st.steps, CallID: c.ToolCallID, Name: c.ToolName, IsError: true,
+				Text: fmt.Sprintf("denied by policy (rule %s): %s. Do not retry it; find another way or explain why it is needed.", dec.Rule, dec.Reason)})
+	case policy.Ask:
+		return nil, false, e.append(ctx, r, StatusWaitingApproval, typedEvent{EventPolicyDecision, pd},
+			typedEvent{EventApprovalRequested, ApprovalRequested{CallID: c.ToolCallID, Tool: c.ToolName, Input: c.Input, Rule: dec.Rule, Reason: dec.Reason}})
+	}
+	if dec.Rule != "" && dec.Rule != "default" {
+		if err := e.append(ctx, r, "", typedEvent{EventPolicyDecision, pd}); err != nil {
+			return nil, false, err
+		}
+	}
+	return c.Input, true, nil
+}
+
+// Pending is a call waiting for a person.
+type Pending = ApprovalRequested
+
+// PendingApprovals lists the calls run id waits on.
+func (e *Engine) PendingApprovals(ctx context.Context, tenant, id string) ([]Pending, error) {
+	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	r, err := e.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []Pending
+	for _, c := range r.st.calls() {
+		if p, ok := r.st.asked[c.ToolCallID]; ok {
+			if _, decided := r.st.approvals[c.ToolCallID]; !decided {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Decide approves or denies a pending call. callID "" picks the only (or
+// first) pending call. An edit must fit the tool's schema.
+func (e *Engine) Decide(ctx context.Context, tenant, id string, d ApprovalDecided) error {
+	pending, err := e.PendingApprovals(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if len(pending) == 0 {
+		return fmt.Errorf("run %s waits for no approval: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	var p *Pending
+	for i := range pending {
+		if d.CallID == "" || pending[i].CallID == d.CallID {
+			p = &pending[i]
+			break
+		}
+	}
+	if p == nil {
+		var ids []string
+		for _, q := range pending {
+			ids = append(ids, q.CallID)
+		}
+		return fmt.Errorf("run %s has no pending call %q; pending: %s: %w", id, d.CallID, strings.Join(ids, ", "), errdefs.ErrNotFound)
+	}
+	d.CallID = p.CallID
+	if len(d.Edited) > 0 {
+		t := e.findTool(p.Tool)
+		if t == nil {
+			return fmt.Errorf("tool %s is no longer configured: %w", p.Tool, errdefs.ErrFailedPrecondition)
+		}
+		if err := validateInput(t.Spec().InputSchema, d.Edited); err != nil {
+			return fmt.Errorf("the edited arguments do not fit %s's schema: %v (schema: %s): %w", p.Tool, err, compact(t.Spec().InputSchema), errdefs.ErrInvalidArgument)
+		}
+	}
+	r, err := e.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	events := []any{typedEvent{EventApprovalDecided, d}}
+	if !d.Approved {
+		reason := d.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		events = append(events, ToolResult{Step: r.st.steps, CallID: d.CallID, Name: p.Tool, IsError: true,
+			Text: fmt.Sprintf("A person denied this call (%s): %s", d.Actor, reason)})
+	}
+	if err := e.append(ctx, r, StatusRunning, events...); err != nil {
+		return err
+	}
+	e.launch(id)
+	return nil
+}
+
+// Pause asks a run to stop at its next safe point (after the current model
+// or tool call). A run that waits (approval, a question) is paused at once.
+func (e *Engine) Pause(ctx context.Context, tenant, id string) error {
+	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	switch Status(row.Status) {
+	case StatusPaused:
+		return fmt.Errorf("run %s is already paused: %w", id, errdefs.ErrFailedPrecondition)
+	case StatusSucceeded, StatusFailed, StatusCancelled:
+		return fmt.Errorf("run %s already ended (%s): %w", id, row.Status, errdefs.ErrFailedPrecondition)
+	}
+	e.mu.Lock()
+	w := e.workers[id]
+	e.mu.Unlock()
+	r, err := e.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	if w == nil {
+		return e.append(ctx, r, StatusPaused, typedEvent{EventPaused, Note{Message: "paused by a user"}})
+	}
+	// The worker pauses at its next safe point. (Only it appends to a
+	// running run's log; a pause asked for just before a crash is lost,
+	// and the run continues after the restart.)
+	w.pausing.Store(true)
+	return nil
+}
+
+// Resume continues a paused run where it stopped.
+func (e *Engine) Resume(ctx context.Context, tenant, id string) error {
+	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if Status(row.Status) != StatusPaused {
+		return fmt.Errorf("run %s is %s, not paused: %w", id, row.Status, errdefs.ErrFailedPrecondition)
+	}
+	r, err := e.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	status := StatusRunning
+	if r.st.waiting != nil || r.st.awaitingApproval() {
+		status = StatusWaitingApproval
+	}
+	if err := e.append(ctx, r, status, typedEvent{EventResumed, Note{Message: "resumed by a user"}}); err != nil {
+		return err
+	}
+	if status == StatusRunning {
+		e.launch(id)
+	}
+	return nil
+}

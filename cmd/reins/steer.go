@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/client"
+)
+
+func runsApproveCmd() *cobra.Command {
+	var callID, edit string
+	var always bool
+	c := &cobra.Command{
+		Use:   "approve ID",
+		Short: "Let a call the policy held run (--edit JSON to change its arguments, --always for the rest of the run)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if edit != "" && !json.Valid([]byte(edit)) {
+				return usageError{errors.New("--edit must be the tool's arguments as a JSON object")}
+			}
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			return cl.Approve(ctx, args[0], callID, edit, always)
+		},
+	}
+	c.Flags().StringVar(&callID, "call", "", "the call to approve (default: the first pending; see runs show)")
+	c.Flags().StringVar(&edit, "edit", "", "replace the call's arguments with this JSON object")
+	c.Flags().BoolVar(&always, "always", false, "approve this tool for the rest of the run")
+	return c
+}
+
+func runsDenyCmd() *cobra.Command {
+	var callID, reason string
+	c := &cobra.Command{
+		Use:   "deny ID --reason TEXT",
+		Short: "Refuse a call the policy held; the model receives the reason",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usageError{errors.New("--reason is required: the model reads it to choose what to do instead")}
+			}
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			return cl.Deny(ctx, args[0], callID, reason)
+		},
+	}
+	c.Flags().StringVar(&callID, "call", "", "the call to deny (default: the first pending)")
+	c.Flags().StringVar(&reason, "reason", "", "why (given to the model)")
+	return c
+}
+
+func runsPauseCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "pause ID", Short: "Stop a run at its next safe point (after the current model or tool call)", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			return cl.PauseRun(ctx, args[0])
+		},
+	}
+}
+
+func runsResumeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "resume ID", Short: "Continue a paused run where it stopped", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			return cl.ResumeRun(ctx, args[0])
+		},
+	}
+}
+
+func runsForkCmd() *cobra.Command {
+	var at int64
+	var model string
+	var asJSON, detach bool
+	c := &cobra.Command{
+		Use:   "fork ID --at SEQ",
+		Short: "Start a new run whose history is this run's up to event SEQ (see runs events)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if at <= 0 {
+				return usageError{errors.New("--at SEQ is required: the last event to keep (reins runs events ID lists them)")}
+			}
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			run, err := cl.ForkRun(ctx, args[0], at, modelArg(model))
+			if err != nil {
+				return err
+			}
+			if detach {
+				if asJSON {
+					return printJSON(c.OutOrStdout(), run)
+				}
+				fmt.Fprintln(c.OutOrStdout(), run.Id)
+				return nil
+			}
+			return watchRun(ctx, cl, run.Id, c.OutOrStdout(), asJSON)
+		},
+	}
+	c.Flags().Int64Var(&at, "at", 0, "the last event of the original to keep")
+	c.Flags().StringVar(&model, "model", "", "continue with this model instead (provider:model)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the new run's id and return")
+	return c
+}
+
+func runsReplayCmd() *cobra.Command {
+	var verify, asJSON bool
+	c := &cobra.Command{
+		Use:   "replay ID",
+		Short: "Render a run from its log (no model, tool or sandbox); --verify re-executes it and reports the first divergence",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := client.FromEnv()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			if !verify {
+				if asJSON {
+					var evs []*reinsv1.RunEvent
+					if err := cl.RunEvents(ctx, args[0], 0, false, func(ev *reinsv1.RunEvent) error { evs = append(evs, ev); return nil }); err != nil {
+						return err
+					}
+					return printJSONList(c.OutOrStdout(), evs)
+				}
+				v := newRunView(c.OutOrStdout(), false)
+				v.replay = true
+				v.header(args[0])
+				if err := cl.RunEvents(ctx, args[0], 0, false, func(ev *reinsv1.RunEvent) error { v.event(ctx, cl, args[0], ev); return nil }); err != nil {
+					return err
+				}
+				run, err := cl.GetRun(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				v.footer(run)
+				return nil
+			}
+			vr, err := cl.VerifyRun(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if !asJSON {
+				fmt.Fprintf(c.ErrOrStderr(), "verifying %s by re-executing its model responses in run %s\n", args[0], vr.Id)
+			}
+			werr := watchRun(ctx, cl, vr.Id, map[bool]*os.File{true: os.Stderr, false: os.Stdout}[asJSON], true)
+			var ee exitError
+			if werr != nil && !errors.As(werr, &ee) {
+				return werr
+			}
+			cmp, err := cl.CompareRuns(ctx, args[0], vr.Id)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), cmp)
+			}
+			if cmp.Same {
+				fmt.Fprintf(c.OutOrStdout(), "verified: every tool result of %s was reproduced by %s\n", args[0], vr.Id)
+				return nil
+			}
+			fmt.Fprintf(c.OutOrStdout(), "diverged at tool result %d (step %d, %s):\n--- recorded\n%s\n--- replayed\n%s\n",
+				cmp.Index, cmp.Step, cmp.Tool, summarize(cmp.RecordedText, 20), summarize(cmp.ReplayedText, 20))
+			return exitError{1}
+		},
+	}
+	c.Flags().BoolVar(&verify, "verify", false, "re-execute the recorded model responses against a fresh sandbox and compare tool results")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+// modelArg makes a script path absolute: the service opens it.
+func modelArg(m string) string {
+	if p, ok := strings.CutPrefix(m, "script:"); ok {
+		if abs, err := absPath(p); err == nil {
+			return "script:" + abs
+		}
+	}
+	return m
+}
