@@ -41,6 +41,10 @@ type Config struct {
 	// MaxContextChars bounds the conversation sent to a model (default
 	// 400k characters, about 100k tokens).
 	MaxContextChars int
+	// ReleaseAfter is how long a paused or waiting run keeps its
+	// sandboxes running before their compute is released (suspended,
+	// files kept). Default 2 minutes; negative never releases.
+	ReleaseAfter time.Duration
 }
 
 // Engine runs agent runs: one worker goroutine per running run, none for a
@@ -78,6 +82,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxContextChars == 0 {
 		cfg.MaxContextChars = 400_000
+	}
+	if cfg.ReleaseAfter == 0 {
+		cfg.ReleaseAfter = 2 * time.Minute
 	}
 	return &Engine{cfg: cfg, log: cfg.Logger, workers: map[string]*worker{}, changed: map[string]chan struct{}{}}, nil
 }
@@ -517,4 +524,61 @@ func (e *Engine) openModel(ctx context.Context, spec string) (Model, string, err
 		return m, spec, err
 	}
 	return e.cfg.Models(spec)
+}
+
+// Janitor releases the sandboxes of runs that have waited (paused, for an
+// approval or an answer) longer than ReleaseAfter, until ctx ends.
+func (e *Engine) Janitor(ctx context.Context) {
+	if e.cfg.ReleaseAfter < 0 {
+		return
+	}
+	every := min(max(e.cfg.ReleaseAfter/4, 100*time.Millisecond), 30*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.releaseWaiting(ctx)
+		}
+	}
+}
+
+func (e *Engine) releaseWaiting(ctx context.Context) {
+	runs, err := e.cfg.Store.ListRuns(ctx, store.RunFilter{Statuses: []string{string(StatusPaused), string(StatusWaitingApproval)}, Limit: 10000})
+	if err != nil {
+		return
+	}
+	for _, row := range runs {
+		if time.Since(row.UpdatedAt) < e.cfg.ReleaseAfter {
+			continue
+		}
+		e.mu.Lock()
+		busy := e.workers[row.ID] != nil
+		e.mu.Unlock()
+		if busy {
+			continue
+		}
+		r, err := e.load(ctx, row.ID)
+		if err != nil || len(r.st.sandboxes) == 0 || r.st.suspended {
+			continue
+		}
+		var evs []any
+		for name, id := range r.st.sandboxes {
+			if err := e.cfg.Sandboxes.Suspend(ctx, id); err != nil {
+				e.log.Warn("releasing a waiting run's sandbox", "run", row.ID, "sandbox", id, "err", err)
+				continue
+			}
+			evs = append(evs, typedEvent{EventSandboxSuspended, SandboxEvent{Name: name, ID: id,
+				Note: fmt.Sprintf("compute released after the run waited %s; its files are kept", e.cfg.ReleaseAfter)}})
+		}
+		if len(evs) > 0 {
+			// A decision may have raced in: then the append conflicts and
+			// the woken run's first tool call wakes the sandbox anyway.
+			if err := e.append(ctx, r, "", evs...); err != nil {
+				e.log.Warn("recording released sandboxes", "run", row.ID, "err", err)
+			}
+		}
+	}
 }

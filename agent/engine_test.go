@@ -36,12 +36,13 @@ func TestMain(m *testing.M) {
 
 // hostSandboxes are agent.Sandboxes backed by in-process executors.
 type hostSandboxes struct {
-	t    *testing.T
-	dir  string
-	mu   sync.Mutex
-	n    int
-	live map[string]*hostBox
-	lost map[string]bool
+	t         *testing.T
+	dir       string
+	mu        sync.Mutex
+	n         int
+	live      map[string]*hostBox
+	lost      map[string]bool
+	suspended []string
 }
 
 type hostBox struct {
@@ -139,6 +140,28 @@ func (h *hostSandboxes) Replace(ctx context.Context, runID, name, image, oldID s
 }
 
 func (h *hostSandboxes) Release(ctx context.Context, runID string) {}
+
+func (h *hostSandboxes) Suspend(ctx context.Context, id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.live[id]; ok {
+		h.stopLocked(id)
+		h.suspended = append(h.suspended, id)
+	}
+	return nil
+}
+
+func (h *hostSandboxes) Wake(ctx context.Context, id string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, s := range h.suspended {
+		if s == id {
+			h.suspended = append(h.suspended[:i], h.suspended[i+1:]...)
+			return true, h.start(id, h.root(id))
+		}
+	}
+	return false, nil
+}
 
 func (h *hostSandboxes) root(id string) string { return filepath.Join(h.dir, id) }
 
@@ -582,5 +605,48 @@ func TestMalformedToolCallGetsTheSchema(t *testing.T) {
 	}
 	if e.sbs.n != 0 {
 		t.Errorf("a malformed call made a sandbox")
+	}
+}
+
+// TestWaitingRunReleasesItsSandbox: a run parked for approval longer than
+// ReleaseAfter has its sandbox suspended; the approval wakes it on the same
+// files.
+func TestWaitingRunReleasesItsSandbox(t *testing.T) {
+	e := newEnv(t)
+	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs, ReleaseAfter: 200 * time.Millisecond,
+		Models: func(spec string) (agent.Model, string, error) {
+			m, err := script.Load(strings.TrimPrefix(spec, "script:"))
+			return m, spec, err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go eng.Janitor(ctx)
+	model := e.script(
+		turn("", call("write_file", map[string]any{"path": "kept.txt", "content": "still here"})),
+		turn("", call("bash", map[string]any{"command": "cat kept.txt"})),
+		map[string]any{"expect": "still here", "text": "ok"},
+	)
+	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model, Policy: "tools:\n  bash: ask\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.sbs.suspended) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(e.sbs.suspended) != 1 {
+		t.Fatalf("the waiting run's sandbox was not suspended")
+	}
+	if err := eng.Decide(context.Background(), "", id, agent.ApprovalDecided{Approved: true, Actor: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	row, evs := e.finish(eng, id)
+	got := strings.Join(types(evs), " ")
+	if row.Status != "succeeded" || !strings.Contains(got, "sandbox_suspended") || !strings.Contains(got, "sandbox_resumed") {
+		t.Errorf("%s: %s", row.Status, got)
 	}
 }

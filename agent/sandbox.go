@@ -29,6 +29,10 @@ type Sandboxes interface {
 	Replace(ctx context.Context, runID, name, image, oldID string) (id string, restored bool, err error)
 	// Release deletes the sandboxes of a run that ended.
 	Release(ctx context.Context, runID string)
+	// Suspend releases a sandbox's compute and keeps its files; Wake
+	// starts it again on them, reporting whether it was suspended.
+	Suspend(ctx context.Context, id string) error
+	Wake(ctx context.Context, id string) (bool, error)
 }
 
 // AttachPrefix in a spec's sandbox image ("sandbox:3f2a9c1b7d4e") names an
@@ -94,6 +98,14 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 			return tool.Result{}, fmt.Errorf("creating sandbox %q (%s): %w", name, image, err)
 		}
 		if err := e.append(ctx, r, "", typedEvent{EventSandboxCreated, SandboxEvent{Name: name, ID: id, Image: image}}); err != nil {
+			return tool.Result{}, err
+		}
+	}
+	if woke, err := e.cfg.Sandboxes.Wake(ctx, id); err != nil {
+		return tool.Result{}, err
+	} else if woke {
+		if err := e.append(ctx, r, "", typedEvent{EventSandboxResumed, SandboxEvent{Name: name, ID: id,
+			Note: "started again on its files after the run waited"}}); err != nil {
 			return tool.Result{}, err
 		}
 	}

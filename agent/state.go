@@ -40,6 +40,7 @@ type state struct {
 	always    map[string]bool
 	untrusted bool // a result of an untrusted tool is in the conversation
 	paused    bool
+	suspended bool // its sandboxes were released while it waited
 	// notes are told to the model with the next observation (a fork's).
 	notes []string
 }
@@ -168,10 +169,14 @@ func (s *state) apply(ev store.Event) error {
 		// A fork has sandboxes of its own, made on first use.
 		s.sandboxes = map[string]string{}
 		s.notes = append(s.notes, d.Message)
-	case EventPaused:
-		s.paused = true
+	case EventSandboxSuspended:
+		s.suspended = true
+	case EventSandboxResumed:
+		s.suspended = false
 	case EventResumed:
 		s.paused = false
+	case EventPaused:
+		s.paused = true
 	case EventFinished:
 		var d Finished
 		if err := json.Unmarshal(ev.Data, &d); err != nil {

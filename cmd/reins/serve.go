@@ -41,6 +41,7 @@ type serveConfig struct {
 	DefaultModel   string
 	ConfigFile     string
 	TenantQuota    store.Quota
+	ReleaseAfter   time.Duration
 }
 
 func serveCmd() *cobra.Command {
@@ -68,6 +69,7 @@ Sandboxes outlive the service: a restarted service re-attaches to them.`,
 	f.Var(&mem, "default-memory", "memory of sandboxes that set none (default 1G)")
 	f.Var(&disk, "default-disk", "disk of sandboxes that set none (default 4G)")
 	f.DurationVar(&cfg.CheckInterval, "check-interval", time.Second, "how often sandboxes are checked for death, TTL and idleness")
+	f.DurationVar(&cfg.ReleaseAfter, "release-after", 2*time.Minute, "suspend the sandboxes of runs that wait (paused, for an approval) this long; their files are kept")
 	f.StringVar(&cfg.ConfigFile, "config", "", "JSON file configuring trusted tools (sql, email, http) and model prices")
 	f.StringVar(&cfg.DefaultModel, "default-model", "anthropic:claude-sonnet-4-5", "model of runs that name none")
 	f.DurationVar(&cfg.AnswerTimeout, "executor-timeout", 20*time.Second, "how long a call waits for a sandbox's executor to start answering")
@@ -151,7 +153,7 @@ func serve(cfg serveConfig) error {
 	}
 	engine, err := agent.New(agent.Config{
 		Store: st, Blobs: blobs, Models: openModel, Logger: log,
-		Trusted: trustedTools, Prices: prices(fileCfg.Prices),
+		Trusted: trustedTools, Prices: prices(fileCfg.Prices), ReleaseAfter: cfg.ReleaseAfter,
 		Sandboxes: manager.Runs{M: m, TenantOf: func(ctx context.Context, runID string) (string, error) {
 			run, err := st.GetRun(ctx, "", runID)
 			return run.Tenant, err
@@ -163,6 +165,7 @@ func serve(cfg serveConfig) error {
 	if err := engine.Recover(ctx); err != nil {
 		return fmt.Errorf("recovering runs: %w", err)
 	}
+	go engine.Janitor(ctx)
 	defer engine.Close()
 
 	ln, err := net.Listen("tcp", cfg.Addr)

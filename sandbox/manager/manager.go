@@ -277,7 +277,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	b := &box{dir: filepath.Join(m.cfg.Dir, newID()), activity: now, tenant: tenant}
 	b.rec = Record{
 		ID: filepath.Base(b.dir), Tenant: tenant, Spec: spec, State: sandbox.StateCreating,
-		ImageDigest: img.Digest, Layers: img.Layers, Token: newToken(), CreatedAt: now,
+		ImageDigest: img.Digest, Layers: img.Layers, ImageEnv: img.Env, ImageWorkdir: img.WorkingDir, Token: newToken(), CreatedAt: now,
 	}
 	if spec.TTL > 0 {
 		b.rec.ExpiresAt = now.Add(spec.TTL)

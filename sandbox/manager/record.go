@@ -27,10 +27,14 @@ type Record struct {
 	Message     string         `json:"message,omitempty"`
 	ImageDigest string         `json:"image_digest,omitempty"`
 	Layers      []string       `json:"layers,omitempty"`
-	Token       string         `json:"token"`
-	CreatedAt   time.Time      `json:"created_at"`
-	StoppedAt   time.Time      `json:"stopped_at,omitzero"`
-	ExpiresAt   time.Time      `json:"expires_at,omitzero"`
+	// The image's own env and workdir, to start the sandbox again after a
+	// suspend.
+	ImageEnv     []string  `json:"image_env,omitempty"`
+	ImageWorkdir string    `json:"image_workdir,omitempty"`
+	Token        string    `json:"token"`
+	CreatedAt    time.Time `json:"created_at"`
+	StoppedAt    time.Time `json:"stopped_at,omitzero"`
+	ExpiresAt    time.Time `json:"expires_at,omitzero"`
 	// Pid and PidStart identify the sandbox's host process, so liveness is
 	// a read of /proc rather than a call to the runtime.
 	Pid      int       `json:"pid,omitempty"`

@@ -95,6 +95,12 @@ func (r Runs) Replace(ctx context.Context, runID, name, image, oldID string) (st
 	return rec.ID, restored, nil
 }
 
+// Suspend releases sandbox id's compute, keeping its files.
+func (r Runs) Suspend(ctx context.Context, id string) error { return r.M.Suspend(ctx, "", id) }
+
+// Wake starts sandbox id again if it was suspended.
+func (r Runs) Wake(ctx context.Context, id string) (bool, error) { return r.M.Wake(ctx, "", id) }
+
 // Release deletes every sandbox of a run. Only the run's tenant's count:
 // labels are the user's to set.
 func (r Runs) Release(ctx context.Context, runID string) {

@@ -58,7 +58,7 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 	defer b.mu.Unlock()
 	log := m.log.With("sandbox", b.rec.ID)
 	switch b.rec.State {
-	case sandbox.StateStopped:
+	case sandbox.StateStopped, sandbox.StateSuspended:
 		return
 	case sandbox.StateCreating:
 		// The service died mid-create: the user never got this id.

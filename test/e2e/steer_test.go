@@ -152,3 +152,26 @@ func TestPauseResumeForkReplay(t *testing.T) {
 		t.Errorf("replay --verify: %s", r)
 	}
 }
+
+// TestWaitingReleasesCompute: a run waiting for approval longer than
+// --release-after has its sandbox suspended (no processes, files kept);
+// approving starts it again on the same files.
+func TestWaitingReleasesCompute(t *testing.T) {
+	s := startService(t, "--release-after", "1s")
+	pol := writePolicy(t, "tools:\n  bash: ask\n")
+	script := writeScript(t,
+		map[string]any{"tool_calls": []any{map[string]any{"name": "write_file", "input": map[string]any{"path": "/workspace/kept.txt", "content": "still here"}}}},
+		bash("cat /workspace/kept.txt"),
+		map[string]any{"expect": "still here", "text": "ok"})
+	id := strings.TrimSpace(s.must("run", "--detach", "--policy", pol, "--model", "script:"+script, "wait"))
+	waitStatus(t, s, id, "waiting_approval")
+	eventually(t, 30*time.Second, "the sandbox is suspended", func() (bool, string) {
+		ls := s.must("sandbox", "ls", "--label", "reins.run="+id)
+		return strings.Contains(ls, "suspended"), ls
+	})
+	s.must("runs", "approve", id)
+	waitStatus(t, s, id, "succeeded")
+	if ev := s.must("runs", "events", id); !strings.Contains(ev, "sandbox_resumed") {
+		t.Errorf("no sandbox_resumed event:\n%s", ev)
+	}
+}

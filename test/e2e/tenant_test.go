@@ -1,0 +1,413 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
+	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// asTenant runs the CLI with a tenant's token.
+func (s *service) asTenant(token string, args ...string) result {
+	s.t.Helper()
+	return s.runEnv([]string{"REINS_TOKEN=" + token}, args...)
+}
+
+// newTenant creates a tenant with the admin token and returns its token.
+func (s *service) newTenant(name string, flags ...string) string {
+	s.t.Helper()
+	if out := strings.TrimSpace(s.must(append([]string{"tenant", "create", name}, flags...)...)); out != name {
+		s.t.Fatalf("tenant create printed %q, want %q", out, name)
+	}
+	tok := strings.TrimSpace(s.must("tenant", "token", name))
+	if !strings.HasPrefix(tok, "reins_") || len(tok) != len("reins_")+64 {
+		s.t.Fatalf("tenant token printed %q, want reins_ and 64 hex digits", tok)
+	}
+	return tok
+}
+
+// TestTenantIsolation: tenant beta, with its own token, calls every API
+// method, through the CLI and through the Go client, with tenant acme's
+// sandbox and run ids; every answer is "not found" worded exactly as for
+// an id that does not exist, or an empty list, and acme still sees its own.
+func TestTenantIsolation(t *testing.T) {
+	s := startService(t)
+	acme := s.newTenant("acme")
+	beta := s.newTenant("beta")
+
+	sbx := strings.TrimSpace(s.asTenant(acme, "sandbox", "create").stdout)
+	if sbx == "" {
+		t.Fatal("acme could not create a sandbox")
+	}
+	script := writeScript(t, map[string]any{"text": "hi"})
+	r := s.asTenant(acme, "run", "--json", "--model", "script:"+script, "say hi")
+	var run struct{ ID, Status string }
+	if err := json.Unmarshal([]byte(r.stdout), &run); r.code != 0 || err != nil || run.ID == "" {
+		t.Fatalf("acme's run: %s", r)
+	}
+	const missingSbx, missingRun = "0123456789ab", "run_00000000deadbeef"
+
+	// The CLI, command by command.
+	cli := []struct {
+		args func(sbx, run string) []string
+		id   func(sbx, run string) string // the id the answer may name
+	}{
+		{func(sb, _ string) []string { return []string{"sandbox", "show", sb} }, first},
+		{func(sb, _ string) []string { return []string{"sandbox", "exec", sb, "--", "true"} }, first},
+		{func(sb, _ string) []string { return []string{"sandbox", "ps", sb} }, first},
+		{func(sb, _ string) []string { return []string{"sandbox", "cp", sb + ":/etc/hostname", t.TempDir()} }, first},
+		{func(sb, _ string) []string { return []string{"sandbox", "rm", sb} }, first},
+		{func(sb, _ string) []string { return []string{"run", "--in", sb, "--model", "script:" + script, "x"} }, first},
+		{func(_, rn string) []string { return []string{"runs", "show", rn} }, second},
+		{func(_, rn string) []string { return []string{"runs", "events", rn} }, second},
+		{func(_, rn string) []string { return []string{"runs", "cancel", rn} }, second},
+		{func(_, rn string) []string { return []string{"runs", "answer", rn, "yes"} }, second},
+		{func(_, rn string) []string { return []string{"runs", "artifacts", rn} }, second},
+		{func(_, rn string) []string { return []string{"runs", "approve", rn} }, second},
+		{func(_, rn string) []string { return []string{"runs", "deny", rn, "--reason", "no"} }, second},
+		{func(_, rn string) []string { return []string{"runs", "pause", rn} }, second},
+		{func(_, rn string) []string { return []string{"runs", "resume", rn} }, second},
+		{func(_, rn string) []string { return []string{"runs", "fork", rn, "--at", "1"} }, second},
+		{func(_, rn string) []string { return []string{"runs", "replay", rn} }, second},
+	}
+	for _, c := range cli {
+		other := s.asTenant(beta, c.args(sbx, run.ID)...)
+		missing := s.asTenant(beta, c.args(missingSbx, missingRun)...)
+		what := "reins " + strings.Join(c.args(sbx, run.ID), " ")
+		if other.code == 0 || !strings.Contains(other.stderr, "not found") {
+			t.Errorf("%s with beta's token: %s; want not found", what, other)
+			continue
+		}
+		o := strings.ReplaceAll(other.stderr, c.id(sbx, run.ID), "ID")
+		m := strings.ReplaceAll(missing.stderr, c.id(missingSbx, missingRun), "ID")
+		if o != m || other.code != missing.code {
+			t.Errorf("%s: another tenant's id answers %q (exit %d), a missing one %q (exit %d): existence leaks",
+				what, o, other.code, m, missing.code)
+		}
+	}
+	for _, args := range [][]string{{"sandbox", "ls", "--json"}, {"runs", "ls", "--json"}} {
+		if r := s.asTenant(beta, args...); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+			t.Errorf("reins %s with beta's token: %s; want []", strings.Join(args, " "), r)
+		}
+	}
+	for _, args := range [][]string{{"tenant", "ls"}, {"tenant", "create", "evil"}, {"tenant", "token", "acme"}, {"tenant", "quota", "beta", "--max-sandboxes", "-1"}} {
+		r := s.asTenant(beta, args...)
+		if r.code == 0 || !strings.Contains(r.stderr, "admin token") || !strings.Contains(r.stderr, "tenant beta") {
+			t.Errorf("reins %s with a tenant's token: %s; want a permission error that says the admin token is needed",
+				strings.Join(args, " "), r)
+		}
+	}
+
+	// The Go client, method by method, so that no method is skipped.
+	checkTenantIsolationAPI(t, s, beta, sbx, run.ID, missingSbx, missingRun)
+
+	// acme still sees and uses its own; the admin sees everything.
+	for name, tok := range map[string]string{"acme": acme, "admin": s.token} {
+		if r := s.asTenant(tok, "sandbox", "exec", sbx, "--", "echo", "still here"); r.code != 0 || !strings.Contains(r.stdout, "still here") {
+			t.Errorf("%s's exec in acme's sandbox: %s", name, r)
+		}
+		if r := s.asTenant(tok, "runs", "show", run.ID); r.code != 0 || !strings.Contains(r.stdout, "succeeded") {
+			t.Errorf("%s's runs show of acme's run: %s", name, r)
+		}
+		if r := s.asTenant(tok, "sandbox", "ls"); !strings.Contains(r.stdout, sbx) {
+			t.Errorf("%s's sandbox ls lacks acme's sandbox: %s", name, r)
+		}
+	}
+	// The admin's sandboxes are no tenant's either.
+	adminSbx := s.create()
+	if r := s.asTenant(acme, "sandbox", "show", adminSbx); r.code == 0 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("acme's show of the admin's sandbox: %s", r)
+	}
+	if r := s.asTenant(acme, "sandbox", "ls"); strings.Contains(r.stdout, adminSbx) {
+		t.Errorf("acme's sandbox ls shows the admin's sandbox: %s", r)
+	}
+	if r := s.asTenant(acme, "sandbox", "rm", sbx); r.code != 0 {
+		t.Errorf("acme's rm of its sandbox: %s", r)
+	}
+}
+
+func first(a, _ string) string  { return a }
+func second(_, b string) string { return b }
+
+// checkTenantIsolationAPI calls every method of the reins services and of
+// the executor (through the service's proxy) with token and another
+// tenant's ids.
+func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingSbx, missingRun string) {
+	ctx := context.Background()
+	hc := &http.Client{Transport: tenantBearer(token)}
+	rc := reinsv1connect.NewRunServiceClient(hc, s.url)
+	sc := reinsv1connect.NewSandboxServiceClient(hc, s.url)
+	tc := reinsv1connect.NewTenantServiceClient(hc, s.url)
+	drain := func(st interface {
+		Receive() bool
+		Err() error
+		Close() error
+	}, err error) error {
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for st.Receive() {
+		}
+		return st.Err()
+	}
+	unary := func(_ any, err error) error { return err }
+
+	runCalls := map[string]func(id string) error{
+		"Get": func(id string) error { return unary(rc.Get(ctx, connect.NewRequest(&reinsv1.GetRunRequest{Id: id}))) },
+		"Events": func(id string) error {
+			return drain(rc.Events(ctx, connect.NewRequest(&reinsv1.RunEventsRequest{Id: id})))
+		},
+		"Cancel": func(id string) error {
+			return unary(rc.Cancel(ctx, connect.NewRequest(&reinsv1.CancelRunRequest{Id: id})))
+		},
+		"Answer": func(id string) error {
+			return unary(rc.Answer(ctx, connect.NewRequest(&reinsv1.AnswerRunRequest{Id: id, Text: "yes"})))
+		},
+		"Approve": func(id string) error {
+			return unary(rc.Approve(ctx, connect.NewRequest(&reinsv1.ApproveRequest{Id: id})))
+		},
+		"Deny": func(id string) error {
+			return unary(rc.Deny(ctx, connect.NewRequest(&reinsv1.DenyRequest{Id: id, Reason: "no"})))
+		},
+		"Pause": func(id string) error {
+			return unary(rc.Pause(ctx, connect.NewRequest(&reinsv1.PauseRunRequest{Id: id})))
+		},
+		"Resume": func(id string) error {
+			return unary(rc.Resume(ctx, connect.NewRequest(&reinsv1.ResumeRunRequest{Id: id})))
+		},
+		"Fork": func(id string) error {
+			return unary(rc.Fork(ctx, connect.NewRequest(&reinsv1.ForkRunRequest{Id: id, AtSeq: 1})))
+		},
+		"Verify": func(id string) error {
+			return unary(rc.Verify(ctx, connect.NewRequest(&reinsv1.VerifyRunRequest{Id: id})))
+		},
+		"Compare": func(id string) error {
+			return unary(rc.Compare(ctx, connect.NewRequest(&reinsv1.CompareRunsRequest{Recorded: id, Replayed: id})))
+		},
+		"ListArtifacts": func(id string) error {
+			return unary(rc.ListArtifacts(ctx, connect.NewRequest(&reinsv1.ListArtifactsRequest{Id: id})))
+		},
+		"GetArtifact": func(id string) error {
+			return drain(rc.GetArtifact(ctx, connect.NewRequest(&reinsv1.GetArtifactRequest{Id: id, NameOrDigest: "x"})))
+		},
+		"Start": nil, "List": nil, // below
+	}
+	tenantCovers(t, reinsv1.File_reins_v1_run_proto.Services().ByName("RunService"), runCalls)
+	for name, call := range runCalls {
+		if call != nil {
+			tenantSameAsMissing(t, "RunService."+name, call(run), call(missingRun), run, missingRun)
+		}
+	}
+	start := func(id string) error {
+		return unary(rc.Start(ctx, connect.NewRequest(&reinsv1.StartRunRequest{Spec: &reinsv1.RunSpec{
+			Task: "x", Model: "script:/nonexistent", Sandboxes: map[string]string{"default": "sandbox:" + id}}})))
+	}
+	tenantSameAsMissing(t, "RunService.Start attaching a sandbox", start(sbx), start(missingSbx), sbx, missingSbx)
+	if resp, err := rc.List(ctx, connect.NewRequest(&reinsv1.ListRunsRequest{})); err != nil || len(resp.Msg.Runs) != 0 {
+		t.Errorf("RunService.List: %v, %v; want none", resp, err)
+	}
+
+	sbCalls := map[string]func(id string) error{
+		"Get": func(id string) error {
+			return unary(sc.Get(ctx, connect.NewRequest(&reinsv1.GetSandboxRequest{Id: id})))
+		},
+		"Delete": func(id string) error {
+			return unary(sc.Delete(ctx, connect.NewRequest(&reinsv1.DeleteSandboxRequest{Id: id})))
+		},
+		"Create": nil, "List": nil, // Create names no id; List below
+	}
+	tenantCovers(t, reinsv1.File_reins_v1_sandbox_proto.Services().ByName("SandboxService"), sbCalls)
+	for name, call := range sbCalls {
+		if call != nil {
+			tenantSameAsMissing(t, "SandboxService."+name, call(sbx), call(missingSbx), sbx, missingSbx)
+		}
+	}
+	if resp, err := sc.List(ctx, connect.NewRequest(&reinsv1.ListSandboxesRequest{})); err != nil || len(resp.Msg.Sandboxes) != 0 {
+		t.Errorf("SandboxService.List: %v, %v; want none", resp, err)
+	}
+
+	ex := executorv1.File_reins_executor_v1_executor_proto.Services().Get(0)
+	for i := range ex.Methods().Len() {
+		procedure := "/" + string(ex.FullName()) + "/" + string(ex.Methods().Get(i).Name())
+		call := func(id string) error { return proxyCall(s.url, token, procedure, id) }
+		tenantSameAsMissing(t, "executor "+procedure, call(sbx), call(missingSbx), sbx, missingSbx)
+	}
+	// And through the client's typed helpers, streaming included.
+	cl := client.New(s.url, token)
+	_, err := client.Unary(ctx, cl.Sandbox(sbx), cl.Sandbox(sbx).RPC().Stat, &executorv1.StatRequest{Path: "/"})
+	wantNotFound(t, "Stat", err)
+	_, err = cl.Sandbox(sbx).Exec(ctx, &executorv1.ExecRequest{Argv: []string{"true"}}, nil)
+	wantNotFound(t, "Exec", err)
+
+	tenantCalls := map[string]func() error{
+		"Create": func() error {
+			return unary(tc.Create(ctx, connect.NewRequest(&reinsv1.CreateTenantRequest{Name: "evil"})))
+		},
+		"List": func() error { return unary(tc.List(ctx, connect.NewRequest(&reinsv1.ListTenantsRequest{}))) },
+		"Token": func() error {
+			return unary(tc.Token(ctx, connect.NewRequest(&reinsv1.TenantTokenRequest{Name: "acme"})))
+		},
+		"SetQuota": func() error {
+			return unary(tc.SetQuota(ctx, connect.NewRequest(&reinsv1.SetTenantQuotaRequest{Name: "acme"})))
+		},
+	}
+	tenantCovers(t, reinsv1.File_reins_v1_tenant_proto.Services().ByName("TenantService"), tenantCalls)
+	for name, call := range tenantCalls {
+		if err := errdefs.FromConnect(call()); !errors.Is(err, errdefs.ErrPermissionDenied) {
+			t.Errorf("TenantService.%s with a tenant's token: %v, want permission denied", name, err)
+		}
+	}
+}
+
+type tenantBearer string
+
+func (b tenantBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// proxyCall sends an executor call for sandbox id through the service as
+// Connect JSON and returns the service's error; the service answers before
+// forwarding, so the method's request type does not matter.
+func proxyCall(url, token, procedure, id string) error {
+	req, _ := http.NewRequest("POST", url+procedure, strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Reins-Sandbox", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var body struct{ Code, Message string }
+	if err := json.Unmarshal(data, &body); err != nil || body.Code == "" {
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, data)
+	}
+	var code connect.Code
+	if err := code.UnmarshalText([]byte(body.Code)); err != nil {
+		return err
+	}
+	ce := connect.NewError(code, errors.New(body.Message))
+	ce.Meta().Set(errdefs.KindHeader, resp.Header.Get(errdefs.KindHeader))
+	return ce
+}
+
+// tenantCovers fails unless calls names every method of svc, so that a
+// method added later cannot escape this test.
+func tenantCovers[F any](t *testing.T, svc protoreflect.ServiceDescriptor, calls map[string]F) {
+	t.Helper()
+	for i := range svc.Methods().Len() {
+		if _, ok := calls[string(svc.Methods().Get(i).Name())]; !ok {
+			t.Errorf("%s.%s is not in the tenant isolation test: add it", svc.Name(), svc.Methods().Get(i).Name())
+		}
+	}
+}
+
+// tenantSameAsMissing checks that a call about another tenant's id failed
+// as not found, worded as the call about a missing id.
+func tenantSameAsMissing(t *testing.T, what string, other, missing error, otherID, missingID string) {
+	t.Helper()
+	other, missing = errdefs.FromConnect(other), errdefs.FromConnect(missing)
+	if !errors.Is(other, errdefs.ErrNotFound) || !errors.Is(missing, errdefs.ErrNotFound) {
+		t.Errorf("%s: another tenant's id: %v; a missing one: %v; want not found for both", what, other, missing)
+		return
+	}
+	o := strings.ReplaceAll(other.Error(), otherID, "ID")
+	m := strings.ReplaceAll(missing.Error(), missingID, "ID")
+	if o != m {
+		t.Errorf("%s: another tenant's id answers %q, a missing one %q: existence leaks", what, o, m)
+	}
+}
+
+func wantNotFound(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(errdefs.FromConnect(err), errdefs.ErrNotFound) {
+		t.Errorf("%s with another tenant's sandbox: %v, want not found", what, err)
+	}
+}
+
+// TestTenantQuota: a tenant allowed one sandbox gets a clear error for the
+// second, and nothing of it is left; raising the quota lets it through.
+// Runs are bounded the same way.
+func TestTenantQuota(t *testing.T) {
+	s := startService(t, "--tenant-max-runs", "1")
+	solo := s.newTenant("solo", "--max-sandboxes", "1")
+	other := s.newTenant("other", "--max-sandboxes", "1")
+
+	sbDir := filepath.Join(s.dataDir, "sandboxes")
+	first := strings.TrimSpace(s.asTenant(solo, "sandbox", "create").stdout)
+	if first == "" {
+		t.Fatal("the first sandbox within the quota failed")
+	}
+	before, _ := os.ReadDir(sbDir)
+	r := s.asTenant(solo, "sandbox", "create")
+	want := "tenant solo has 1 running sandboxes, its limit: remove some (reins sandbox rm) or raise the quota"
+	if r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("the second sandbox over the quota: %s\nwant an error saying %q", r, want)
+	}
+	after, _ := os.ReadDir(sbDir)
+	if len(after) != len(before) {
+		t.Errorf("the refused create left something in %s: %d entries before, %d after", sbDir, len(before), len(after))
+	}
+	var sbs []map[string]any
+	json.Unmarshal([]byte(s.asTenant(solo, "sandbox", "ls", "--json").stdout), &sbs)
+	if len(sbs) != 1 {
+		t.Errorf("solo has %d sandboxes after a refused create, want 1: %v", len(sbs), sbs)
+	}
+	// Other tenants and the admin are not held by solo's quota.
+	if r := s.asTenant(other, "sandbox", "create"); r.code != 0 {
+		t.Errorf("another tenant's create: %s", r)
+	}
+	s.create()
+
+	// Raising the quota, or removing a sandbox, makes room.
+	if out := s.must("tenant", "quota", "solo", "--max-sandboxes", "2"); !strings.Contains(out, "max sandboxes 2") {
+		t.Errorf("tenant quota: %s", out)
+	}
+	if r := s.asTenant(solo, "sandbox", "create"); r.code != 0 {
+		t.Errorf("a create after raising the quota: %s", r)
+	}
+	s.asTenant(solo, "sandbox", "rm", first)
+	if r := s.asTenant(solo, "sandbox", "create"); r.code != 0 {
+		t.Errorf("a create after removing one: %s", r)
+	}
+	if ls := s.must("tenant", "ls"); !strings.Contains(ls, "solo") || !strings.Contains(ls, "1 (default)") {
+		t.Errorf("tenant ls lacks solo's quota or the default run quota:\n%s", ls)
+	}
+
+	// Runs: the service's default here is one unfinished run a tenant.
+	ask := writeScript(t, map[string]any{"tool_calls": []any{map[string]any{"name": "ask_human", "input": map[string]any{"question": "go on?"}}}},
+		map[string]any{"text": "done"})
+	id := strings.TrimSpace(s.asTenant(solo, "run", "--detach", "--model", "script:"+ask, "ask me").stdout)
+	if id == "" {
+		t.Fatal("a first run within the quota failed")
+	}
+	r = s.asTenant(solo, "run", "--detach", "--model", "script:"+ask, "again")
+	if want := "tenant solo has 1 active runs, its limit"; r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("a second run over the quota: %s\nwant an error saying %q", r, want)
+	}
+	if r := s.asTenant(solo, "runs", "cancel", id); r.code != 0 {
+		t.Fatalf("cancel: %s", r)
+	}
+	if r := s.asTenant(solo, "run", "--detach", "--model", "script:"+ask, "now"); r.code != 0 {
+		t.Errorf("a run once the first was cancelled: %s", r)
+	}
+}
