@@ -62,4 +62,3 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 	m.log.Info("sandbox woken", "sandbox", id)
 	return true, nil
 }
-
