@@ -155,7 +155,7 @@ func scanRun(row interface{ Scan(...any) error }) (store.Run, error) {
 }
 
 func notFound(id string) error {
-	return fmt.Errorf("run %s: %w", id, errdefs.ErrNotFound)
+	return fmt.Errorf("run %s not found: %w", id, errdefs.ErrNotFound)
 }
 
 // checkJSON refuses a payload that is not valid JSON: the store hands its

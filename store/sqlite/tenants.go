@@ -157,5 +157,5 @@ func scanTenant(row interface{ Scan(...any) error }) (store.Tenant, error) {
 }
 
 func tenantNotFound(name string) error {
-	return fmt.Errorf("tenant %s: %w", name, errdefs.ErrNotFound)
+	return fmt.Errorf("tenant %s not found: %w", name, errdefs.ErrNotFound)
 }

@@ -93,8 +93,8 @@ func TestTenantIsolation(t *testing.T) {
 			t.Errorf("%s with beta's token: %s; want not found", what, other)
 			continue
 		}
-		o := strings.ReplaceAll(other.stderr, c.id(sbx, run.ID), "ID")
-		m := strings.ReplaceAll(missing.stderr, c.id(missingSbx, missingRun), "ID")
+		o := strings.ReplaceAll(other.stdout+other.stderr, c.id(sbx, run.ID), "ID")
+		m := strings.ReplaceAll(missing.stdout+missing.stderr, c.id(missingSbx, missingRun), "ID")
 		if o != m || other.code != missing.code {
 			t.Errorf("%s: another tenant's id answers %q (exit %d), a missing one %q (exit %d): existence leaks",
 				what, o, other.code, m, missing.code)
