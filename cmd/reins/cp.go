@@ -35,11 +35,10 @@ the source is copied into it; otherwise it is copied to DST's name.
 			if (srcID == "") == (dstID == "") {
 				return usageError{errors.New("give exactly one side as ID:/path (the other is a local path)")}
 			}
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			if dstID != "" {
 				return copyIn(ctx, cl.Sandbox(dstID), src, dst)

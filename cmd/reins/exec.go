@@ -48,11 +48,10 @@ printing what it wrote.`,
 			if timeout < 0 {
 				return usageError{errors.New("--timeout must not be negative")}
 			}
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			req := &executorv1.ExecRequest{
 				Argv: args[1:], Env: env.v, Cwd: workdir, TimeoutMs: timeout.Milliseconds(),

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/sandbox/oci"
 )
 
@@ -74,4 +76,15 @@ func versionCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		Run:   func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), "reins", version) },
 	}
+}
+
+// dial returns a client of the service (REINS_URL, REINS_TOKEN) and a
+// context that Ctrl-C cancels.
+func dial() (*client.Client, context.Context, context.CancelFunc, error) {
+	cl, err := client.FromEnv()
+	if err != nil {
+		return nil, nil, func() {}, err
+	}
+	ctx, cancel := cmdContext()
+	return cl, ctx, cancel, nil
 }

@@ -78,11 +78,10 @@ command.`,
 				return usageError{errors.New("--timeout, --max-steps and --max-cost must not be negative")}
 			}
 			spec.TimeoutMs = timeout.Milliseconds()
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			run, err := cl.StartRun(ctx, &spec)
 			if err != nil {
@@ -390,11 +389,10 @@ func runsLsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "ls", Short: "List runs, newest first", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			runs, err := cl.ListRuns(ctx, statuses)
 			if err != nil {
@@ -422,11 +420,10 @@ func runsShowCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "show ID", Short: "Show a run: status, model, sandboxes, usage, cost, answer", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			r, err := cl.GetRun(ctx, args[0])
 			if err != nil {
@@ -465,11 +462,10 @@ func runsEventsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "events ID", Short: "Print a run's event log", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			enc := json.NewEncoder(c.OutOrStdout())
 			return cl.RunEvents(ctx, args[0], 0, follow, func(ev *reinsv1.RunEvent) error {
@@ -492,11 +488,10 @@ func runsCancelCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "cancel ID", Short: "End a run now (kills the running tool)", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			return cl.CancelRun(ctx, args[0])
 		},
@@ -507,11 +502,10 @@ func runsAnswerCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "answer ID TEXT", Short: "Answer a run waiting on ask_human", Args: cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			return cl.AnswerRun(ctx, args[0], strings.Join(args[1:], " "))
 		},
@@ -524,11 +518,10 @@ func runsArtifactsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "artifacts ID", Short: "List a run's artifacts, or download one with --get", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			if get != "" {
 				w := c.OutOrStdout()

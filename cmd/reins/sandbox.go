@@ -149,11 +149,10 @@ func lsCmd() *cobra.Command {
 		Short:   "List sandboxes",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			sbs, err := cl.List(ctx, labels.Map())
 			if err != nil {
@@ -187,11 +186,10 @@ func showCmd() *cobra.Command {
 		Short: "Show one sandbox",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			sb, err := cl.Get(ctx, args[0])
 			if err != nil {
@@ -235,11 +233,10 @@ func rmCmd() *cobra.Command {
 		Short:   "Stop sandboxes and remove everything they had",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			var errs []error
 			for _, id := range args {
@@ -261,11 +258,10 @@ func psCmd() *cobra.Command {
 		Short: "List the processes started in a sandbox",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			sb := cl.Sandbox(args[0])
 			resp, err := client.Unary(ctx, sb, sb.RPC().ListProcesses, &executorv1.ListProcessesRequest{})
@@ -302,11 +298,10 @@ func logsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			_, err = cl.Sandbox(args[0]).Attach(ctx, pid, follow, func(ev *executorv1.ExecEvent) {
 				switch e := ev.Event.(type) {
@@ -341,11 +336,10 @@ func killCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			sb := cl.Sandbox(args[0])
 			_, err = client.Unary(ctx, sb, sb.RPC().Signal, &executorv1.SignalRequest{Pid: pid, Signal: int32(num)})

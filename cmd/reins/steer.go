@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
-	"github.com/reinsdev/reins/client"
 )
 
 func runsApproveCmd() *cobra.Command {
@@ -24,11 +23,10 @@ func runsApproveCmd() *cobra.Command {
 			if edit != "" && !json.Valid([]byte(edit)) {
 				return usageError{errors.New("--edit must be the tool's arguments as a JSON object")}
 			}
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			return cl.Approve(ctx, args[0], callID, edit, always)
 		},
@@ -49,11 +47,10 @@ func runsDenyCmd() *cobra.Command {
 			if strings.TrimSpace(reason) == "" {
 				return usageError{errors.New("--reason is required: the model reads it to choose what to do instead")}
 			}
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			return cl.Deny(ctx, args[0], callID, reason)
 		},
@@ -67,11 +64,10 @@ func runsPauseCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "pause ID", Short: "Stop a run at its next safe point (after the current model or tool call)", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			return cl.PauseRun(ctx, args[0])
 		},
@@ -82,11 +78,10 @@ func runsResumeCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "resume ID", Short: "Continue a paused run where it stopped", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			return cl.ResumeRun(ctx, args[0])
 		},
@@ -105,11 +100,10 @@ func runsForkCmd() *cobra.Command {
 			if at <= 0 {
 				return usageError{errors.New("--at SEQ is required: the last event to keep (reins runs events ID lists them)")}
 			}
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			run, err := cl.ForkRun(ctx, args[0], at, modelArg(model))
 			if err != nil {
@@ -139,11 +133,10 @@ func runsReplayCmd() *cobra.Command {
 		Short: "Render a run from its log (no model, tool or sandbox); --verify re-executes it and reports the first divergence",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			if !verify {
 				if asJSON {
