@@ -21,7 +21,6 @@ func FuzzParse(f *testing.F) {
 	}
 	tools := testTools()
 	f.Fuzz(func(t *testing.T, data, input []byte) {
-		defer watchdog(data, input)()
 		p, err := Parse(data, tools)
 		if err != nil {
 			return

@@ -161,7 +161,8 @@ func Untrusted(spec tool.Spec) bool {
 }
 
 // WithTenant returns a policy that consults p first and then tenant (see the
-// package comment). Neither is changed. A nil tenant returns p; a nil p is
+// package comment). Neither is changed; a tenant p already had is replaced,
+// and tenant's own tenant is dropped. A nil tenant returns p; a nil p is
 // taken as a policy with nothing in it, so that the tenant's decides.
 func (p *Policy) WithTenant(tenant *Policy) *Policy {
 	if p == nil {
@@ -217,12 +218,14 @@ func (p *Policy) base(call Call, st State) Decision {
 		}
 	}
 	l := p
-	for l.under != nil && !l.defSet {
+	for l != nil && !l.defSet {
 		l = l.under
 	}
-	def := l.def
-	if def == "" {
-		def = Allow
+	def := Allow
+	if l != nil {
+		def = l.def
+	} else {
+		l = p // no layer sets a default: allow, named as the run's
 	}
 	return Decision{Action: def, Rule: l.ruleName(RuleDefault),
 		Reason: fmt.Sprintf("no rule or tools entry decides %s; the %s's default is %s", name, l.what(), def)}

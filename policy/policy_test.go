@@ -256,6 +256,7 @@ rules:
 		{"trifecta still applies", p, call("send_email", `{}`), tainted, Ask, "trifecta"},
 		{"nil run policy", (*Policy)(nil).WithTenant(tenant), call("bash", `{"command":"ls"}`), clean, Ask, "tenant:tools.bash"},
 		{"nil tenant", run.WithTenant(nil), call("glob", `{"pattern":"x"}`), clean, Allow, "default"},
+		{"no layer sets a default", mustParse(t, "{}").WithTenant(mustParse(t, "{}")), call("glob", `{}`), clean, Allow, "default"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -392,6 +392,12 @@ func TestTenantQuota(t *testing.T) {
 	if ls := s.must("tenant", "ls"); !strings.Contains(ls, "solo") || !strings.Contains(ls, "1 (default)") {
 		t.Errorf("tenant ls lacks solo's quota or the default run quota:\n%s", ls)
 	}
+	// A run's sandboxes are its tenant's, and count against its quota: the
+	// model is told why its tool failed.
+	r = s.asTenant(solo, "run", "--model", "script:"+writeScript(t, bash("echo hi"), map[string]any{"text": "done"}), "use a sandbox")
+	if want := "tenant solo has 2 running sandboxes, its limit"; !strings.Contains(r.stdout, want) {
+		t.Errorf("a run needing a sandbox while its tenant is at its quota: %s\nwant its tool call to fail saying %q", r, want)
+	}
 
 	// Runs: the service's default here is one unfinished run a tenant.
 	ask := writeScript(t, map[string]any{"tool_calls": []any{map[string]any{"name": "ask_human", "input": map[string]any{"question": "go on?"}}}},
