@@ -41,6 +41,9 @@ type Config struct {
 	// MaxContextChars bounds the conversation sent to a model (default
 	// 400k characters, about 100k tokens).
 	MaxContextChars int
+	// TenantPolicy returns a tenant's default policy document ("" for
+	// none); it applies under each run's own policy.
+	TenantPolicy func(ctx context.Context, tenant string) (string, error)
 	// ReleaseAfter is how long a paused or waiting run keeps its
 	// sandboxes running before their compute is released (suspended,
 	// files kept). Default 2 minutes; negative never releases.
@@ -107,7 +110,7 @@ func (e *Engine) Start(ctx context.Context, tenant string, spec Spec) (string, e
 	if err := e.checkTools(spec.Tools); err != nil {
 		return "", err
 	}
-	if _, err := e.policyFor(spec); err != nil {
+	if _, err := e.policyFor(ctx, tenant, spec); err != nil {
 		return "", err
 	}
 	id := newRunID()

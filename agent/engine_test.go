@@ -650,3 +650,41 @@ func TestWaitingRunReleasesItsSandbox(t *testing.T) {
 		t.Errorf("%s: %s", row.Status, got)
 	}
 }
+
+// TestTenantDefaultPolicy: a tenant's default policy applies under a run's
+// own, and a bad one is refused when the run starts.
+func TestTenantDefaultPolicy(t *testing.T) {
+	e := newEnv(t)
+	tenantPolicy := "tools:\n  bash: deny\n"
+	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
+		TenantPolicy: func(ctx context.Context, tenant string) (string, error) { return tenantPolicy, nil },
+		Models: func(spec string) (agent.Model, string, error) {
+			m, err := script.Load(strings.TrimPrefix(spec, "script:"))
+			return m, spec, err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	model := e.script(turn("", call("bash", map[string]any{"command": "true"})),
+		map[string]any{"expect": "denied by policy", "text": "ok"})
+	id, err := eng.Start(context.Background(), "acme", agent.Spec{Task: "x", Model: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, _ := e.finish(eng, id)
+	if row.Status != "succeeded" {
+		t.Fatalf("the tenant's deny was not applied: %s %s", row.Status, summary(t, row).Reason)
+	}
+	// The run's own policy comes first.
+	id, _ = eng.Start(context.Background(), "acme", agent.Spec{Task: "x", Model: e.script(
+		turn("", call("bash", map[string]any{"command": "echo allowed"})), map[string]any{"expect": "allowed", "text": "ok"}),
+		Policy: "tools:\n  bash: allow\n"})
+	if row, _ := e.finish(eng, id); row.Status != "succeeded" {
+		t.Errorf("the run's allow did not win: %s", summary(t, row).Reason)
+	}
+	tenantPolicy = "tools:\n  bash: sometimes\n"
+	if _, err := eng.Start(context.Background(), "acme", agent.Spec{Task: "x", Model: model}); err == nil || !strings.Contains(err.Error(), "acme") {
+		t.Errorf("a bad tenant policy: %v", err)
+	}
+}

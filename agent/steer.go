@@ -59,16 +59,36 @@ type Forked struct {
 	Message string `json:"message"`
 }
 
-// policyFor parses a run's policy against the engine's tools.
-func (e *Engine) policyFor(spec Spec) (*policy.Policy, error) {
-	if strings.TrimSpace(spec.Policy) == "" {
-		return policy.Default(), nil
-	}
+// policyFor parses a run's policy against the engine's tools, over its
+// tenant's default policy.
+func (e *Engine) policyFor(ctx context.Context, tenant string, spec Spec) (*policy.Policy, error) {
 	specs := map[string]tool.Spec{askHumanName: askHumanSpec}
 	for _, t := range e.tools() {
 		specs[t.Spec().Name] = t.Spec()
 	}
-	return policy.Parse([]byte(spec.Policy), specs)
+	run := policy.Default()
+	if strings.TrimSpace(spec.Policy) != "" {
+		p, err := policy.Parse([]byte(spec.Policy), specs)
+		if err != nil {
+			return nil, err
+		}
+		run = p
+	}
+	if e.cfg.TenantPolicy == nil || tenant == "" {
+		return run, nil
+	}
+	text, err := e.cfg.TenantPolicy(ctx, tenant)
+	if err != nil || strings.TrimSpace(text) == "" {
+		return run, err
+	}
+	tp, err := policy.Parse([]byte(text), specs)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s's default policy: %w", tenant, err)
+	}
+	if strings.TrimSpace(spec.Policy) == "" {
+		return tp, nil
+	}
+	return run.WithTenant(tp), nil
 }
 
 // gate applies the policy to a call before its intent is logged. It
@@ -89,7 +109,7 @@ func (e *Engine) gate(ctx context.Context, r *run, c Block) (json.RawMessage, bo
 		return c.Input, true, nil // call() reports the unknown tool
 	}
 	if r.policy == nil {
-		p, err := e.policyFor(r.st.spec)
+		p, err := e.policyFor(ctx, r.tenant, r.st.spec)
 		if err != nil {
 			return nil, false, err
 		}
@@ -246,4 +266,11 @@ func (e *Engine) Resume(ctx context.Context, tenant, id string) error {
 		e.launch(id)
 	}
 	return nil
+}
+
+// CheckPolicy parses a policy document against the engine's tools, as a run
+// or a tenant default would use it.
+func (e *Engine) CheckPolicy(text string) error {
+	_, err := e.policyFor(context.Background(), "", Spec{Policy: text})
+	return err
 }

@@ -61,3 +61,14 @@ func (c *Client) SetTenantQuota(ctx context.Context, name string, quota *reinsv1
 	}
 	return resp.Msg.Tenant, nil
 }
+
+// SetTenantPolicy sets a tenant's default policy ("" clears it).
+func (c *Client) SetTenantPolicy(ctx context.Context, name, policy string) (*reinsv1.Tenant, error) {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	resp, err := c.tenants().SetPolicy(ctx, connect.NewRequest(&reinsv1.SetTenantPolicyRequest{Name: name, Policy: policy}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg.Tenant, nil
+}

@@ -87,6 +87,8 @@ type Tenants struct {
 	// Defaults are the quotas of tenants whose own are 0. A default of 0
 	// or less is no limit.
 	Defaults store.Quota
+	// CheckPolicy validates a default policy before it is stored.
+	CheckPolicy func(policy string) error
 
 	runMu sync.Mutex // held from a tenant's run count to its new run's row
 }

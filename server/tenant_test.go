@@ -301,10 +301,11 @@ func TestTenantAPI(t *testing.T) {
 
 	// A tenant's token manages nothing, whatever it names.
 	denied := map[string]func() error{
-		"Create":   func() error { _, err := acme.CreateTenant(ctx, "evil", nil); return err },
-		"List":     func() error { _, err := acme.ListTenants(ctx); return err },
-		"Token":    func() error { _, _, err := acme.TenantToken(ctx, "acme"); return err },
-		"SetQuota": func() error { _, err := acme.SetTenantQuota(ctx, "acme", &reinsv1.Quota{Sandboxes: -1}); return err },
+		"Create":    func() error { _, err := acme.CreateTenant(ctx, "evil", nil); return err },
+		"List":      func() error { _, err := acme.ListTenants(ctx); return err },
+		"Token":     func() error { _, _, err := acme.TenantToken(ctx, "acme"); return err },
+		"SetQuota":  func() error { _, err := acme.SetTenantQuota(ctx, "acme", &reinsv1.Quota{Sandboxes: -1}); return err },
+		"SetPolicy": func() error { _, err := acme.SetTenantPolicy(ctx, "acme", ""); return err },
 	}
 	checkCovers(t, reinsv1.File_reins_v1_tenant_proto.Services().ByName("TenantService"), denied)
 	for name, call := range denied {

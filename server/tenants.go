@@ -78,6 +78,25 @@ func (t *Tenants) SetQuota(ctx context.Context, req *connect.Request[reinsv1.Set
 	return connect.NewResponse(&reinsv1.SetTenantQuotaResponse{Tenant: t.toProto(tn)}), nil
 }
 
+func (t *Tenants) SetPolicy(ctx context.Context, req *connect.Request[reinsv1.SetTenantPolicyRequest]) (*connect.Response[reinsv1.SetTenantPolicyResponse], error) {
+	if err := adminOnly(ctx); err != nil {
+		return nil, err
+	}
+	if req.Msg.Policy != "" && t.CheckPolicy != nil {
+		if err := t.CheckPolicy(req.Msg.Policy); err != nil {
+			return nil, errdefs.ToConnect(err)
+		}
+	}
+	if err := t.Store.SetTenantPolicy(ctx, req.Msg.Name, req.Msg.Policy); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	tn, err := t.Store.GetTenant(ctx, req.Msg.Name)
+	if err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
+	return connect.NewResponse(&reinsv1.SetTenantPolicyResponse{Tenant: t.toProto(tn)}), nil
+}
+
 // QuotaFromProto converts a wire quota; any negative number is no limit (-1).
 func QuotaFromProto(p *reinsv1.Quota) store.Quota {
 	if p == nil {
@@ -94,6 +113,7 @@ func (t *Tenants) toProto(tn store.Tenant) *reinsv1.Tenant {
 		Quota:           &reinsv1.Quota{Sandboxes: int32(tn.Quota.Sandboxes), Runs: int32(tn.Quota.Runs)},
 		// 0 on the wire is "the default", so an effective "no limit" is -1.
 		EffectiveQuota: &reinsv1.Quota{Sandboxes: noLimit(eff.Sandboxes), Runs: noLimit(eff.Runs)},
+		Policy:         tn.Policy,
 	}
 	if !tn.TokenIssuedAt.IsZero() {
 		p.TokenIssuedUnixNano = tn.TokenIssuedAt.UnixNano()

@@ -114,6 +114,9 @@ type Tenant struct {
 	// TokenIssuedAt is when the tenant's token was issued; zero: it has
 	// none yet.
 	TokenIssuedAt time.Time `json:"token_issued_at,omitzero"`
+	// Policy is the tenant's default policy document (YAML or JSON),
+	// layered under each run's own; "" for none.
+	Policy string `json:"policy,omitempty"`
 }
 
 // Quota bounds what one tenant has at once. In each field 0 means the
@@ -138,6 +141,8 @@ type Tenants interface {
 	// ListTenants returns every tenant, by name.
 	ListTenants(ctx context.Context) ([]Tenant, error)
 	SetTenantQuota(ctx context.Context, name string, q Quota) error
+	// SetTenantPolicy sets the tenant's default policy ("" for none).
+	SetTenantPolicy(ctx context.Context, name, policy string) error
 	// SetTenantToken makes hash the tenant's only token and returns the
 	// tenant as it now is.
 	SetTenantToken(ctx context.Context, name, hash string) (Tenant, error)

@@ -154,6 +154,10 @@ func serve(cfg serveConfig) error {
 	engine, err := agent.New(agent.Config{
 		Store: st, Blobs: blobs, Models: openModel, Logger: log,
 		Trusted: trustedTools, Prices: prices(fileCfg.Prices), ReleaseAfter: cfg.ReleaseAfter,
+		TenantPolicy: func(ctx context.Context, tenant string) (string, error) {
+			tn, err := st.GetTenant(ctx, tenant)
+			return tn.Policy, err
+		},
 		Sandboxes: manager.Runs{M: m, TenantOf: func(ctx context.Context, runID string) (string, error) {
 			run, err := st.GetRun(ctx, "", runID)
 			return run.Tenant, err
@@ -162,6 +166,7 @@ func serve(cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	tenants.CheckPolicy = engine.CheckPolicy
 	if err := engine.Recover(ctx); err != nil {
 		return fmt.Errorf("recovering runs: %w", err)
 	}

@@ -21,7 +21,7 @@ tenant's token sees only that tenant's things, and the tenant's quota bounds
 how many sandboxes and unfinished runs it has at once. These commands need
 the admin token (the data dir's admin.token).`,
 	}
-	c.AddCommand(tenantCreateCmd(), tenantLsCmd(), tenantTokenCmd(), tenantQuotaCmd())
+	c.AddCommand(tenantCreateCmd(), tenantLsCmd(), tenantTokenCmd(), tenantQuotaCmd(), tenantPolicyCmd())
 	return c
 }
 
@@ -206,5 +206,37 @@ func tenantQuotaCmd() *cobra.Command {
 	}
 	q.add(c)
 	c.Flags().BoolVar(&asJSON, "json", false, "print the tenant as JSON")
+	return c
+}
+
+func tenantPolicyCmd() *cobra.Command {
+	var clear bool
+	c := &cobra.Command{
+		Use:   "policy NAME [FILE | --clear]",
+		Short: "Set a tenant's default policy (YAML or JSON), applied under each of its runs' policies",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var text string
+			switch {
+			case clear && len(args) == 1:
+			case !clear && len(args) == 2:
+				data, err := os.ReadFile(args[1])
+				if err != nil {
+					return usageError{fmt.Errorf("policy file: %w", err)}
+				}
+				text = string(data)
+			default:
+				return usageError{errors.New("give a policy FILE, or --clear")}
+			}
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			_, err = cl.SetTenantPolicy(ctx, args[0], text)
+			return err
+		},
+	}
+	c.Flags().BoolVar(&clear, "clear", false, "remove the tenant's default policy")
 	return c
 }

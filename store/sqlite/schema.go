@@ -51,6 +51,10 @@ CREATE TABLE tenant_tokens (
 );
 CREATE INDEX tenant_tokens_by_tenant ON tenant_tokens (tenant);
 `,
+	// 3: a tenant's default policy, under every run's own.
+	`
+ALTER TABLE tenants ADD COLUMN policy TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // schemaVersion is the version this code writes and reads.

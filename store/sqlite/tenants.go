@@ -12,7 +12,7 @@ import (
 
 var _ store.Tenants = (*Store)(nil)
 
-const tenantQuery = `SELECT t.name, t.created_at, t.max_sandboxes, t.max_runs,
+const tenantQuery = `SELECT t.name, t.created_at, t.max_sandboxes, t.max_runs, t.policy,
 	(SELECT max(k.created_at) FROM tenant_tokens k WHERE k.tenant = t.name)
 	FROM tenants t`
 
@@ -90,6 +90,22 @@ func (s *Store) SetTenantQuota(ctx context.Context, name string, q store.Quota) 
 	})
 }
 
+// SetTenantPolicy sets a tenant's default policy ("" for none).
+func (s *Store) SetTenantPolicy(ctx context.Context, name, policy string) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tenants SET policy = ? WHERE name = ?`, policy, name)
+		if err != nil {
+			return s.dbErr(fmt.Errorf("set policy of tenant %s: %w", name, err))
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return s.dbErr(fmt.Errorf("set policy of tenant %s: %w", name, err))
+		} else if n == 0 {
+			return tenantNotFound(name)
+		}
+		return nil
+	})
+}
+
 // SetTenantToken makes hash the tenant's only token, revoking any other in
 // the same transaction.
 func (s *Store) SetTenantToken(ctx context.Context, name, hash string) (store.Tenant, error) {
@@ -146,7 +162,7 @@ func scanTenant(row interface{ Scan(...any) error }) (store.Tenant, error) {
 		created int64
 		token   sql.NullInt64
 	)
-	if err := row.Scan(&t.Name, &created, &t.Quota.Sandboxes, &t.Quota.Runs, &token); err != nil {
+	if err := row.Scan(&t.Name, &created, &t.Quota.Sandboxes, &t.Quota.Runs, &t.Policy, &token); err != nil {
 		return store.Tenant{}, err
 	}
 	t.CreatedAt = fromNanos(created)

@@ -142,6 +142,18 @@ func testTenantQuota(t *testing.T, s store.Tenants) {
 	if got, _ := s.GetTenant(ctx, "beta"); got.Quota != (store.Quota{}) {
 		t.Errorf("SetTenantQuota(acme) changed beta: %+v", got.Quota)
 	}
+	// The default policy is stored whole and per tenant.
+	pol := "tools:\n  bash: ask\n"
+	if err := s.SetTenantPolicy(ctx, "acme", pol); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetTenant(ctx, "acme"); got.Policy != pol {
+		t.Errorf("policy after SetTenantPolicy: %q", got.Policy)
+	}
+	if got, _ := s.GetTenant(ctx, "beta"); got.Policy != "" {
+		t.Errorf("SetTenantPolicy(acme) changed beta: %q", got.Policy)
+	}
+	wantKind(t, "SetTenantPolicy(nope)", s.SetTenantPolicy(ctx, "nope", pol), errdefs.ErrNotFound)
 }
 
 func testTenantToken(t *testing.T, s store.Tenants) {

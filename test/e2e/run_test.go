@@ -217,7 +217,16 @@ func TestTrustedTools(t *testing.T) {
 		map[string]any{"expect": "writes are disabled", "tool_calls": []any{map[string]any{"name": "http_request", "input": map[string]any{"method": "GET", "url": api.URL + "/weather"}}}},
 		map[string]any{"expect": "sunny", "tool_calls": []any{map[string]any{"name": "http_request", "input": map[string]any{"method": "GET", "url": "http://example.com/"}}}},
 		map[string]any{"expect": "not allowed", "text": "done"})
-	r := s.run("run", "--model", "script:"+script, "query things")
+	// Without a waiver the trifecta rule holds http_request once the run
+	// has read the database (untrusted content).
+	id := strings.TrimSpace(s.must("run", "--detach", "--model", "script:"+script, "query things"))
+	waitStatus(t, s, id, "waiting_approval")
+	if show := s.must("runs", "show", id); !strings.Contains(show, "trifecta") || !strings.Contains(show, "http_request") {
+		t.Errorf("the trifecta rule did not hold http_request:\n%s", show)
+	}
+	s.must("runs", "cancel", id)
+	waiver := writePolicy(t, "trifecta:\n  waive: [http_request]\n")
+	r := s.run("run", "--policy", waiver, "--model", "script:"+script, "query things")
 	if r.code != 0 {
 		t.Fatalf("run: %s", r)
 	}

@@ -89,6 +89,7 @@ type Tenant struct {
 	Quota               *Quota                 `protobuf:"bytes,3,opt,name=quota,proto3" json:"quota,omitempty"`                                                             // as set
 	EffectiveQuota      *Quota                 `protobuf:"bytes,4,opt,name=effective_quota,json=effectiveQuota,proto3" json:"effective_quota,omitempty"`                     // with the service's defaults applied
 	TokenIssuedUnixNano int64                  `protobuf:"varint,5,opt,name=token_issued_unix_nano,json=tokenIssuedUnixNano,proto3" json:"token_issued_unix_nano,omitempty"` // 0: no token yet
+	Policy              string                 `protobuf:"bytes,6,opt,name=policy,proto3" json:"policy,omitempty"`                                                           // default policy document; "" none
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -156,6 +157,13 @@ func (x *Tenant) GetTokenIssuedUnixNano() int64 {
 		return x.TokenIssuedUnixNano
 	}
 	return 0
+}
+
+func (x *Tenant) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
 }
 
 type CreateTenantRequest struct {
@@ -526,6 +534,102 @@ func (x *SetTenantQuotaResponse) GetTenant() *Tenant {
 	return nil
 }
 
+type SetTenantPolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Policy        string                 `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTenantPolicyRequest) Reset() {
+	*x = SetTenantPolicyRequest{}
+	mi := &file_reins_v1_tenant_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTenantPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTenantPolicyRequest) ProtoMessage() {}
+
+func (x *SetTenantPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_tenant_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTenantPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetTenantPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_tenant_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetTenantPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetTenantPolicyRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+type SetTenantPolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        *Tenant                `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTenantPolicyResponse) Reset() {
+	*x = SetTenantPolicyResponse{}
+	mi := &file_reins_v1_tenant_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTenantPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTenantPolicyResponse) ProtoMessage() {}
+
+func (x *SetTenantPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_tenant_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTenantPolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetTenantPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_tenant_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SetTenantPolicyResponse) GetTenant() *Tenant {
+	if x != nil {
+		return x.Tenant
+	}
+	return nil
+}
+
 var File_reins_v1_tenant_proto protoreflect.FileDescriptor
 
 const file_reins_v1_tenant_proto_rawDesc = "" +
@@ -533,13 +637,14 @@ const file_reins_v1_tenant_proto_rawDesc = "" +
 	"\x15reins/v1/tenant.proto\x12\breins.v1\"9\n" +
 	"\x05Quota\x12\x1c\n" +
 	"\tsandboxes\x18\x01 \x01(\x05R\tsandboxes\x12\x12\n" +
-	"\x04runs\x18\x02 \x01(\x05R\x04runs\"\xde\x01\n" +
+	"\x04runs\x18\x02 \x01(\x05R\x04runs\"\xf6\x01\n" +
 	"\x06Tenant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11created_unix_nano\x18\x02 \x01(\x03R\x0fcreatedUnixNano\x12%\n" +
 	"\x05quota\x18\x03 \x01(\v2\x0f.reins.v1.QuotaR\x05quota\x128\n" +
 	"\x0feffective_quota\x18\x04 \x01(\v2\x0f.reins.v1.QuotaR\x0eeffectiveQuota\x123\n" +
-	"\x16token_issued_unix_nano\x18\x05 \x01(\x03R\x13tokenIssuedUnixNano\"P\n" +
+	"\x16token_issued_unix_nano\x18\x05 \x01(\x03R\x13tokenIssuedUnixNano\x12\x16\n" +
+	"\x06policy\x18\x06 \x01(\tR\x06policy\"P\n" +
 	"\x13CreateTenantRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x05quota\x18\x02 \x01(\v2\x0f.reins.v1.QuotaR\x05quota\"@\n" +
@@ -557,12 +662,18 @@ const file_reins_v1_tenant_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x05quota\x18\x02 \x01(\v2\x0f.reins.v1.QuotaR\x05quota\"B\n" +
 	"\x16SetTenantQuotaResponse\x12(\n" +
-	"\x06tenant\x18\x01 \x01(\v2\x10.reins.v1.TenantR\x06tenant2\xb2\x02\n" +
+	"\x06tenant\x18\x01 \x01(\v2\x10.reins.v1.TenantR\x06tenant\"D\n" +
+	"\x16SetTenantPolicyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06policy\x18\x02 \x01(\tR\x06policy\"C\n" +
+	"\x17SetTenantPolicyResponse\x12(\n" +
+	"\x06tenant\x18\x01 \x01(\v2\x10.reins.v1.TenantR\x06tenant2\x84\x03\n" +
 	"\rTenantService\x12G\n" +
 	"\x06Create\x12\x1d.reins.v1.CreateTenantRequest\x1a\x1e.reins.v1.CreateTenantResponse\x12C\n" +
 	"\x04List\x12\x1c.reins.v1.ListTenantsRequest\x1a\x1d.reins.v1.ListTenantsResponse\x12D\n" +
 	"\x05Token\x12\x1c.reins.v1.TenantTokenRequest\x1a\x1d.reins.v1.TenantTokenResponse\x12M\n" +
-	"\bSetQuota\x12\x1f.reins.v1.SetTenantQuotaRequest\x1a .reins.v1.SetTenantQuotaResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"\bSetQuota\x12\x1f.reins.v1.SetTenantQuotaRequest\x1a .reins.v1.SetTenantQuotaResponse\x12P\n" +
+	"\tSetPolicy\x12 .reins.v1.SetTenantPolicyRequest\x1a!.reins.v1.SetTenantPolicyResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_tenant_proto_rawDescOnce sync.Once
@@ -576,18 +687,20 @@ func file_reins_v1_tenant_proto_rawDescGZIP() []byte {
 	return file_reins_v1_tenant_proto_rawDescData
 }
 
-var file_reins_v1_tenant_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_reins_v1_tenant_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_reins_v1_tenant_proto_goTypes = []any{
-	(*Quota)(nil),                  // 0: reins.v1.Quota
-	(*Tenant)(nil),                 // 1: reins.v1.Tenant
-	(*CreateTenantRequest)(nil),    // 2: reins.v1.CreateTenantRequest
-	(*CreateTenantResponse)(nil),   // 3: reins.v1.CreateTenantResponse
-	(*ListTenantsRequest)(nil),     // 4: reins.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),    // 5: reins.v1.ListTenantsResponse
-	(*TenantTokenRequest)(nil),     // 6: reins.v1.TenantTokenRequest
-	(*TenantTokenResponse)(nil),    // 7: reins.v1.TenantTokenResponse
-	(*SetTenantQuotaRequest)(nil),  // 8: reins.v1.SetTenantQuotaRequest
-	(*SetTenantQuotaResponse)(nil), // 9: reins.v1.SetTenantQuotaResponse
+	(*Quota)(nil),                   // 0: reins.v1.Quota
+	(*Tenant)(nil),                  // 1: reins.v1.Tenant
+	(*CreateTenantRequest)(nil),     // 2: reins.v1.CreateTenantRequest
+	(*CreateTenantResponse)(nil),    // 3: reins.v1.CreateTenantResponse
+	(*ListTenantsRequest)(nil),      // 4: reins.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),     // 5: reins.v1.ListTenantsResponse
+	(*TenantTokenRequest)(nil),      // 6: reins.v1.TenantTokenRequest
+	(*TenantTokenResponse)(nil),     // 7: reins.v1.TenantTokenResponse
+	(*SetTenantQuotaRequest)(nil),   // 8: reins.v1.SetTenantQuotaRequest
+	(*SetTenantQuotaResponse)(nil),  // 9: reins.v1.SetTenantQuotaResponse
+	(*SetTenantPolicyRequest)(nil),  // 10: reins.v1.SetTenantPolicyRequest
+	(*SetTenantPolicyResponse)(nil), // 11: reins.v1.SetTenantPolicyResponse
 }
 var file_reins_v1_tenant_proto_depIdxs = []int32{
 	0,  // 0: reins.v1.Tenant.quota:type_name -> reins.v1.Quota
@@ -598,19 +711,22 @@ var file_reins_v1_tenant_proto_depIdxs = []int32{
 	1,  // 5: reins.v1.TenantTokenResponse.tenant:type_name -> reins.v1.Tenant
 	0,  // 6: reins.v1.SetTenantQuotaRequest.quota:type_name -> reins.v1.Quota
 	1,  // 7: reins.v1.SetTenantQuotaResponse.tenant:type_name -> reins.v1.Tenant
-	2,  // 8: reins.v1.TenantService.Create:input_type -> reins.v1.CreateTenantRequest
-	4,  // 9: reins.v1.TenantService.List:input_type -> reins.v1.ListTenantsRequest
-	6,  // 10: reins.v1.TenantService.Token:input_type -> reins.v1.TenantTokenRequest
-	8,  // 11: reins.v1.TenantService.SetQuota:input_type -> reins.v1.SetTenantQuotaRequest
-	3,  // 12: reins.v1.TenantService.Create:output_type -> reins.v1.CreateTenantResponse
-	5,  // 13: reins.v1.TenantService.List:output_type -> reins.v1.ListTenantsResponse
-	7,  // 14: reins.v1.TenantService.Token:output_type -> reins.v1.TenantTokenResponse
-	9,  // 15: reins.v1.TenantService.SetQuota:output_type -> reins.v1.SetTenantQuotaResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	1,  // 8: reins.v1.SetTenantPolicyResponse.tenant:type_name -> reins.v1.Tenant
+	2,  // 9: reins.v1.TenantService.Create:input_type -> reins.v1.CreateTenantRequest
+	4,  // 10: reins.v1.TenantService.List:input_type -> reins.v1.ListTenantsRequest
+	6,  // 11: reins.v1.TenantService.Token:input_type -> reins.v1.TenantTokenRequest
+	8,  // 12: reins.v1.TenantService.SetQuota:input_type -> reins.v1.SetTenantQuotaRequest
+	10, // 13: reins.v1.TenantService.SetPolicy:input_type -> reins.v1.SetTenantPolicyRequest
+	3,  // 14: reins.v1.TenantService.Create:output_type -> reins.v1.CreateTenantResponse
+	5,  // 15: reins.v1.TenantService.List:output_type -> reins.v1.ListTenantsResponse
+	7,  // 16: reins.v1.TenantService.Token:output_type -> reins.v1.TenantTokenResponse
+	9,  // 17: reins.v1.TenantService.SetQuota:output_type -> reins.v1.SetTenantQuotaResponse
+	11, // 18: reins.v1.TenantService.SetPolicy:output_type -> reins.v1.SetTenantPolicyResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_tenant_proto_init() }
@@ -624,7 +740,7 @@ func file_reins_v1_tenant_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_tenant_proto_rawDesc), len(file_reins_v1_tenant_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

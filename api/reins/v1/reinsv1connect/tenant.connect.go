@@ -47,6 +47,8 @@ const (
 	TenantServiceTokenProcedure = "/reins.v1.TenantService/Token"
 	// TenantServiceSetQuotaProcedure is the fully-qualified name of the TenantService's SetQuota RPC.
 	TenantServiceSetQuotaProcedure = "/reins.v1.TenantService/SetQuota"
+	// TenantServiceSetPolicyProcedure is the fully-qualified name of the TenantService's SetPolicy RPC.
+	TenantServiceSetPolicyProcedure = "/reins.v1.TenantService/SetPolicy"
 )
 
 // TenantServiceClient is a client for the reins.v1.TenantService service.
@@ -59,6 +61,9 @@ type TenantServiceClient interface {
 	Token(context.Context, *connect.Request[v1.TenantTokenRequest]) (*connect.Response[v1.TenantTokenResponse], error)
 	// SetQuota replaces a tenant's quota.
 	SetQuota(context.Context, *connect.Request[v1.SetTenantQuotaRequest]) (*connect.Response[v1.SetTenantQuotaResponse], error)
+	// SetPolicy sets a tenant's default policy (YAML or JSON; "" clears it),
+	// which applies under each of its runs' own policies.
+	SetPolicy(context.Context, *connect.Request[v1.SetTenantPolicyRequest]) (*connect.Response[v1.SetTenantPolicyResponse], error)
 }
 
 // NewTenantServiceClient constructs a client for the reins.v1.TenantService service. By default, it
@@ -96,15 +101,22 @@ func NewTenantServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(tenantServiceMethods.ByName("SetQuota")),
 			connect.WithClientOptions(opts...),
 		),
+		setPolicy: connect.NewClient[v1.SetTenantPolicyRequest, v1.SetTenantPolicyResponse](
+			httpClient,
+			baseURL+TenantServiceSetPolicyProcedure,
+			connect.WithSchema(tenantServiceMethods.ByName("SetPolicy")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // tenantServiceClient implements TenantServiceClient.
 type tenantServiceClient struct {
-	create   *connect.Client[v1.CreateTenantRequest, v1.CreateTenantResponse]
-	list     *connect.Client[v1.ListTenantsRequest, v1.ListTenantsResponse]
-	token    *connect.Client[v1.TenantTokenRequest, v1.TenantTokenResponse]
-	setQuota *connect.Client[v1.SetTenantQuotaRequest, v1.SetTenantQuotaResponse]
+	create    *connect.Client[v1.CreateTenantRequest, v1.CreateTenantResponse]
+	list      *connect.Client[v1.ListTenantsRequest, v1.ListTenantsResponse]
+	token     *connect.Client[v1.TenantTokenRequest, v1.TenantTokenResponse]
+	setQuota  *connect.Client[v1.SetTenantQuotaRequest, v1.SetTenantQuotaResponse]
+	setPolicy *connect.Client[v1.SetTenantPolicyRequest, v1.SetTenantPolicyResponse]
 }
 
 // Create calls reins.v1.TenantService.Create.
@@ -127,6 +139,11 @@ func (c *tenantServiceClient) SetQuota(ctx context.Context, req *connect.Request
 	return c.setQuota.CallUnary(ctx, req)
 }
 
+// SetPolicy calls reins.v1.TenantService.SetPolicy.
+func (c *tenantServiceClient) SetPolicy(ctx context.Context, req *connect.Request[v1.SetTenantPolicyRequest]) (*connect.Response[v1.SetTenantPolicyResponse], error) {
+	return c.setPolicy.CallUnary(ctx, req)
+}
+
 // TenantServiceHandler is an implementation of the reins.v1.TenantService service.
 type TenantServiceHandler interface {
 	// Create makes a tenant, without a token: issue one with Token.
@@ -137,6 +154,9 @@ type TenantServiceHandler interface {
 	Token(context.Context, *connect.Request[v1.TenantTokenRequest]) (*connect.Response[v1.TenantTokenResponse], error)
 	// SetQuota replaces a tenant's quota.
 	SetQuota(context.Context, *connect.Request[v1.SetTenantQuotaRequest]) (*connect.Response[v1.SetTenantQuotaResponse], error)
+	// SetPolicy sets a tenant's default policy (YAML or JSON; "" clears it),
+	// which applies under each of its runs' own policies.
+	SetPolicy(context.Context, *connect.Request[v1.SetTenantPolicyRequest]) (*connect.Response[v1.SetTenantPolicyResponse], error)
 }
 
 // NewTenantServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -170,6 +190,12 @@ func NewTenantServiceHandler(svc TenantServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(tenantServiceMethods.ByName("SetQuota")),
 		connect.WithHandlerOptions(opts...),
 	)
+	tenantServiceSetPolicyHandler := connect.NewUnaryHandler(
+		TenantServiceSetPolicyProcedure,
+		svc.SetPolicy,
+		connect.WithSchema(tenantServiceMethods.ByName("SetPolicy")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.TenantService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TenantServiceCreateProcedure:
@@ -180,6 +206,8 @@ func NewTenantServiceHandler(svc TenantServiceHandler, opts ...connect.HandlerOp
 			tenantServiceTokenHandler.ServeHTTP(w, r)
 		case TenantServiceSetQuotaProcedure:
 			tenantServiceSetQuotaHandler.ServeHTTP(w, r)
+		case TenantServiceSetPolicyProcedure:
+			tenantServiceSetPolicyHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -203,4 +231,8 @@ func (UnimplementedTenantServiceHandler) Token(context.Context, *connect.Request
 
 func (UnimplementedTenantServiceHandler) SetQuota(context.Context, *connect.Request[v1.SetTenantQuotaRequest]) (*connect.Response[v1.SetTenantQuotaResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.TenantService.SetQuota is not implemented"))
+}
+
+func (UnimplementedTenantServiceHandler) SetPolicy(context.Context, *connect.Request[v1.SetTenantPolicyRequest]) (*connect.Response[v1.SetTenantPolicyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.TenantService.SetPolicy is not implemented"))
 }
