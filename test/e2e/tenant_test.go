@@ -266,6 +266,9 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"SetQuota": func() error {
 			return unary(tc.SetQuota(ctx, connect.NewRequest(&reinsv1.SetTenantQuotaRequest{Name: "acme"})))
 		},
+		"SetPolicy": func() error {
+			return unary(tc.SetPolicy(ctx, connect.NewRequest(&reinsv1.SetTenantPolicyRequest{Name: "acme", Policy: "tools:\n  bash: allow\n"})))
+		},
 	}
 	tenantCovers(t, reinsv1.File_reins_v1_tenant_proto.Services().ByName("TenantService"), tenantCalls)
 	for name, call := range tenantCalls {
