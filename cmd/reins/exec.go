@@ -61,7 +61,9 @@ printing what it wrote.`,
 			if detach {
 				return execDetached(ctx, c, sb, req)
 			}
-			return execAttached(ctx, c, cl, sb, req)
+			// Ctrl-C goes to the command (see relaySignals), not to
+			// this client's context.
+			return execAttached(context.Background(), c, cl, sb, req)
 		},
 	}
 	f := c.Flags()
@@ -107,11 +109,16 @@ func execAttached(ctx context.Context, c *cobra.Command, cl *client.Client, sb *
 	}
 	// Stdin, resizes and the first Ctrl-C go to the process once it runs.
 	started := make(chan int32, 1)
+	pids := make(chan int32, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go relaySignals(ctx, cancel, sb, pids, stderr)
 	go forwardInput(ctx, sb, req, started)
 	exited, err := sb.Exec(ctx, req, func(ev *executorv1.ExecEvent) {
 		switch e := ev.Event.(type) {
 		case *executorv1.ExecEvent_Started:
 			started <- e.Started.Pid
+			pids <- e.Started.Pid
 		case *executorv1.ExecEvent_Stdout:
 			stdout.Write(e.Stdout)
 		case *executorv1.ExecEvent_Stderr:
@@ -120,6 +127,9 @@ func execAttached(ctx context.Context, c *cobra.Command, cl *client.Client, sb *
 	})
 	if restore != nil {
 		restore()
+	}
+	if ctx.Err() != nil {
+		return exitError{130}
 	}
 	if err != nil || exited == nil {
 		return execBroken(cl, sb.ID, err)
@@ -219,4 +229,36 @@ func execBroken(cl *client.Client, id string, err error) error {
 		err = errors.New("the command's output stream ended without an exit status")
 	}
 	return err
+}
+
+// relaySignals passes Ctrl-C and SIGTERM on to the command's process group,
+// as a local shell would: the first as itself, the second as SIGKILL; a
+// third leaves the command running and returns.
+func relaySignals(ctx context.Context, cancel context.CancelFunc, sb *client.Sandbox, pids <-chan int32, stderr io.Writer) {
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var pid int32
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case pid = <-pids:
+			n--
+			continue
+		case sig := <-sigs:
+			num := sig.(syscall.Signal)
+			switch {
+			case pid == 0 || n >= 2:
+				fmt.Fprintln(stderr, "reins: detached; the command may still run (reins sandbox ps)")
+				cancel()
+				return
+			case n == 1:
+				num = syscall.SIGKILL
+			}
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			client.Unary(sctx, sb, sb.RPC().Signal, &executorv1.SignalRequest{Pid: pid, Signal: int32(num)})
+			scancel()
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,5 +334,33 @@ func TestFrozenExecutor(t *testing.T) {
 	runc("resume")
 	if out := s.must("sandbox", "exec", id, "--", "echo", "thawed"); out != "thawed\n" {
 		t.Errorf("after resume: %q", out)
+	}
+}
+
+// TestExecInterrupt: Ctrl-C on exec reaches the command's process group,
+// as it would in a local shell.
+func TestExecInterrupt(t *testing.T) {
+	s := startService(t)
+	id := s.create()
+	cmd := exec.Command(filepath.Join(binDir, "reins"), "sandbox", "exec", id, "--",
+		"sh", "-c", `trap "echo got INT; exit 7" INT; echo ready; while true; do sleep 0.1; done`)
+	cmd.Env = append(os.Environ(), "REINS_URL="+s.url, "REINS_TOKEN="+s.token)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, _ := out.Read(buf)
+	if !strings.Contains(string(buf[:n]), "ready") {
+		t.Fatalf("no ready line: %q", buf[:n])
+	}
+	cmd.Process.Signal(os.Interrupt)
+	rest, _ := io.ReadAll(out)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 || !strings.Contains(string(rest), "got INT") {
+		t.Errorf("after Ctrl-C: %v, output %q", err, rest)
 	}
 }
