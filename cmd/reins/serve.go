@@ -52,7 +52,18 @@ func serveCmd() *cobra.Command {
 		Short: "Run the reins service (the API, sandboxes, runs)",
 		Long: `Run the reins service. On first start it writes an admin token to
 DATA_DIR/admin.token (mode 0600); clients send it as REINS_TOKEN.
-Sandboxes outlive the service: a restarted service re-attaches to them.`,
+Sandboxes outlive the service: a restarted service re-attaches to them.
+
+--config FILE (JSON) configures trusted tools and prices; "env:NAME" values
+are read from this process's environment:
+
+  {"sql":   [{"name": "crm", "url": "sqlite:/srv/crm.db", "allow_writes": false}],
+   "email": {"addr": "smtp.example.com:587", "from": "agent@example.com",
+             "username": "agent", "password": "env:SMTP_PASSWORD",
+             "allowed_recipients": ["*@example.com"]},
+   "http":  {"allowed_hosts": ["api.example.com"],
+             "secrets": {"api.example.com": {"Authorization": "env:API_AUTH"}}},
+   "prices": {"anthropic:claude-sonnet-4-5": {"input": 3, "output": 15}}}`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.Defaults.MemoryBytes, cfg.Defaults.DiskBytes = mem.v, disk.v
