@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  = -X main.version=$(VERSION)
 
-.PHONY: all build deps demo test test-short bench proto fmt vet clean
+.PHONY: all build deps demo test bench proto fmt vet clean
 
 all: build
 
@@ -25,9 +25,6 @@ test: deps build
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -p 1 -timeout 25m -count=1 ./...
-
-test-short: build
-	$(GO) test -short ./...
 
 bench: deps build
 	$(GO) run ./bench -out docs/benchmarks.md

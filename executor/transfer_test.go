@@ -23,6 +23,7 @@ import (
 	"github.com/reinsdev/reins/archive"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor"
+	"github.com/reinsdev/reins/internal/testenv"
 )
 
 // makeTree makes a small tree with the kinds of things a workspace has.
@@ -162,9 +163,6 @@ func TestUploadDownloadRoundTrip(t *testing.T) {
 // TestUploadStreamsToDisk sends 200 MiB and checks that the heap stays far
 // below that: nothing holds the stream in memory.
 func TestUploadStreamsToDisk(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 200 MiB")
-	}
 	e := newEnv(t)
 	const size = 200 << 20
 	pr, pw := io.Pipe()
@@ -267,19 +265,11 @@ func TestUploadRefusesMaliciousTars(t *testing.T) {
 	}
 }
 
-// RequiresRoot skips a test that needs root, saying so. CI runs as root.
-func RequiresRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (to mount a small tmpfs); CI runs as root")
-	}
-}
-
 func TestDiskFull(t *testing.T) {
-	RequiresRoot(t)
+	testenv.RequiresRoot(t) // to mount a small tmpfs
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
+		t.Fatalf("mounting a tmpfs as root: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	e := newEnv(t, func(c *executor.Config) { c.Root = dir })

@@ -25,23 +25,18 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/reinsdev/reins/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// requiresRoot skips a test that needs root, except in CI, which runs as
-// root: there a missing privilege is a failure.
+// requiresRoot: the test mounts overlayfs, sets trusted.* xattrs, chowns.
 func requiresRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root, and CI runs as root")
-	}
-	t.Skip("needs root (mounts overlayfs, sets trusted.* xattrs, chowns)")
+	testenv.RequiresRoot(t)
 }
 
 // tf is one tar entry of a test layer.

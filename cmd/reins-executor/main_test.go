@@ -53,9 +53,6 @@ func TestDeps(t *testing.T) {
 // the token comes in a file that must be gone once read, calls work over the
 // socket, and SIGTERM kills every process group and exits.
 func TestBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "reins-executor")
 	build := exec.Command("go", "build", "-ldflags", "-s -w -X github.com/reinsdev/reins/executor.Version=test-1", "-o", bin, ".")
@@ -148,9 +145,6 @@ func TestBinary(t *testing.T) {
 }
 
 func TestBinaryRefusesMissingFlags(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go run")
-	}
 	out, err := exec.Command("go", "run", ".", "--listen", filepath.Join(t.TempDir(), "s")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--listen and --root are required") {
 		t.Errorf("without --root: %v\n%s", err, out)

@@ -1,36 +1,40 @@
-// Package testenv says what a test needs from the machine.
+// Package testenv says what a test needs from the machine. A test that
+// lacks it fails under CI (which has everything: a missing piece there is a
+// broken .ci/run) and is skipped elsewhere with a message naming what to
+// install. Nothing else is ever skipped.
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
 )
 
-// RequiresRoot stops a test that needs root when it runs without it: a
-// failure under CI (which is root, so this is a broken CI), a skip that says
-// why elsewhere.
-func RequiresRoot(t testing.TB) {
+// Missing stops a test whose machine lacks something, named by the message.
+func Missing(t testing.TB, format string, args ...any) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
+	msg := fmt.Sprintf(format, args...)
 	if os.Getenv("CI") != "" {
-		t.Fatal("this test needs root, and CI runs as root: run it as root")
+		t.Fatalf("this machine lacks what the test needs, and CI must have it: %s", msg)
 	}
-	t.Skip("needs root (mounts, cgroups, sandboxes): run as root; CI does")
+	t.Skip("this machine lacks: " + msg)
 }
 
-// RequiresBinary stops a test whose program is missing, the same way.
+// RequiresRoot stops a test that needs root (mounts, cgroups, sandboxes).
+func RequiresRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Missing(t, "root (mounts, cgroups, sandboxes): run the tests as root, as CI does")
+	}
+}
+
+// RequiresBinary stops a test whose program is missing and returns its path.
 func RequiresBinary(t testing.TB, name, debianPackage string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
+	if err != nil {
+		Missing(t, "%s: apt-get install %s", name, debianPackage)
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is missing: .ci/run must install the Debian package %s", name, debianPackage)
-	}
-	t.Skipf("%s is missing: apt-get install %s", name, debianPackage)
-	return ""
+	return p
 }

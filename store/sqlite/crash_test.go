@@ -83,9 +83,6 @@ func crashChild() {
 // TestCrash kills a process that appends, at random moments, and checks
 // that every append it saw return is in the file, with no gap.
 func TestCrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test re-executes the test binary")
-	}
 	path := filepath.Join(t.TempDir(), "reins.db")
 	reported := map[string]int64{}
 	const rounds = 6

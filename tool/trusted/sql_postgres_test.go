@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/internal/testenv"
 )
 
 // startPostgres starts a PostgreSQL server of its own in a temporary
@@ -27,8 +28,7 @@ func startPostgres(t *testing.T) string {
 	t.Helper()
 	bin := postgresBinDir()
 	if bin == "" {
-		t.Skip("PostgreSQL server binaries (initdb, postgres) not found in PATH or /usr/lib/postgresql/*/bin: " +
-			"install them (Debian: apt-get install postgresql-15) to run this test")
+		testenv.Missing(t, "PostgreSQL server binaries (initdb, postgres) in PATH or /usr/lib/postgresql/*/bin: apt-get install postgresql-15")
 	}
 	dir, err := os.MkdirTemp("", "reins-pg-")
 	if err != nil {
@@ -140,7 +140,7 @@ func unprivileged(t *testing.T) *syscall.Credential {
 		gid, _ := strconv.Atoi(u.Gid)
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
-	t.Skip("running as root and no unprivileged user (postgres, nobody) to run the PostgreSQL server as")
+	testenv.Missing(t, "an unprivileged user (postgres or nobody) to run the PostgreSQL server as, since the tests run as root")
 	return nil
 }
 
