@@ -27,11 +27,10 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/reinsdev/reins/agent"
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/client"
+	exclient "github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/image"
 	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/sandbox"
@@ -153,7 +152,7 @@ func (b *bench) create(n int) error {
 		if err != nil {
 			return err
 		}
-		ex, err := b.m.Executor(b.ctx, "", rec.ID)
+		ex, err := b.m.Client(b.ctx, "", rec.ID)
 		if err != nil {
 			return err
 		}
@@ -196,19 +195,9 @@ func (b *bench) rawRuns(n int) ([]time.Duration, error) {
 	return out, nil
 }
 
-func execTrue(ctx context.Context, ex *manager.Executor) error {
-	stream, err := ex.Client.Exec(ctx, connect.NewRequest(&executorv1.ExecRequest{Argv: []string{"true"}}))
+func execTrue(ctx context.Context, ex *exclient.Client) error {
+	exited, err := ex.Exec(ctx, &executorv1.ExecRequest{Argv: []string{"true"}}, nil)
 	if err != nil {
-		return err
-	}
-	defer stream.Close()
-	var exited *executorv1.Exited
-	for stream.Receive() {
-		if x := stream.Msg().GetExited(); x != nil {
-			exited = x
-		}
-	}
-	if err := stream.Err(); err != nil {
 		return err
 	}
 	if exited == nil || exited.ExitCode != 0 {
@@ -225,7 +214,10 @@ func (b *bench) exec(n int) error {
 		return err
 	}
 	defer b.m.Delete(b.ctx, "", rec.ID)
-	ex, _ := b.m.Executor(b.ctx, "", rec.ID)
+	ex, err := b.m.Client(b.ctx, "", rec.ID)
+	if err != nil {
+		return err
+	}
 	var raw, direct, api []time.Duration
 	for i := 0; i < n/5; i++ {
 		args := append([]string{"--root", filepath.Join(b.dir, "rt", "runtime")}, gvisor.GlobalFlags...)
@@ -279,7 +271,6 @@ func (b *bench) transfer(mib int) error {
 		return err
 	}
 	defer b.m.Delete(b.ctx, "", rec.ID)
-	ex, _ := b.m.Executor(b.ctx, "", rec.ID)
 	src := filepath.Join(b.dir, "payload")
 	if err := writeRandom(src, int64(mib)<<20); err != nil {
 		return err
@@ -310,7 +301,6 @@ func (b *bench) transfer(mib int) error {
 		return err
 	}
 	down := time.Since(t0)
-	_ = ex
 	cpRate := size / cpTime.Seconds()
 	b.add(fmt.Sprintf("upload %d MiB (MiB/s)", mib), fmt.Sprintf("%.0f", size/up.Seconds()),
 		fmt.Sprintf("%.0f plain `cp` on the host", cpRate), (size/up.Seconds())/cpRate, "≥ 0.5×")
@@ -339,12 +329,15 @@ func (b *bench) idleMemory(n int) error {
 	time.Sleep(3 * time.Second)
 	runtime.GC()
 	after := memAvailable()
-	ex, _ := b.m.Executor(b.ctx, "", ids[0])
-	u, err := ex.Client.Usage(b.ctx, connect.NewRequest(&executorv1.UsageRequest{}))
+	ex, err := b.m.Client(b.ctx, "", ids[0])
 	if err != nil {
 		return err
 	}
-	rss := float64(u.Msg.ExecutorRssBytes) / (1 << 20)
+	u, err := ex.Usage(b.ctx)
+	if err != nil {
+		return err
+	}
+	rss := float64(u.ExecutorRssBytes) / (1 << 20)
 	b.add("executor idle RSS (MiB)", fmt.Sprintf("%.1f", rss), "28 E2B envd (anchor)", rss/28, "≤ 20 MiB")
 	var cg uint64
 	for _, id := range ids {

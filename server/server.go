@@ -102,32 +102,30 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		s.errw.Write(w, r, errdefs.ToConnect(fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument)))
 		return
 	}
-	ex, err := s.m.Executor(r.Context(), tenant(r.Context()), id)
+	// Client also marks the sandbox active, for its idle timeout.
+	ex, err := s.m.Client(r.Context(), tenant(r.Context()), id)
 	if err != nil {
 		s.errw.Write(w, r, errdefs.ToConnect(err))
 		return
 	}
-	target, _ := url.Parse(manager.BaseURL)
-	transport := http.RoundTripper(ex.Transport)
-	switch r.URL.Path {
-	case executorv1connect.ExecutorUploadProcedure, executorv1connect.ExecutorDownloadProcedure:
-		transport = ex.Bulk
-	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.Header.Set("Authorization", "Bearer "+ex.Token)
+			pr.SetURL(executorURL)
+			pr.Out.Header.Set("Authorization", "Bearer "+ex.Token())
 			pr.Out.Header.Del(SandboxHeader)
 		},
-		Transport:     transport,
+		Transport:     ex.Transport(r.URL.Path),
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.errw.Write(w, r, errdefs.ToConnect(s.executorDown(id, err)))
 		},
 	}
 	rp.ServeHTTP(w, r)
-	s.m.Touch(id)
 }
+
+// executorURL is where proxied calls go; the unix-socket transport ignores
+// the host.
+var executorURL = &url.URL{Scheme: "http", Host: "executor"}
 
 // executorDown explains a failed executor call: the sandbox's fate if it
 // ended, or the transport error.

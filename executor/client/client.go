@@ -83,6 +83,9 @@ func Dial(ctx context.Context, socketPath, token string, opts ...Option) (*Clien
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
 	c.tr = &http.Transport{
+		// A frozen executor fails a call instead of hanging it (streams
+		// answer with headers at once; uploads after their body).
+		ResponseHeaderTimeout: c.timeout,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			conn, err := d.DialContext(ctx, "unix", c.addr)
@@ -112,12 +115,13 @@ func Dial(ctx context.Context, socketPath, token string, opts ...Option) (*Clien
 	var bulkProtocols http.Protocols
 	bulkProtocols.SetHTTP1(true)
 	c.bulkTr = &http.Transport{
-		DialContext:         c.tr.DialContext,
-		Protocols:           &bulkProtocols,
-		MaxIdleConnsPerHost: 4,
-		WriteBufferSize:     256 << 10,
-		ReadBufferSize:      256 << 10,
-		DisableCompression:  true,
+		ResponseHeaderTimeout: c.timeout,
+		DialContext:           c.tr.DialContext,
+		Protocols:             &bulkProtocols,
+		MaxIdleConnsPerHost:   4,
+		WriteBufferSize:       256 << 10,
+		ReadBufferSize:        256 << 10,
+		DisableCompression:    true,
 	}
 	copts := []connect.ClientOption{
 		connect.WithInterceptors(interceptor{c}),
@@ -127,6 +131,21 @@ func Dial(ctx context.Context, socketPath, token string, opts ...Option) (*Clien
 	c.rpc = executorv1connect.NewExecutorClient(&http.Client{Transport: c.tr}, "http://executor", copts...)
 	c.bulk = executorv1connect.NewExecutorClient(&http.Client{Transport: bigChunks{c.bulkTr}}, "http://executor", copts...)
 	return c, nil
+}
+
+// Token is the executor's token, for a proxy that forwards calls as they
+// are.
+func (c *Client) Token() string { return c.token }
+
+// Transport is the HTTP transport for a call to procedure (a path such as
+// executorv1connect.ExecutorUploadProcedure): bulk transfers go over
+// HTTP/1.1, everything else over the shared HTTP/2 connection.
+func (c *Client) Transport(procedure string) http.RoundTripper {
+	switch procedure {
+	case executorv1connect.ExecutorUploadProcedure, executorv1connect.ExecutorDownloadProcedure:
+		return c.bulkTr
+	}
+	return c.tr
 }
 
 // RPC is the generated client, for calls the helpers do not cover. Its calls

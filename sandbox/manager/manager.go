@@ -109,7 +109,6 @@ type box struct {
 	dir      string
 	rec      Record
 	activity time.Time // last API use, in memory only
-	exec     *Executor
 	client   *client.Client
 }
 
@@ -369,13 +368,13 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	t4 := time.Now()
 	readyCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
-	ex, err := waitExecutor(readyCtx, filepath.Join(l.Run(), socketName), b.rec.Token, m.cfg.AnswerTimeout)
+	ex, err := client.WaitReady(readyCtx, socketPath(b.dir), b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
 	if err != nil {
 		return fmt.Errorf("the sandbox's executor did not start: %w%s", err, initLog(b.dir))
 	}
 	m.log.Debug("sandbox boot", "sandbox", b.rec.ID, "mkfs", t1.Sub(t0), "mount", t2.Sub(t1),
 		"prepare", t3.Sub(t2), "backend_start", t4.Sub(t3), "executor_ready", time.Since(t4))
-	b.exec = ex
+	b.client = ex
 	b.rec.State = sandbox.StateRunning
 	return writeRecord(b.dir, &b.rec)
 }
@@ -534,10 +533,6 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 // stopLocked ends a sandbox's processes and records why. The disk is kept
 // (a replacement may reuse it) until cleanup.
 func (m *Manager) stopLocked(b *box, reason sandbox.Reason, msg string) {
-	if b.exec != nil {
-		b.exec.Close()
-		b.exec = nil
-	}
 	if b.client != nil {
 		b.client.Close()
 		b.client = nil
@@ -607,25 +602,6 @@ func (m *Manager) Touch(id string) {
 		b.activity = time.Now()
 		b.mu.Unlock()
 	}
-}
-
-// Executor returns a connection to the executor of a running sandbox of
-// tenant ("" for any).
-func (m *Manager) Executor(ctx context.Context, tenant, id string) (*Executor, error) {
-	b, err := m.lookup(tenant, id)
-	if err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.activity = time.Now()
-	if b.rec.State != sandbox.StateRunning {
-		return nil, fmt.Errorf("sandbox %s is %s%s: %w", id, b.rec.State, stoppedWhy(b.rec), errdefs.ErrFailedPrecondition)
-	}
-	if b.exec == nil {
-		b.exec = newExecutor(filepath.Join(rootfs.Layout{Dir: b.dir}.Run(), socketName), b.rec.Token, m.cfg.AnswerTimeout)
-	}
-	return b.exec, nil
 }
 
 func stoppedWhy(r Record) string {

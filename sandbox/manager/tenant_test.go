@@ -94,10 +94,9 @@ func TestTenantScope(t *testing.T) {
 	// Another tenant's sandbox is answered exactly as a missing one, by
 	// every method.
 	calls := map[string]func(id string) error{
-		"Get":      func(id string) error { _, err := m.Get(ctx, "beta", id); return err },
-		"Executor": func(id string) error { _, err := m.Executor(ctx, "beta", id); return err },
-		"Client":   func(id string) error { _, err := m.Client(ctx, "beta", id); return err },
-		"Delete":   func(id string) error { return m.Delete(ctx, "beta", id) },
+		"Get":    func(id string) error { _, err := m.Get(ctx, "beta", id); return err },
+		"Client": func(id string) error { _, err := m.Client(ctx, "beta", id); return err },
+		"Delete": func(id string) error { return m.Delete(ctx, "beta", id) },
 	}
 	for name, call := range calls {
 		other, missing := call("a1"), call("zz")

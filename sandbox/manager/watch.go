@@ -12,10 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
-	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/rootfs"
 )
@@ -82,14 +80,14 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 		m.cleanup(b, true)
 		return
 	}
-	ex, err := waitExecutor(ctx, filepath.Join(rootfs.Layout{Dir: b.dir}.Run(), socketName), b.rec.Token, m.cfg.AnswerTimeout)
+	ex, err := client.WaitReady(ctx, socketPath(b.dir), b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
 	if err != nil {
 		log.Warn("executor does not answer after restart", "err", err)
 		m.stopLocked(b, sandbox.ReasonLost, "its executor did not answer after the service restarted: "+err.Error())
 		m.cleanup(b, true)
 		return
 	}
-	b.exec = ex
+	b.client = ex
 	m.notePid(b, st)
 	log.Info("re-attached sandbox")
 }
@@ -150,24 +148,24 @@ func (m *Manager) checkAll(ctx context.Context) {
 // output within the timeout counts as activity, not only API calls.
 func (m *Manager) idle(ctx context.Context, b *box, timeout time.Duration) bool {
 	b.mu.Lock()
-	ex := b.exec
+	ex := b.client
 	b.mu.Unlock()
 	if ex == nil {
 		return true
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := ex.Client.Usage(cctx, connect.NewRequest(&executorv1.UsageRequest{}))
+	u, err := ex.Usage(cctx)
 	if err != nil {
 		return true
 	}
-	last := time.Unix(0, resp.Msg.LastActivityUnixNano)
-	if resp.Msg.RunningExecs > 0 || time.Since(last) < timeout {
+	last := time.Unix(0, u.LastActivityUnixNano)
+	if u.RunningExecs > 0 || time.Since(last) < timeout {
 		b.mu.Lock()
 		if last.After(b.activity) {
 			b.activity = last
 		}
-		if resp.Msg.RunningExecs > 0 {
+		if u.RunningExecs > 0 {
 			b.activity = time.Now()
 		}
 		b.mu.Unlock()
@@ -277,8 +275,10 @@ func (m *Manager) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, b := range m.boxes {
-		if b.exec != nil {
-			b.exec.Close()
+		b.mu.Lock()
+		if b.client != nil {
+			b.client.Close()
 		}
+		b.mu.Unlock()
 	}
 }
