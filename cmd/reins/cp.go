@@ -28,7 +28,7 @@ the source is copied into it; otherwise it is copied to DST's name.
 
   reins sandbox cp ./src 3f2a9c1b7d4e:/workspace
   reins sandbox cp 3f2a9c1b7d4e:/workspace/out.txt .`,
-		Args: cobra.ExactArgs(2),
+		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
 			srcID, src := splitRemote(args[0])
 			dstID, dst := splitRemote(args[1])

@@ -43,7 +43,7 @@ for pipes and globs.
 A command killed by the memory limit exits 137 and says so; one that ran
 past --timeout is killed with its whole process group and exits 124, after
 printing what it wrote.`,
-		Args: cobra.MinimumNArgs(2),
+		Args: usageArgs(cobra.MinimumNArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if timeout < 0 {
 				return usageError{errors.New("--timeout must not be negative")}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -39,6 +38,7 @@ func main() {
 		return usageError{fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())}
 	})
 	root.AddCommand(serveCmd(), sandboxCmd(), runCmd(), runsCmd(), tenantCmd(), versionCmd())
+	group(root)
 	err := root.Execute()
 	var ee exitError
 	switch {
@@ -48,22 +48,21 @@ func main() {
 	default:
 		fmt.Fprintln(os.Stderr, "reins:", err)
 		var ue usageError
-		if errors.As(err, &ue) || isCobraUsage(err) {
+		if errors.As(err, &ue) {
 			os.Exit(2)
 		}
 		os.Exit(1)
 	}
 }
 
-// isCobraUsage recognises cobra's own argument errors, which it returns as
-// plain errors.
-func isCobraUsage(err error) bool {
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least"} {
-		if strings.Contains(err.Error(), p) {
-			return true
+// usageArgs marks an argument-count error as a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return usageError{fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())}
 		}
+		return nil
 	}
-	return false
 }
 
 // version is set by the build (-ldflags "-X main.version=...").
@@ -73,7 +72,7 @@ func versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		Run:   func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), "reins", version) },
 	}
 }
@@ -87,4 +86,17 @@ func dial() (*client.Client, context.Context, context.CancelFunc, error) {
 	}
 	ctx, cancel := cmdContext()
 	return cl, ctx, cancel, nil
+}
+
+// group makes a command whose job is to hold subcommands refuse an unknown
+// one as a usage error (cobra would print help and exit 0).
+func group(c *cobra.Command) *cobra.Command {
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown command %q for %q\nsee '%s --help'", args[0], c.CommandPath(), c.CommandPath())}
+		}
+		return c.Help()
+	}
+	return c
 }

@@ -43,7 +43,7 @@ Models: anthropic:MODEL (ANTHROPIC_API_KEY), openai:MODEL (OPENAI_API_KEY,
 OPENAI_BASE_URL for Ollama, vLLM, llama.cpp), script:PATH (a deterministic
 script, for tests and demos). Keys are read by reins serve, not by this
 command.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			spec.Task = strings.Join(args, " ")
 			spec.Model = modelArg(spec.Model)
@@ -380,14 +380,14 @@ func runsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "runs", Short: "List, inspect and steer runs"}
 	c.AddCommand(runsLsCmd(), runsShowCmd(), runsEventsCmd(), runsCancelCmd(), runsAnswerCmd(), runsArtifactsCmd(),
 		runsApproveCmd(), runsDenyCmd(), runsPauseCmd(), runsResumeCmd(), runsForkCmd(), runsReplayCmd())
-	return c
+	return group(c)
 }
 
 func runsLsCmd() *cobra.Command {
 	var statuses []string
 	var asJSON bool
 	c := &cobra.Command{
-		Use: "ls", Short: "List runs, newest first", Args: cobra.NoArgs,
+		Use: "ls", Short: "List runs, newest first", Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -418,7 +418,7 @@ func runsLsCmd() *cobra.Command {
 func runsShowCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use: "show ID", Short: "Show a run: status, model, sandboxes, usage, cost, answer", Args: cobra.ExactArgs(1),
+		Use: "show ID", Short: "Show a run: status, model, sandboxes, usage, cost, answer", Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -460,7 +460,7 @@ func runsShowCmd() *cobra.Command {
 func runsEventsCmd() *cobra.Command {
 	var follow, asJSON bool
 	c := &cobra.Command{
-		Use: "events ID", Short: "Print a run's event log", Args: cobra.ExactArgs(1),
+		Use: "events ID", Short: "Print a run's event log", Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -486,7 +486,7 @@ func runsEventsCmd() *cobra.Command {
 
 func runsCancelCmd() *cobra.Command {
 	return &cobra.Command{
-		Use: "cancel ID", Short: "End a run now (kills the running tool)", Args: cobra.ExactArgs(1),
+		Use: "cancel ID", Short: "End a run now (kills the running tool)", Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -500,7 +500,7 @@ func runsCancelCmd() *cobra.Command {
 
 func runsAnswerCmd() *cobra.Command {
 	return &cobra.Command{
-		Use: "answer ID TEXT", Short: "Answer a run waiting on ask_human", Args: cobra.MinimumNArgs(2),
+		Use: "answer ID TEXT", Short: "Answer a run waiting on ask_human", Args: usageArgs(cobra.MinimumNArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -516,7 +516,7 @@ func runsArtifactsCmd() *cobra.Command {
 	var get, out string
 	var asJSON bool
 	c := &cobra.Command{
-		Use: "artifacts ID", Short: "List a run's artifacts, or download one with --get", Args: cobra.ExactArgs(1),
+		Use: "artifacts ID", Short: "List a run's artifacts, or download one with --get", Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {

@@ -31,7 +31,7 @@ func sandboxCmd() *cobra.Command {
 		Short:   "Create, use and remove sandboxes",
 	}
 	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), rmCmd())
-	return c
+	return group(c)
 }
 
 // cmdContext is cancelled by Ctrl-C or SIGTERM.
@@ -97,7 +97,7 @@ Defaults: image busybox, backend gvisor, 1 CPU, 1 GiB memory, 4096 pids,
 4 GiB disk, no TTL, no idle timeout. A TTL or idle timeout that runs out
 deletes the sandbox; ls then shows it stopped with reason ttl_expired or
 idle_timeout.`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if ttl < 0 || idle < 0 {
 				return usageError{errors.New("--ttl and --idle-timeout must not be negative")}
@@ -147,7 +147,7 @@ func lsCmd() *cobra.Command {
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List sandboxes",
-		Args:    cobra.NoArgs,
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -184,7 +184,7 @@ func showCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show one sandbox",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -231,7 +231,7 @@ func rmCmd() *cobra.Command {
 		Use:     "rm ID...",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Stop sandboxes and remove everything they had",
-		Args:    cobra.MinimumNArgs(1),
+		Args:    usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -256,7 +256,7 @@ func psCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ps ID",
 		Short: "List the processes started in a sandbox",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -292,7 +292,7 @@ func logsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "logs ID PID",
 		Short: "Print a process's output (kept in a bounded buffer)",
-		Args:  cobra.ExactArgs(2),
+		Args:  usageArgs(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
 			pid, err := parsePid(args[1])
 			if err != nil {
@@ -326,7 +326,7 @@ func killCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "kill ID PID",
 		Short: "Send a signal to a process's group (default KILL)",
-		Args:  cobra.ExactArgs(2),
+		Args:  usageArgs(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
 			pid, err := parsePid(args[1])
 			if err != nil {

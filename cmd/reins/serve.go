@@ -64,7 +64,7 @@ are read from this process's environment:
    "http":  {"allowed_hosts": ["api.example.com"],
              "secrets": {"api.example.com": {"Authorization": "env:API_AUTH"}}},
    "prices": {"anthropic:claude-sonnet-4-5": {"input": 3, "output": 15}}}`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.Defaults.MemoryBytes, cfg.Defaults.DiskBytes = mem.v, disk.v
 			return serve(cfg)

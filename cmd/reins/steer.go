@@ -18,7 +18,7 @@ func runsApproveCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "approve ID",
 		Short: "Let a call the policy held run (--edit JSON to change its arguments, --always for the rest of the run)",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if edit != "" && !json.Valid([]byte(edit)) {
 				return usageError{errors.New("--edit must be the tool's arguments as a JSON object")}
@@ -42,7 +42,7 @@ func runsDenyCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "deny ID --reason TEXT",
 		Short: "Refuse a call the policy held; the model receives the reason",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
 				return usageError{errors.New("--reason is required: the model reads it to choose what to do instead")}
@@ -62,7 +62,7 @@ func runsDenyCmd() *cobra.Command {
 
 func runsPauseCmd() *cobra.Command {
 	return &cobra.Command{
-		Use: "pause ID", Short: "Stop a run at its next safe point (after the current model or tool call)", Args: cobra.ExactArgs(1),
+		Use: "pause ID", Short: "Stop a run at its next safe point (after the current model or tool call)", Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -76,7 +76,7 @@ func runsPauseCmd() *cobra.Command {
 
 func runsResumeCmd() *cobra.Command {
 	return &cobra.Command{
-		Use: "resume ID", Short: "Continue a paused run where it stopped", Args: cobra.ExactArgs(1),
+		Use: "resume ID", Short: "Continue a paused run where it stopped", Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {
@@ -95,7 +95,7 @@ func runsForkCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "fork ID --at SEQ",
 		Short: "Start a new run whose history is this run's up to event SEQ (see runs events)",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if at <= 0 {
 				return usageError{errors.New("--at SEQ is required: the last event to keep (reins runs events ID lists them)")}
@@ -131,7 +131,7 @@ func runsReplayCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "replay ID",
 		Short: "Render a run from its log (no model, tool or sandbox); --verify re-executes it and reports the first divergence",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, ctx, cancel, err := dial()
 			if err != nil {

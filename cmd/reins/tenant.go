@@ -22,7 +22,7 @@ how many sandboxes and unfinished runs it has at once. These commands need
 the admin token (the data dir's admin.token).`,
 	}
 	c.AddCommand(tenantCreateCmd(), tenantLsCmd(), tenantTokenCmd(), tenantQuotaCmd(), tenantPolicyCmd())
-	return c
+	return group(c)
 }
 
 // quotaFlags are --max-sandboxes and --max-runs.
@@ -49,7 +49,7 @@ func tenantCreateCmd() *cobra.Command {
 		Long: `Create a tenant and print its name. NAME is 1 to 40 lowercase letters,
 digits and '-'. The tenant has no token yet: issue one with
 ` + "`reins tenant token NAME`" + `.`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := q.check(); err != nil {
 				return err
@@ -82,7 +82,7 @@ func tenantLsCmd() *cobra.Command {
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List tenants with their quotas",
-		Args:    cobra.NoArgs,
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := client.FromEnv()
 			if err != nil {
@@ -135,7 +135,7 @@ func tenantTokenCmd() *cobra.Command {
 		Long: `Issue a new token for a tenant and print it. The service keeps only a
 hash of it, so this is the only time it is shown: hand it to the tenant as
 REINS_TOKEN. The tenant's previous token stops working at once.`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := client.FromEnv()
 			if err != nil {
@@ -160,7 +160,7 @@ func tenantQuotaCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "quota NAME [--max-sandboxes N] [--max-runs N]",
 		Short: "Change a tenant's quota (the flags given; the others stay)",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := q.check(); err != nil {
 				return err
@@ -214,7 +214,7 @@ func tenantPolicyCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "policy NAME [FILE | --clear]",
 		Short: "Set a tenant's default policy (YAML or JSON), applied under each of its runs' policies",
-		Args:  cobra.RangeArgs(1, 2),
+		Args:  usageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(c *cobra.Command, args []string) error {
 			var text string
 			switch {
