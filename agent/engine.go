@@ -478,17 +478,20 @@ func (e *Engine) Artifacts(ctx context.Context, tenant, id string) ([]Artifact, 
 	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	r, err := e.load(ctx, id)
+	evs, err := e.cfg.Store.Events(ctx, id, 0, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := append([]Artifact(nil), r.st.artifacts...)
-	evs, err := e.cfg.Store.Events(ctx, id, 0, 1<<30)
-	if err != nil {
-		return nil, err
-	}
+	var out []Artifact
 	for _, ev := range evs {
-		if ev.Type != EventToolResult {
+		switch ev.Type {
+		case EventArtifact:
+			var a Artifact
+			json.Unmarshal(ev.Data, &a)
+			out = append(out, a)
+			continue
+		case EventToolResult:
+		default:
 			continue
 		}
 		var res ToolResult

@@ -47,14 +47,7 @@ type state struct {
 
 // awaitingApproval reports whether a call of the last response waits for a
 // person.
-func (s *state) awaitingApproval() bool {
-	for id := range s.asked {
-		if _, ok := s.approvals[id]; !ok {
-			return true
-		}
-	}
-	return false
-}
+func (s *state) awaitingApproval() bool { return len(s.pendingApprovals()) > 0 }
 
 // Artifact is a file a run saved out of a sandbox (or a large output).
 type Artifact struct {

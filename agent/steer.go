@@ -147,24 +147,33 @@ func (e *Engine) PendingApprovals(ctx context.Context, tenant, id string) ([]Pen
 	if err != nil {
 		return nil, err
 	}
+	return r.st.pendingApprovals(), nil
+}
+
+// pendingApprovals are the calls of the last response a person must decide.
+func (s *state) pendingApprovals() []Pending {
 	var out []Pending
-	for _, c := range r.st.calls() {
-		if p, ok := r.st.asked[c.ToolCallID]; ok {
-			if _, decided := r.st.approvals[c.ToolCallID]; !decided {
+	for _, c := range s.calls() {
+		if p, ok := s.asked[c.ToolCallID]; ok {
+			if _, decided := s.approvals[c.ToolCallID]; !decided {
 				out = append(out, p)
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Decide approves or denies a pending call. callID "" picks the only (or
 // first) pending call. An edit must fit the tool's schema.
 func (e *Engine) Decide(ctx context.Context, tenant, id string, d ApprovalDecided) error {
-	pending, err := e.PendingApprovals(ctx, tenant, id)
+	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
+		return err
+	}
+	r, err := e.load(ctx, id)
 	if err != nil {
 		return err
 	}
+	pending := r.st.pendingApprovals()
 	if len(pending) == 0 {
 		return fmt.Errorf("run %s waits for no approval: %w", id, errdefs.ErrFailedPrecondition)
 	}
@@ -191,10 +200,6 @@ func (e *Engine) Decide(ctx context.Context, tenant, id string, d ApprovalDecide
 		if err := validateInput(t.Spec().InputSchema, d.Edited); err != nil {
 			return fmt.Errorf("the edited arguments do not fit %s's schema: %v (schema: %s): %w", p.Tool, err, compact(t.Spec().InputSchema), errdefs.ErrInvalidArgument)
 		}
-	}
-	r, err := e.load(ctx, id)
-	if err != nil {
-		return err
 	}
 	events := []any{typedEvent{EventApprovalDecided, d}}
 	if !d.Approved {

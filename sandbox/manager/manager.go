@@ -595,15 +595,6 @@ func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
 	}
 }
 
-// Touch records API use of a sandbox, for its idle timeout.
-func (m *Manager) Touch(id string) {
-	if b, err := m.lookup("", id); err == nil {
-		b.mu.Lock()
-		b.activity = time.Now()
-		b.mu.Unlock()
-	}
-}
-
 func stoppedWhy(r Record) string {
 	if r.State != sandbox.StateStopped {
 		return ""
