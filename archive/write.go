@@ -193,7 +193,7 @@ func header(fi fs.FileInfo, typ byte, name, link string) *tar.Header {
 		Typeflag: typ,
 		Name:     name,
 		Linkname: link,
-		Mode:     unixMode(fi.Mode()),
+		Mode:     int64(UnixMode(fi.Mode())),
 		ModTime:  fi.ModTime().Truncate(time.Second),
 	}
 	if typ == tar.TypeReg {
@@ -205,9 +205,10 @@ func header(fi fs.FileInfo, typ byte, name, link string) *tar.Header {
 	return h
 }
 
-// unixMode turns Go's FileMode bits into the permission word tar stores.
-func unixMode(m fs.FileMode) int64 {
-	mode := int64(m.Perm())
+// UnixMode is the permission word (with set-user-ID, set-group-ID and
+// sticky bits) of a Go FileMode, as tar and stat store it.
+func UnixMode(m fs.FileMode) uint32 {
+	mode := uint32(m.Perm())
 	if m&fs.ModeSetuid != 0 {
 		mode |= 0o4000
 	}

@@ -84,8 +84,10 @@ func Dial(ctx context.Context, socketPath, token string, opts ...Option) (*Clien
 	protocols.SetUnencryptedHTTP2(true)
 	c.tr = &http.Transport{
 		// A frozen executor fails a call instead of hanging it (streams
-		// answer with headers at once; uploads after their body).
-		ResponseHeaderTimeout: c.timeout,
+		// answer with headers at once; uploads after their body). The
+		// client's own calls hit their deadline first and say so; this
+		// bounds calls others send through Transport (the API proxy).
+		ResponseHeaderTimeout: c.timeout + time.Second,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			conn, err := d.DialContext(ctx, "unix", c.addr)
@@ -115,7 +117,7 @@ func Dial(ctx context.Context, socketPath, token string, opts ...Option) (*Clien
 	var bulkProtocols http.Protocols
 	bulkProtocols.SetHTTP1(true)
 	c.bulkTr = &http.Transport{
-		ResponseHeaderTimeout: c.timeout,
+		ResponseHeaderTimeout: c.timeout + time.Second,
 		DialContext:           c.tr.DialContext,
 		Protocols:             &bulkProtocols,
 		MaxIdleConnsPerHost:   4,

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/archive"
 )
 
 // DefaultListLimit is how many entries ListDir returns when not told.
@@ -124,7 +125,7 @@ func (f *FS) info(name, abs string, fi fs.FileInfo) *executorv1.FileInfo {
 		Path:          validUTF8(abs),
 		Name:          validUTF8(baseName(abs)),
 		Size:          uint64(max(fi.Size(), 0)),
-		Mode:          unixMode(fi.Mode()),
+		Mode:          archive.UnixMode(fi.Mode()),
 		MtimeUnixNano: fi.ModTime().UnixNano(),
 	}
 	switch {
@@ -150,23 +151,7 @@ func baseName(abs string) string {
 	return abs[strings.LastIndexByte(abs, '/')+1:]
 }
 
-// unixMode is the permission word (with set-user-ID, set-group-ID and
-// sticky bits) of a Go FileMode.
-func unixMode(m fs.FileMode) uint32 {
-	mode := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		mode |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= 0o1000
-	}
-	return mode
-}
-
-// goMode is the inverse of unixMode.
+// goMode is the inverse of archive.UnixMode.
 func goMode(m uint32) fs.FileMode {
 	mode := fs.FileMode(m & 0o777)
 	if m&0o4000 != 0 {
