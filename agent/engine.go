@@ -58,6 +58,10 @@ type Engine struct {
 
 	mu      sync.Mutex
 	workers map[string]*worker
+	// steer serializes, per run, the appends made from outside its worker
+	// (decisions, answers, pause, resume, cancel, the janitor), which all
+	// read the log, decide, then append.
+	steer   sync.Map // run id → *sync.Mutex
 	changed map[string]chan struct{}
 	wg      sync.WaitGroup
 	closed  bool
@@ -387,6 +391,7 @@ func (e *Engine) Recover(ctx context.Context) error {
 // Cancel stops a run now: the running tool's process group is killed and
 // the run ends cancelled.
 func (e *Engine) Cancel(ctx context.Context, tenant, id string) error {
+	defer e.lockRun(id)()
 	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
 	if err != nil {
 		return err
@@ -413,6 +418,7 @@ func (e *Engine) Cancel(ctx context.Context, tenant, id string) error {
 
 // Answer gives a parked run (ask_human) its answer and continues it.
 func (e *Engine) Answer(ctx context.Context, tenant, id, actor, text string) error {
+	defer e.lockRun(id)()
 	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
 	if err != nil {
 		return err
@@ -560,31 +566,47 @@ func (e *Engine) releaseWaiting(ctx context.Context) {
 		if time.Since(row.UpdatedAt) < e.cfg.ReleaseAfter {
 			continue
 		}
-		e.mu.Lock()
-		busy := e.workers[row.ID] != nil
-		e.mu.Unlock()
-		if busy {
+		e.releaseRun(ctx, row.ID)
+	}
+}
+
+// releaseRun suspends the sandboxes of one waiting run, under its lock.
+func (e *Engine) releaseRun(ctx context.Context, id string) {
+	defer e.lockRun(id)()
+	row, err := e.cfg.Store.GetRun(ctx, "", id)
+	if err != nil || (Status(row.Status) != StatusPaused && Status(row.Status) != StatusWaitingApproval) {
+		return // decided meanwhile
+	}
+	e.mu.Lock()
+	busy := e.workers[id] != nil
+	e.mu.Unlock()
+	if busy {
+		return
+	}
+	r, err := e.load(ctx, id)
+	if err != nil || len(r.st.sandboxes) == 0 || r.st.suspended {
+		return
+	}
+	var evs []any
+	for name, sb := range r.st.sandboxes {
+		if err := e.cfg.Sandboxes.Suspend(ctx, sb); err != nil {
+			e.log.Warn("releasing a waiting run's sandbox", "run", id, "sandbox", sb, "err", err)
 			continue
 		}
-		r, err := e.load(ctx, row.ID)
-		if err != nil || len(r.st.sandboxes) == 0 || r.st.suspended {
-			continue
-		}
-		var evs []any
-		for name, id := range r.st.sandboxes {
-			if err := e.cfg.Sandboxes.Suspend(ctx, id); err != nil {
-				e.log.Warn("releasing a waiting run's sandbox", "run", row.ID, "sandbox", id, "err", err)
-				continue
-			}
-			evs = append(evs, typedEvent{EventSandboxSuspended, SandboxEvent{Name: name, ID: id,
-				Note: fmt.Sprintf("compute released after the run waited %s; its files are kept", e.cfg.ReleaseAfter)}})
-		}
-		if len(evs) > 0 {
-			// A decision may have raced in: then the append conflicts and
-			// the woken run's first tool call wakes the sandbox anyway.
-			if err := e.append(ctx, r, "", evs...); err != nil {
-				e.log.Warn("recording released sandboxes", "run", row.ID, "err", err)
-			}
+		evs = append(evs, typedEvent{EventSandboxSuspended, SandboxEvent{Name: name, ID: sb,
+			Note: fmt.Sprintf("compute released after the run waited %s; its files are kept", e.cfg.ReleaseAfter)}})
+	}
+	if len(evs) > 0 {
+		if err := e.append(ctx, r, "", evs...); err != nil {
+			e.log.Warn("recording released sandboxes", "run", id, "err", err)
 		}
 	}
+}
+
+// lockRun holds run id's steering lock until the returned func is called.
+func (e *Engine) lockRun(id string) func() {
+	m, _ := e.steer.LoadOrStore(id, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }

@@ -166,6 +166,7 @@ func (s *state) pendingApprovals() []Pending {
 // Decide approves or denies a pending call. callID "" picks the only (or
 // first) pending call. An edit must fit the tool's schema.
 func (e *Engine) Decide(ctx context.Context, tenant, id string, d ApprovalDecided) error {
+	defer e.lockRun(id)()
 	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
 		return err
 	}
@@ -220,6 +221,7 @@ func (e *Engine) Decide(ctx context.Context, tenant, id string, d ApprovalDecide
 // Pause asks a run to stop at its next safe point (after the current model
 // or tool call). A run that waits (approval, a question) is paused at once.
 func (e *Engine) Pause(ctx context.Context, tenant, id string) error {
+	defer e.lockRun(id)()
 	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
 	if err != nil {
 		return err
@@ -249,6 +251,7 @@ func (e *Engine) Pause(ctx context.Context, tenant, id string) error {
 
 // Resume continues a paused run where it stopped.
 func (e *Engine) Resume(ctx context.Context, tenant, id string) error {
+	defer e.lockRun(id)()
 	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
 	if err != nil {
 		return err
