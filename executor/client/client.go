@@ -33,9 +33,6 @@ const DefaultCallTimeout = 30 * time.Second
 // socketBuffer is the send buffer asked for on connections to the executor.
 const socketBuffer = 1 << 20
 
-// maxSunPath is the size of sockaddr_un's sun_path, NUL included.
-const maxSunPath = 108
-
 // Option configures a Client.
 type Option func(*Client)
 
@@ -49,8 +46,8 @@ func WithCallTimeout(d time.Duration) Option {
 // Client is a connection to one executor. It is safe for concurrent use.
 type Client struct {
 	socket  string
-	addr    string   // what is dialled: socket, or a /proc/self/fd path for long ones
-	dir     *os.File // the socket's directory, held open for long paths
+	dir     *os.File // the socket's directory, held open: every dial starts from it
+	name    string   // the socket's name in dir
 	token   string
 	timeout time.Duration
 	tr      *http.Transport // HTTP/2: every call but the bulk transfers
@@ -59,27 +56,30 @@ type Client struct {
 	bulk    executorv1connect.ExecutorClient
 }
 
-// Dial returns a client for the executor listening on socketPath, which may
-// be longer than the 108 bytes of a socket address. It does not connect:
-// the first call does (see WaitReady).
+// Dial returns a client for the executor listening on socketPath. It does
+// not connect: the first call does (see WaitReady).
+//
+// The socket's directory must be one the caller trusts (it is opened once,
+// not following a symlink); the socket itself may sit where the sandbox
+// writes. Every connection opens the socket's name beneath that directory
+// with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV), checks
+// that it is a socket, and connects through the descriptor, so a name the
+// sandbox replaced with a symlink (to a host socket, say) is refused, never
+// followed. Any path length works.
 func Dial(ctx context.Context, socketPath, token string, opts ...Option) (*Client, error) {
 	if token == "" {
 		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "client: the executor token is empty")
 	}
-	c := &Client{socket: socketPath, addr: socketPath, token: token, timeout: DefaultCallTimeout}
+	c := &Client{socket: socketPath, name: filepath.Base(socketPath), token: token, timeout: DefaultCallTimeout}
 	for _, o := range opts {
 		o(c)
 	}
-	if len(socketPath) >= maxSunPath {
-		// Dial through the directory's descriptor: /proc/self/fd/N/name is short.
-		fd, err := unix.Open(filepath.Dir(socketPath), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf(
-				"the directory of the executor socket %s cannot be opened: %v", socketPath, err))
-		}
-		c.dir = os.NewFile(uintptr(fd), filepath.Dir(socketPath))
-		c.addr = fmt.Sprintf("/proc/self/fd/%d/%s", fd, filepath.Base(socketPath))
+	fd, err := unix.Open(filepath.Dir(socketPath), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf(
+			"the directory of the executor socket %s cannot be opened: %v", socketPath, err))
 	}
+	c.dir = os.NewFile(uintptr(fd), filepath.Dir(socketPath))
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
 	c.tr = &http.Transport{
@@ -89,8 +89,7 @@ func Dial(ctx context.Context, socketPath, token string, opts ...Option) (*Clien
 		// bounds calls others send through Transport (the API proxy).
 		ResponseHeaderTimeout: c.timeout + time.Second,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, "unix", c.addr)
+			conn, err := c.dial(ctx)
 			if uc, ok := conn.(*net.UnixConn); ok {
 				// A deeper socket buffer: fewer, larger writes and reads
 				// (capped by net.core.wmem_max).
@@ -135,6 +134,34 @@ func Dial(ctx context.Context, socketPath, token string, opts ...Option) (*Clien
 	return c, nil
 }
 
+// ErrNotSocket is returned by a dial whose socket name is not a socket
+// beneath its directory (a symlink, a regular file, a mount).
+var ErrNotSocket = errors.New("not a socket")
+
+// dial connects to the socket named c.name in c.dir without following a
+// symlink or leaving the directory (see Dial).
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	fd, err := unix.Openat2(int(c.dir.Fd()), c.name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: ErrNotSocket}
+	}
+	// connect(2) on the descriptor's magic link reaches the very inode
+	// opened above, whatever the name points to by now.
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
+}
+
 // Token is the executor's token, for a proxy that forwards calls as they
 // are.
 func (c *Client) Token() string { return c.token }
@@ -161,10 +188,7 @@ func (c *Client) Socket() string { return c.socket }
 func (c *Client) Close() error {
 	c.tr.CloseIdleConnections()
 	c.bulkTr.CloseIdleConnections()
-	if c.dir != nil {
-		return c.dir.Close()
-	}
-	return nil
+	return c.dir.Close()
 }
 
 // interceptor adds the token to every call and deadlines to unary ones.
@@ -200,7 +224,7 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 // not answer in time.
 func (c *Client) noAnswer() error {
 	return errdefs.WithMessage(errdefs.ErrTimeout, fmt.Sprintf(
-		"the executor at %s did not answer within %s (is the sandbox running, or paused?)", c.socket, c.timeout))
+		"the sandbox's executor did not answer within %s (is the sandbox running, or paused?)", c.timeout))
 }
 
 // wrap turns err into an error with an errdefs kind; when ctx was cancelled
@@ -214,7 +238,7 @@ func (c *Client) wrap(ctx context.Context, err error) error {
 	}
 	err = errdefs.FromConnect(err)
 	if errors.Is(err, errdefs.ErrUnavailable) {
-		return errdefs.WithMessage(errdefs.ErrUnavailable, fmt.Sprintf("executor at %s: %v", c.socket, err))
+		return errdefs.WithMessage(errdefs.ErrUnavailable, fmt.Sprintf("the sandbox's executor: %v", err))
 	}
 	return err
 }
@@ -265,7 +289,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return errdefs.WithMessage(errdefs.ErrTimeout, fmt.Sprintf(
-				"the executor at %s did not become ready within %s: %v", c.socket, time.Since(start).Round(time.Millisecond), err))
+				"the sandbox's executor did not become ready within %s: %v", time.Since(start).Round(time.Millisecond), err))
 		}
 		if errors.Is(err, errdefs.ErrUnauthenticated) {
 			return err // it answers, and will never accept us

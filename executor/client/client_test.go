@@ -216,3 +216,78 @@ func openSockets(t *testing.T) int {
 	// The listener, and client and server ends of each connection.
 	return (n - 1) / 2
 }
+
+// TestDialRefusesASymlinkedSocket: a sandbox that replaces its executor's
+// socket with a symlink to a host socket (finding 2 of the containment
+// review) must get no connection to that host socket: not the token, not a
+// byte. A regular file in its place is refused too.
+func TestDialRefusesASymlinkedSocket(t *testing.T) {
+	host := filepath.Join(t.TempDir(), "host.sock")
+	l, err := net.Listen("unix", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			c.Close()
+		}
+	})
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+
+	run := t.TempDir() // the sandbox's run directory
+	socket := filepath.Join(run, "executor.sock")
+	for name, plant := range map[string]func() error{
+		"symlink to a host socket": func() error { return os.Symlink(host, socket) },
+		"relative symlink":         func() error { return os.Symlink("../"+filepath.Base(filepath.Dir(host))+"/host.sock", socket) },
+		"regular file":             func() error { return os.WriteFile(socket, []byte("x"), 0o600) },
+		"hard link to a file":      func() error { return os.Link(os.Args[0], socket) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			os.Remove(socket)
+			if err := plant(); err != nil {
+				if name == "hard link to a file" {
+					t.Logf("cannot hard-link here (%v); covered by the others", err)
+					return
+				}
+				t.Fatal(err)
+			}
+			c, err := client.Dial(context.Background(), socket, token, client.WithCallTimeout(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			err = c.Health(context.Background())
+			if err == nil {
+				t.Fatal("Health through a planted socket name succeeded")
+			}
+			select {
+			case <-accepted:
+				t.Fatal("the host socket got a connection through the symlink")
+			default:
+			}
+		})
+	}
+
+	// The real socket still works, and its path may be of any length.
+	os.Remove(socket)
+	long := filepath.Join(run, strings.Repeat("d", 120))
+	if err := os.Mkdir(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	serve(t, filepath.Join(long, "executor.sock"))
+	c, err := client.WaitReady(context.Background(), filepath.Join(long, "executor.sock"), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
