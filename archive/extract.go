@@ -4,23 +4,80 @@ import (
 	"archive/tar"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"strings"
-	"syscall"
-	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/reinsdev/reins/errdefs"
 )
+
+// Whiteouts says what an extraction makes of OCI whiteout entries, the files
+// named ".wh.NAME" by which an image layer deletes what lower layers hold.
+type Whiteouts int
+
+const (
+	// NoWhiteouts keeps ".wh." entries as the ordinary files they look like
+	// (sandbox cp).
+	NoWhiteouts Whiteouts = iota
+	// OverlayWhiteouts writes them in overlayfs's form: ".wh.NAME" becomes
+	// NAME, a 0:0 character device made by the extractor itself (the
+	// archive's own device entries are still refused), ".wh..wh..opq" the
+	// attribute trusted.overlay.opaque=y on its directory; other ".wh..wh."
+	// entries (aufs bookkeeping) are skipped.
+	OverlayWhiteouts
+	// UserOverlayWhiteouts is OverlayWhiteouts with user.overlay.opaque, the
+	// attribute overlayfs reads when mounted with userxattr (by a user other
+	// than root, who may not set trusted.* attributes).
+	UserOverlayWhiteouts
+)
+
+// Default caps of an extraction (see Options).
+const (
+	DefaultMaxBytes   = 64 << 30
+	DefaultMaxEntries = 4 << 20
+)
+
+// Options says how to extract. The zero value is right for sandbox cp, in
+// either direction: an archive from someone we do not trust, unpacked into a
+// directory that may already hold files.
+type Options struct {
+	Whiteouts Whiteouts
+	// Layer says the archive is an image layer unpacked into a new, empty
+	// directory it owns whole, by the image store. Then the archive's "."
+	// entry applies to the destination; a later entry replaces an earlier
+	// one whatever their types (a directory with all it holds); symbolic
+	// links the archive made inside the destination are followed by later
+	// entries (as long as they lead nowhere outside); set-user-ID and
+	// set-group-ID bits and extended attributes are kept; and, when the
+	// process is root, so is ownership.
+	Layer bool
+	// MaxBytes caps the bytes of file content (the sizes the entries
+	// claim); MaxEntries the number of entries. 0 means DefaultMaxBytes or
+	// DefaultMaxEntries, a negative value no cap.
+	MaxBytes   int64
+	MaxEntries int64
+}
 
 // Extract unpacks the tar stream r under the directory dst, which is made if
 // missing. It returns the number of files (regular files and links) made and
 // the bytes of file content written. It stops at the end-of-archive marker and
 // does not read r further. See the package comment for what it refuses.
 func Extract(r io.Reader, dst string) (files int, bytes int64, err error) {
+	return Options{}.Extract(r, dst)
+}
+
+// ExtractRoot is Extract into an already opened root.
+func ExtractRoot(r io.Reader, root *os.Root) (files int, bytes int64, err error) {
+	return Options{}.ExtractRoot(r, root)
+}
+
+// Extract is the package's Extract with the options o.
+func (o Options) Extract(r io.Reader, dst string) (files int, bytes int64, err error) {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return 0, 0, osError(dst, err)
 	}
@@ -29,15 +86,31 @@ func Extract(r io.Reader, dst string) (files int, bytes int64, err error) {
 		return 0, 0, osError(dst, err)
 	}
 	defer root.Close()
-	return ExtractRoot(r, root)
+	return o.ExtractRoot(r, root)
 }
 
-// ExtractRoot is Extract into an already opened root.
-func ExtractRoot(r io.Reader, root *os.Root) (files int, bytes int64, err error) {
+// ExtractRoot is the package's ExtractRoot with the options o.
+func (o Options) ExtractRoot(r io.Reader, root *os.Root) (files int, bytes int64, err error) {
+	top, err := root.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return 0, 0, osError(root.Name(), err)
+	}
+	defer top.Close()
 	bp := getBuf()
 	defer putBuf(bp)
-	x := &extractor{root: root, buf: *bp}
-	defer x.closeParent()
+	x := &extractor{
+		opts:     o,
+		root:     root,
+		rootFD:   int(top.Fd()),
+		buf:      *bp,
+		dirs:     make(map[string]int),
+		seed:     maphash.MakeSeed(),
+		made:     make(map[uint64]struct{}),
+		chown:    o.Layer && os.Geteuid() == 0,
+		maxBytes: limit(o.MaxBytes, DefaultMaxBytes),
+		maxEnts:  limit(o.MaxEntries, DefaultMaxEntries),
+	}
+	defer x.closeDirs()
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -45,68 +118,116 @@ func ExtractRoot(r io.Reader, root *os.Root) (files int, bytes int64, err error)
 			break
 		}
 		if err != nil {
-			return x.files, x.bytes, errdefs.WithMessage(errdefs.ErrInvalidArgument,
-				fmt.Sprintf("reading the tar stream after %d files: %v", x.files, err))
+			return x.files, x.bytes, streamError(x.files, err)
 		}
 		if err := x.entry(hdr, tr); err != nil {
 			return x.files, x.bytes, err
 		}
 	}
-	for i := len(x.lateDirs) - 1; i >= 0; i-- {
-		d := x.lateDirs[i]
-		if err := root.Chmod(d.name, d.mode); err != nil {
-			return x.files, x.bytes, entryError(d.name, err)
-		}
-	}
-	return x.files, x.bytes, nil
+	return x.files, x.bytes, x.finishDirs()
 }
 
-type lateDir struct {
-	name string
-	mode fs.FileMode
+// streamError reports err, met reading the stream after files entries: a
+// malformed stream is an invalid argument, and the reader's own errors (a
+// broken connection, a cancelled context) keep their kind.
+func streamError(files int, err error) error {
+	// The tar reader's own errors are bare; the stream's come wrapped.
+	if err == io.ErrUnexpectedEOF || errors.Is(err, tar.ErrHeader) || strings.HasPrefix(err.Error(), "archive/tar:") {
+		return errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf("reading the tar stream after %d files: %v", files, err))
+	}
+	return fmt.Errorf("reading the tar stream after %d files: %w", files, err)
+}
+
+func limit(v, def int64) int64 {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 1<<63 - 1
+	}
+	return v
 }
 
 type extractor struct {
-	root  *os.Root
-	buf   []byte
-	files int
-	bytes int64
-	// lateDirs get their mode at the end: a directory without owner write
-	// permission must stay writable while its contents are unpacked.
-	lateDirs []lateDir
-	// parent caches the directory the last file went to: tar streams list a
-	// directory's files together, and creating a file through an open
-	// directory costs one openat instead of one per path component.
-	parentName string
-	parent     *os.Root
+	opts   Options
+	root   *os.Root
+	rootFD int
+	buf    []byte
+	chown  bool // restore ownership (Layer mode, as root)
+
+	files, entries    int
+	bytes             int64
+	maxBytes, maxEnts int64
+	late              []dirFix
+	dirs              map[string]int // open directories by name; see dirs.go
+	seed              maphash.Seed
+	made              map[uint64]struct{} // hashes of the non-directories made, for hard links
 }
 
+// dirFix is what a directory gets once it is filled: its mode (when it
+// keeps its owner out, which would stop us filling it) and its times
+// (which filling it changes).
+type dirFix struct {
+	name  string
+	mode  uint32
+	chmod bool
+	hdr   *tar.Header
+}
+
+// Names longer than the system takes are refused before they reach it.
+const (
+	maxName = 4095 // PATH_MAX less the NUL
+	maxPart = 255  // NAME_MAX
+)
+
 func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
+	x.entries++
+	if int64(x.entries) > x.maxEnts {
+		return refuseKind(errdefs.ErrTooLarge, hdr.Name, fmt.Sprintf(
+			"is past the cap of %d entries an archive may hold", x.maxEnts))
+	}
+	if err := refuseType(hdr); err != nil {
+		return err
+	}
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		return nil
+	}
 	name, err := entryName(hdr.Name)
 	if err != nil {
 		return err
 	}
-	if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA && hdr.Typeflag != tar.TypeGNUSparse {
-		x.closeParent() // the tree may change shape: do not trust the cached directory
-	}
+	x.trimDirs()
 	if name == "." {
-		return nil // the destination itself
+		return x.top(hdr)
+	}
+	dir, base := split(name)
+	if x.opts.Whiteouts != NoWhiteouts && strings.HasPrefix(base, whiteoutPrefix) {
+		return x.whiteout(hdr, dir, base)
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		return x.dir(name, hdr)
-	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
-		return x.file(name, hdr, r)
+		return x.mkdir(hdr, name, dir, base)
 	case tar.TypeSymlink:
-		return x.symlink(name, hdr)
+		return x.symlink(hdr, name, dir, base)
 	case tar.TypeLink:
-		return x.link(name, hdr)
-	case tar.TypeChar, tar.TypeBlock:
-		return refuse(hdr.Name, "is a device node")
-	case tar.TypeFifo:
-		return refuse(hdr.Name, "is a fifo")
-	case tar.TypeXGlobalHeader:
+		return x.link(hdr, name, dir, base)
+	}
+	return x.file(hdr, r, name, dir, base)
+}
+
+// refuseType refuses the entries no archive may carry, and types we do not
+// know.
+func refuseType(hdr *tar.Header) error {
+	const why = ": images and archives may not carry device nodes, fifos or sockets"
+	switch hdr.Typeflag {
+	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse, tar.TypeDir, tar.TypeSymlink, tar.TypeLink, tar.TypeXGlobalHeader:
 		return nil
+	case tar.TypeChar:
+		return refuse(hdr.Name, fmt.Sprintf("is a character device (%d:%d)%s", hdr.Devmajor, hdr.Devminor, why))
+	case tar.TypeBlock:
+		return refuse(hdr.Name, fmt.Sprintf("is a block device (%d:%d)%s", hdr.Devmajor, hdr.Devminor, why))
+	case tar.TypeFifo:
+		return refuse(hdr.Name, "is a fifo"+why)
 	}
 	return refuse(hdr.Name, fmt.Sprintf("has an unsupported type %q", hdr.Typeflag))
 }
@@ -120,17 +241,34 @@ func entryName(raw string) (string, error) {
 		return "", refuse(raw, "has a NUL byte in its name")
 	case strings.HasPrefix(raw, "/"):
 		return "", refuse(raw, "has an absolute name")
+	case len(raw) > maxName:
+		return "", refuse(raw, fmt.Sprintf("has a name of %d bytes, more than the %d a path may have", len(raw), maxName))
 	}
 	for part := range strings.SplitSeq(raw, "/") {
 		if part == ".." {
 			return "", refuse(raw, "has a \"..\" component that leaves the destination")
 		}
+		if len(part) > maxPart {
+			return "", refuse(raw, fmt.Sprintf("has a component of %d bytes, more than the %d a file name may have", len(part), maxPart))
+		}
 	}
 	return path.Clean(raw), nil
 }
 
+func split(name string) (dir, base string) {
+	i := strings.LastIndexByte(name, '/')
+	if i < 0 {
+		return ".", name
+	}
+	return name[:i], name[i+1:]
+}
+
 func refuse(name, why string) error {
-	return &EntryError{Name: name, Err: errdefs.WithMessage(errdefs.ErrInvalidArgument, why+"; refusing to extract it"), refusal: true}
+	return refuseKind(errdefs.ErrInvalidArgument, name, why)
+}
+
+func refuseKind(kind error, name, why string) error {
+	return &EntryError{Name: name, Err: errdefs.WithMessage(kind, why+"; refusing to extract it"), refusal: true}
 }
 
 // EntryError is an error met while extracting one entry.
@@ -141,15 +279,22 @@ type EntryError struct {
 }
 
 func (e *EntryError) Error() string {
-	if e.refusal {
-		return fmt.Sprintf("tar entry %q %v", e.Name, e.Err)
+	name := e.Name
+	if len(name) > 200 {
+		name = name[:200] + "..."
 	}
-	return fmt.Sprintf("tar entry %q: %v", e.Name, e.Err)
+	if e.refusal {
+		return fmt.Sprintf("entry %q %v", name, e.Err)
+	}
+	return fmt.Sprintf("entry %q: %v", name, e.Err)
 }
 func (e *EntryError) Unwrap() error { return e.Err }
 
 // entryError reports err, met while extracting the entry name.
 func entryError(name string, err error) error {
+	if _, ok := err.(*EntryError); ok {
+		return err
+	}
 	if IsEscape(err) {
 		return refuse(name, "would be written through a symbolic link that leads outside the destination")
 	}
@@ -159,207 +304,393 @@ func entryError(name string, err error) error {
 	return &EntryError{Name: name, Err: err}
 }
 
-func (x *extractor) dir(name string, hdr *tar.Header) error {
-	mode := dirMode(hdr.Mode)
-	err := x.root.Mkdir(name, mode|0o700)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = x.root.MkdirAll(path.Dir(name), 0o755); err == nil {
-			err = x.root.Mkdir(name, mode|0o700)
-		}
+// top is the archive's entry for the destination itself: a layer's root
+// directory gets its attributes; anything else leaves the destination alone.
+func (x *extractor) top(hdr *tar.Header) error {
+	if !x.opts.Layer {
+		return nil
 	}
-	if errors.Is(err, fs.ErrExist) {
-		fi, lerr := x.root.Lstat(name)
-		switch {
-		case lerr != nil:
-			err = lerr
-		case fi.IsDir():
-			err = nil
-		default: // a file or a symlink: replace it, never follow it
-			if err = x.root.Remove(name); err == nil {
-				err = x.root.Mkdir(name, mode|0o700)
+	if hdr.Typeflag != tar.TypeDir {
+		return refuse(hdr.Name, "names the destination itself but is not a directory")
+	}
+	if err := x.owner(x.rootFD, -1, "", hdr); err != nil {
+		return entryError(hdr.Name, err)
+	}
+	x.late = append(x.late, dirFix{name: ".", mode: x.dirMode(hdr.Mode), chmod: true, hdr: hdr})
+	return nil
+}
+
+func (x *extractor) mkdir(hdr *tar.Header, name, dir, base string) error {
+	pfd, err := x.dir(hdr.Name, dir, true)
+	if err != nil {
+		return err
+	}
+	mode := x.dirMode(hdr.Mode)
+	err = unix.Mkdirat(pfd, base, mode&0o777|0o700)
+	fresh := err == nil
+	if err == unix.EEXIST {
+		err = x.existingDir(pfd, name, base)
+		if err == errNotDir && x.opts.Layer {
+			if err = x.remove(pfd, name, base); err == nil {
+				err = unix.Mkdirat(pfd, base, mode&0o777|0o700)
+				fresh = err == nil
 			}
 		}
+	}
+	if err == errNotDir {
+		return refuse(hdr.Name, "is a directory, but something else is in its place; remove it first")
 	}
 	if err != nil {
 		return entryError(hdr.Name, err)
 	}
-	if mode&0o700 != 0o700 {
-		x.lateDirs = append(x.lateDirs, lateDir{name, mode})
-		return nil
+	if !fresh && !x.opts.Layer {
+		return nil // a directory already there keeps its mode and times
 	}
-	if mode.Perm()&^umask() != mode.Perm() {
-		if err := x.root.Chmod(name, mode); err != nil {
+	fd, err := x.dir(hdr.Name, name, false)
+	if err != nil {
+		return err
+	}
+	if err := x.owner(fd, -1, "", hdr); err != nil {
+		return entryError(hdr.Name, err)
+	}
+	fix := dirFix{name: name, mode: mode, hdr: hdr}
+	switch {
+	case mode&0o700 != 0o700 || x.opts.Layer:
+		fix.chmod = true // at the end: we must be able to fill it first
+	case mode != mode&^umaskBits():
+		if err := unix.Fchmod(fd, mode); err != nil {
 			return entryError(hdr.Name, err)
+		}
+	}
+	x.late = append(x.late, fix)
+	return nil
+}
+
+// existingDir checks that what is at base, which exists, is a directory.
+func (x *extractor) existingDir(pfd int, name, base string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return errNotDir
+	}
+	return nil
+}
+
+// finishDirs gives directories their last mode and times, deepest first;
+// of a directory's entries, the last counts.
+func (x *extractor) finishDirs() error {
+	done := make(map[string]bool, len(x.late))
+	for i := len(x.late) - 1; i >= 0; i-- {
+		d := x.late[i]
+		if done[d.name] {
+			continue
+		}
+		done[d.name] = true
+		x.trimDirs()
+		fd, err := x.dir(d.hdr.Name, d.name, false)
+		if err != nil {
+			if x.opts.Layer {
+				continue // replaced by a later entry
+			}
+			return err
+		}
+		if d.chmod {
+			if err := unix.Fchmod(fd, d.mode); err != nil {
+				return entryError(d.hdr.Name, err)
+			}
+		}
+		if err := futimens(fd, d.hdr); err != nil {
+			return entryError(d.hdr.Name, err)
 		}
 	}
 	return nil
 }
 
-func (x *extractor) file(name string, hdr *tar.Header, r io.Reader) error {
-	dir, base := path.Split(name)
-	parent, err := x.openParent(path.Clean(dir))
+func (x *extractor) file(hdr *tar.Header, r io.Reader, name, dir, base string) error {
+	if hdr.Size < 0 || hdr.Size > x.maxBytes-x.bytes {
+		return refuseKind(errdefs.ErrTooLarge, hdr.Name, fmt.Sprintf(
+			"claims %d bytes, which would take the archive past its cap of %d bytes of file content", hdr.Size, x.maxBytes))
+	}
+	pfd, err := x.dir(hdr.Name, dir, true)
+	if err != nil {
+		return err
+	}
+	mode := x.fileMode(hdr.Mode)
+	create := mode
+	if x.opts.Layer {
+		create = 0o600 // the mode is set after the owner, which clears set-id bits
+	}
+	var fd int
+	err = x.make(pfd, name, base, func() (err error) {
+		fd, err = unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, create)
+		return err
+	})
 	if err != nil {
 		return entryError(hdr.Name, err)
 	}
-	mode := fileMode(hdr.Mode)
-	f, fresh, err := create(parent, base, mode)
-	if err != nil {
-		return entryError(hdr.Name, err)
+	n, err := x.copy(fd, r)
+	if err == nil {
+		err = x.owner(fd, -1, "", hdr)
 	}
-	n, err := io.CopyBuffer(onlyWriter{f}, onlyReader{r}, x.buf)
-	if err == nil && (!fresh || mode&^umask() != mode) {
-		err = f.Chmod(mode)
+	if err == nil && (x.opts.Layer || mode&^umaskBits() != mode) {
+		err = unix.Fchmod(fd, mode)
 	}
 	if err == nil {
-		err = futimens(f, hdr.ModTime)
+		err = futimens(fd, hdr)
 	}
-	if cerr := f.Close(); err == nil {
+	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		parent.Remove(base) // never leave a partial file behind
+		unix.Unlinkat(pfd, base, 0) // never leave a partial file behind
 		return entryError(hdr.Name, err)
 	}
+	x.remember(name)
 	x.files++
 	x.bytes += n
 	return nil
 }
 
-// openParent returns the directory dir, made if missing, reusing the last one.
-func (x *extractor) openParent(dir string) (*os.Root, error) {
-	if x.parent != nil && x.parentName == dir {
-		return x.parent, nil
-	}
-	x.closeParent()
-	r, err := x.root.OpenRoot(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = x.root.MkdirAll(dir, 0o755); err == nil {
-			r, err = x.root.OpenRoot(dir)
+// copy writes what r holds to fd through the pooled buffer.
+func (x *extractor) copy(fd int, r io.Reader) (int64, error) {
+	var total int64
+	for {
+		n, rerr := r.Read(x.buf)
+		for b := x.buf[:n]; len(b) > 0; {
+			w, err := unix.Write(fd, b)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return total, err
+			}
+			b = b[w:]
+			total += int64(w)
+		}
+		switch rerr { // by identity: a wrapped error is the stream's, not the tar's
+		case nil:
+		case io.EOF:
+			return total, nil
+		case io.ErrUnexpectedEOF:
+			return total, errdefs.WithMessage(errdefs.ErrInvalidArgument, "the tar stream ends inside it")
+		default:
+			return total, rerr
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	x.parent, x.parentName = r, dir
-	return r, nil
 }
 
-func (x *extractor) closeParent() {
-	if x.parent != nil {
-		x.parent.Close()
-		x.parent, x.parentName = nil, ""
-	}
-}
-
-// create makes the file base in dir, replacing what is there without ever
-// following a symbolic link. fresh reports that the file did not exist.
-func create(dir *os.Root, base string, mode fs.FileMode) (f *os.File, fresh bool, err error) {
-	for range 3 {
-		f, err := dir.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, true, err
-		}
-		fi, err := dir.Lstat(base)
-		switch {
-		case err != nil:
-			return nil, false, err
-		case fi.Mode().IsRegular():
-			f, err := dir.OpenFile(base, os.O_WRONLY|os.O_TRUNC, 0)
-			return f, false, err
-		case fi.IsDir():
-			return nil, false, errdefs.WithMessage(errdefs.ErrAlreadyExists, "a directory is in the way")
-		}
-		if err := dir.Remove(base); err != nil {
-			return nil, false, err
-		}
-	}
-	return nil, false, errdefs.WithMessage(errdefs.ErrAlreadyExists, "something keeps replacing it")
-}
-
-func (x *extractor) symlink(name string, hdr *tar.Header) error {
-	if hdr.Linkname == "" {
+func (x *extractor) symlink(hdr *tar.Header, name, dir, base string) error {
+	switch {
+	case hdr.Linkname == "":
 		return refuse(hdr.Name, "is a symbolic link with an empty target")
+	case len(hdr.Linkname) > maxName, strings.IndexByte(hdr.Linkname, 0) >= 0:
+		return refuse(hdr.Name, "is a symbolic link with a target longer than a path may be, or with a NUL byte")
 	}
-	err := x.replace(name, func() error { return x.root.Symlink(hdr.Linkname, name) })
+	pfd, err := x.dir(hdr.Name, dir, true)
+	if err != nil {
+		return err
+	}
+	err = x.make(pfd, name, base, func() error { return unix.Symlinkat(hdr.Linkname, pfd, base) })
+	if err == nil {
+		err = x.owner(-1, pfd, base, hdr)
+	}
+	if err == nil && !hdr.ModTime.IsZero() {
+		err = unix.UtimesNanoAt(pfd, base, times(hdr), unix.AT_SYMLINK_NOFOLLOW)
+	}
 	if err != nil {
 		return entryError(hdr.Name, err)
 	}
+	x.remember(name)
 	x.files++
 	return nil
 }
 
-func (x *extractor) link(name string, hdr *tar.Header) error {
+// link makes a hard link. Its target must be a file, link or symbolic link
+// an earlier entry of this archive made: a link to a file that was there
+// before would let a later entry's content, or anyone who edits the copy,
+// reach that file.
+func (x *extractor) link(hdr *tar.Header, name, dir, base string) error {
 	target, err := entryName(hdr.Linkname)
 	if err != nil {
 		return refuse(hdr.Name, fmt.Sprintf("is a hard link to %q, outside the destination", hdr.Linkname))
 	}
-	err = x.replace(name, func() error { return x.root.Link(target, name) })
+	if target == name || strings.HasPrefix(target, name+"/") || !x.wasMade(target) {
+		return refuse(hdr.Name, fmt.Sprintf("is a hard link to %q, which no earlier entry of the archive made", hdr.Linkname))
+	}
+	tdir, tbase := split(target)
+	tfd, err := x.dir(hdr.Name, tdir, false)
+	if err != nil {
+		return err
+	}
+	pfd, err := x.dir(hdr.Name, dir, true)
+	if err != nil {
+		return err
+	}
+	err = x.make(pfd, name, base, func() error { return unix.Linkat(tfd, tbase, pfd, base, 0) })
 	if err != nil {
 		return entryError(hdr.Name, err)
 	}
+	x.remember(name)
 	x.files++
 	return nil
 }
 
-// replace runs mk, which makes name; if something is already there (and is
-// not a directory) it is removed first.
-func (x *extractor) replace(name string, mk func() error) error {
+func (x *extractor) remember(name string) {
+	x.made[maphash.String(x.seed, name)] = struct{}{}
+}
+
+func (x *extractor) wasMade(name string) bool {
+	_, ok := x.made[maphash.String(x.seed, name)]
+	return ok
+}
+
+// make runs mk, which makes base in the directory pfd. If something is in
+// the way, it is removed (never followed) and mk runs again; a directory in
+// the way is removed, with what it holds, only from a layer.
+func (x *extractor) make(pfd int, name, base string, mk func() error) error {
 	err := mk()
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = x.root.MkdirAll(path.Dir(name), 0o755); err == nil {
-			err = mk()
-		}
-	}
-	if !errors.Is(err, fs.ErrExist) {
+	if err != unix.EEXIST {
 		return err
 	}
-	fi, err := x.root.Lstat(name)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
-		return errdefs.WithMessage(errdefs.ErrAlreadyExists, "a directory is in the way")
-	}
-	if err := x.root.Remove(name); err != nil {
+	if err := x.remove(pfd, name, base); err != nil {
 		return err
 	}
 	return mk()
 }
 
-// fileMode keeps the permission and sticky bits of a tar mode; set-user-ID and
-// set-group-ID are dropped: an archive from a sandbox must not plant them.
-func fileMode(m int64) fs.FileMode {
-	return fs.FileMode(m & 0o777)
-}
-
-func dirMode(m int64) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	if m&0o1000 != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
-}
-
-// futimens sets f's modification time (and access time) through its
-// descriptor, which is cheaper than a path and cannot be redirected.
-func futimens(f *os.File, t time.Time) error {
-	if t.IsZero() {
+// remove deletes base from the directory pfd: not a directory, except
+// from a layer.
+func (x *extractor) remove(pfd int, name, base string) error {
+	x.forget(name) // it may be a directory, or a link a layer's walk followed
+	err := unix.Unlinkat(pfd, base, 0)
+	if err == nil || err == unix.ENOENT {
 		return nil
 	}
-	ts := [2]syscall.Timespec{syscall.NsecToTimespec(t.UnixNano()), syscall.NsecToTimespec(t.UnixNano())}
-	rc, err := f.SyscallConn()
+	if x.existingDir(pfd, name, base) != nil {
+		return err
+	}
+	if !x.opts.Layer {
+		return errdefs.WithMessage(errdefs.ErrAlreadyExists, "a directory is in the way; remove it first")
+	}
+	return x.root.RemoveAll(name)
+}
+
+// whiteout records in overlayfs's form that a lower layer's dir/NAME is
+// deleted (.wh.NAME), or that all of a lower layer's dir is (.wh..wh..opq).
+func (x *extractor) whiteout(hdr *tar.Header, dir, base string) error {
+	pfd, err := x.dir(hdr.Name, dir, true)
 	if err != nil {
 		return err
 	}
-	var errno syscall.Errno
-	err = rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall6(syscall.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	switch {
+	case base == whiteoutOpaque:
+		attr := opaqueXattr
+		if x.opts.Whiteouts == UserOverlayWhiteouts {
+			attr = userOpaqueXattr
+		}
+		if err := unix.Fsetxattr(pfd, attr, []byte("y"), 0); err != nil {
+			return entryError(hdr.Name, err)
+		}
+		return nil
+	case strings.HasPrefix(base, whiteoutMeta):
+		return nil
+	}
+	target := strings.TrimPrefix(base, whiteoutPrefix)
+	if target == "" || target == "." {
+		return refuse(hdr.Name, "is a whiteout that names nothing")
+	}
+	err = x.make(pfd, path.Join(dir, target), target, func() error {
+		return unix.Mknodat(pfd, target, unix.S_IFCHR, 0)
 	})
 	if err != nil {
-		return err
-	}
-	if errno != 0 {
-		return &fs.PathError{Op: "futimens", Path: f.Name(), Err: errno}
+		return entryError(hdr.Name, err)
 	}
 	return nil
 }
+
+const (
+	whiteoutPrefix  = ".wh."
+	whiteoutMeta    = ".wh..wh."     // aufs bookkeeping, never content
+	whiteoutOpaque  = ".wh..wh..opq" // hide everything below this dir in lower layers
+	opaqueXattr     = "trusted.overlay.opaque"
+	userOpaqueXattr = "user.overlay.opaque"
+	paxXattr        = "SCHILY.xattr."
+)
+
+// owner restores, in Layer mode, the entry's owner (as root) and extended
+// attributes, on fd or else on base in the directory pfd (never followed).
+func (x *extractor) owner(fd, pfd int, base string, hdr *tar.Header) error {
+	if !x.opts.Layer {
+		return nil
+	}
+	if x.chown {
+		var err error
+		if fd >= 0 {
+			err = unix.Fchown(fd, hdr.Uid, hdr.Gid)
+		} else {
+			err = unix.Fchownat(pfd, base, hdr.Uid, hdr.Gid, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil {
+			return fmt.Errorf("chown: %w", err)
+		}
+	}
+	for k, v := range hdr.PAXRecords {
+		attr, ok := strings.CutPrefix(k, paxXattr)
+		if !ok || strings.HasPrefix(attr, "trusted.overlay.") || strings.HasPrefix(attr, "user.overlay.") {
+			continue // overlayfs's own attributes come only from whiteouts
+		}
+		var err error
+		if fd >= 0 {
+			err = unix.Fsetxattr(fd, attr, []byte(v), 0)
+		} else {
+			err = unix.Lsetxattr(fmt.Sprintf("/proc/self/fd/%d/%s", pfd, base), attr, []byte(v), 0)
+		}
+		if err != nil && err != unix.ENOTSUP && !(err == unix.EPERM && !x.chown) {
+			return fmt.Errorf("xattr %s: %w", attr, err)
+		}
+	}
+	return nil
+}
+
+// fileMode is a file entry's mode. Set-user-ID and set-group-ID are dropped
+// except from layers: an archive from a sandbox must not plant them.
+func (x *extractor) fileMode(m int64) uint32 {
+	if x.opts.Layer {
+		return uint32(m) & 0o7777
+	}
+	return uint32(m) & 0o777
+}
+
+func (x *extractor) dirMode(m int64) uint32 {
+	if x.opts.Layer {
+		return uint32(m) & 0o7777
+	}
+	return uint32(m) & 0o1777
+}
+
+func times(hdr *tar.Header) []unix.Timespec {
+	at := hdr.AccessTime
+	if at.IsZero() {
+		at = hdr.ModTime
+	}
+	return []unix.Timespec{unix.NsecToTimespec(at.UnixNano()), unix.NsecToTimespec(hdr.ModTime.UnixNano())}
+}
+
+// futimens sets fd's times from hdr through the descriptor (utimensat with
+// no path), which is cheaper than a path and cannot be redirected.
+func futimens(fd int, hdr *tar.Header) error {
+	if hdr.ModTime.IsZero() {
+		return nil
+	}
+	ts := times(hdr)
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// umaskBits is the process's umask as a mode word.
+func umaskBits() uint32 { return uint32(umask()) }

@@ -210,18 +210,23 @@ func NewStore(dir string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{dir: abs, opts: o, log: o.logger}
 	s.transport = s.newTransport()
-	for _, d := range []struct {
-		path string
-		perm os.FileMode
-	}{
-		{abs, 0o711},
-		{filepath.Join(abs, "layers"), 0o711},
-		{filepath.Join(abs, "layers", "sha256"), 0o711},
-		{filepath.Join(abs, "images", "sha256"), 0o700},
-		{filepath.Join(abs, "refs"), 0o700},
-		{filepath.Join(abs, "tmp"), 0o700},
+	// Private, every directory of it: layers hold what images hold
+	// (set-user-ID programs, secrets), and nothing outside reins needs to
+	// reach them (overlayfs reads lower layers with the mounter's
+	// credentials). A store an older version made 0711 is tightened.
+	for _, d := range []string{
+		abs,
+		filepath.Join(abs, "layers"),
+		filepath.Join(abs, "layers", "sha256"),
+		filepath.Join(abs, "images"),
+		filepath.Join(abs, "images", "sha256"),
+		filepath.Join(abs, "refs"),
+		filepath.Join(abs, "tmp"),
 	} {
-		if err := os.MkdirAll(d.path, d.perm); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("image store %s: %w", abs, err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
 			return nil, fmt.Errorf("image store %s: %w", abs, err)
 		}
 	}

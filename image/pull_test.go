@@ -81,9 +81,6 @@ func TestPullUnpackAndMount(t *testing.T) {
 	if a, b := lstat(t, filepath.Join(lower, "hard")), lstat(t, filepath.Join(lower, "etc/hello")); a.Ino != b.Ino {
 		t.Errorf("hard is not a hard link of etc/hello")
 	}
-	if st := lstat(t, filepath.Join(lower, "fifo")); st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		t.Errorf("fifo mode %o", st.Mode)
-	}
 	buf := make([]byte, 16)
 	if n, err := unix.Lgetxattr(filepath.Join(lower, "xattr"), "user.reins", buf); err != nil || string(buf[:n]) != "yes" {
 		t.Errorf("xattr user.reins = %q, %v", buf[:n], err)
