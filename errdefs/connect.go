@@ -3,6 +3,7 @@ package errdefs
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -12,6 +13,10 @@ import (
 // share one Connect code (too large and no space are both resource_exhausted).
 // KindHeader carries an error's exact kind on the wire.
 const KindHeader = "Reins-Error-Kind"
+
+// ExitCodeHeader carries the exit status an error gives a command line
+// (WithExitCode).
+const ExitCodeHeader = "Reins-Exit-Code"
 
 var kindNames = map[error]string{
 	ErrNotFound: "not_found", ErrAlreadyExists: "already_exists",
@@ -41,6 +46,7 @@ func ToConnect(err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
+	code, hasCode := ExitCode(err)
 	kind := Kind(err)
 	if kind == nil {
 		switch {
@@ -57,6 +63,9 @@ func ToConnect(err error) error {
 	msg := strings.TrimSuffix(err.Error(), ": "+kind.Error())
 	ce = connect.NewError(kindCodes[kind], errors.New(msg))
 	ce.Meta().Set(KindHeader, kindNames[kind])
+	if hasCode {
+		ce.Meta().Set(ExitCodeHeader, strconv.Itoa(code))
+	}
 	return ce
 }
 
@@ -71,6 +80,14 @@ func FromConnect(err error) error {
 	if !errors.As(err, &ce) {
 		return err
 	}
+	err = fromConnect(ce)
+	if code, cerr := strconv.Atoi(ce.Meta().Get(ExitCodeHeader)); cerr == nil {
+		err = WithExitCode(err, code)
+	}
+	return err
+}
+
+func fromConnect(ce *connect.Error) error {
 	name := ce.Meta().Get(KindHeader)
 	for k, n := range kindNames {
 		if n == name {

@@ -61,3 +61,31 @@ func WithMessage(kind error, msg string) error {
 	}
 	return &kindError{kind: kind, msg: msg}
 }
+
+// exitError carries the exit status a shell would give for an error (127
+// for a command not found, 137 for a memory kill), for the CLI to exit
+// with.
+type exitError struct {
+	error
+	code int
+}
+
+func (e *exitError) Unwrap() error { return e.error }
+
+// WithExitCode returns err carrying code as the exit status a command line
+// should end with because of it. It survives the wire (see ToConnect).
+func WithExitCode(err error, code int) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{err, code}
+}
+
+// ExitCode returns the exit status err carries, if it carries one.
+func ExitCode(err error) (int, bool) {
+	var e *exitError
+	if errors.As(err, &e) {
+		return e.code, true
+	}
+	return 0, false
+}

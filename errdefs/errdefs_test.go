@@ -33,3 +33,14 @@ func TestUnkindedErrorsAreInternal(t *testing.T) {
 		t.Errorf("got %v (%v)", back, Kind(back))
 	}
 }
+
+func TestExitCodesSurviveTheWire(t *testing.T) {
+	err := WithExitCode(WithMessage(ErrNotFound, "command not found: x"), 127)
+	back := FromConnect(ToConnect(err))
+	if code, ok := ExitCode(back); !ok || code != 127 || !errors.Is(back, ErrNotFound) || back.Error() != "command not found: x" {
+		t.Errorf("came back as %v (code %d %v, kind %v)", back, code, ok, Kind(back))
+	}
+	if _, ok := ExitCode(FromConnect(ToConnect(ErrNotFound))); ok {
+		t.Error("an error without an exit code came back with one")
+	}
+}

@@ -98,3 +98,20 @@ func BenchmarkDownload100MiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExecOutput is exec's output throughput: a command writing 64 MiB
+// to stdout, streamed to a client that reads it all.
+func BenchmarkExecOutput(b *testing.B) {
+	e := newEnv(b)
+	ctx := context.Background()
+	const size = 64 << 20
+	req := &executorv1.ExecRequest{Argv: []string{"head", "-c", "67108864", "/dev/zero"}}
+	b.SetBytes(size)
+	for b.Loop() {
+		var got int
+		exit, err := e.c.Exec(ctx, req, func(ev *executorv1.ExecEvent) { got += len(ev.GetStdout()) })
+		if err != nil || exit.ExitCode != 0 || got != size {
+			b.Fatal(exit, err, got)
+		}
+	}
+}

@@ -23,18 +23,30 @@ func (s *Server) Exec(ctx context.Context, req *connect.Request[executorv1.ExecR
 	if err != nil {
 		return errdefs.ToConnect(err)
 	}
+	spec.Foreground = !m.Background
 	p, reattached, err := s.procs.Start(spec)
 	if err != nil {
 		return errdefs.ToConnect(err)
 	}
+	// A foreground exec applies backpressure end to end: the command
+	// blocks when this stream does. The one that started the process was
+	// its reader from the first byte; one that reattached (by key) is
+	// exact from where it joined, and told of what was lost before.
+	mode := process.Foreground
+	if spec.Foreground && !reattached {
+		mode = process.Owner
+	}
 	sink := newSink(stream)
 	if err := sink.started(p.Pid(), reattached); err != nil {
+		if mode == process.Owner {
+			p.ReleaseHold()
+		}
 		return err
 	}
 	if m.Background {
 		return nil
 	}
-	return streamError(p.Stream(ctx, true, sink))
+	return streamError(p.Stream(ctx, mode, sink))
 }
 
 func (s *Server) spec(m *executorv1.ExecRequest) (process.Spec, error) {
@@ -96,7 +108,11 @@ func (s *Server) Attach(ctx context.Context, req *connect.Request[executorv1.Att
 	if err := sink.started(p.Pid(), true); err != nil {
 		return err
 	}
-	return streamError(p.Stream(ctx, req.Msg.Follow, sink))
+	mode := process.Replay
+	if req.Msg.Follow {
+		mode = process.Follow
+	}
+	return streamError(p.Stream(ctx, mode, sink))
 }
 
 // streamError: a client that went away is not an error worth reporting.

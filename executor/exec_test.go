@@ -95,6 +95,10 @@ func TestExecErrors(t *testing.T) {
 	ctx := ctxT(t)
 	_, _, _, err := e.c.Run(ctx, "no-such-command-xyz")
 	wantKind(t, err, errdefs.ErrNotFound, "command not found: no-such-command-xyz")
+	wantExitCode(t, err, 127) // as a shell exits
+	_, _, _, err = e.c.Run(ctx, "/no/such/program")
+	wantKind(t, err, errdefs.ErrNotFound, "command not found: /no/such/program")
+	wantExitCode(t, err, 127)
 	_, _, _, err = e.c.Run(ctx)
 	wantKind(t, err, errdefs.ErrInvalidArgument, "argv is empty")
 	_, err = e.c.Exec(ctx, &executorv1.ExecRequest{Argv: []string{"true"}, Cwd: "/missing"}, nil)
@@ -104,6 +108,18 @@ func TestExecErrors(t *testing.T) {
 	e.writeHost("script", "echo hi\n")
 	_, err = e.c.Exec(ctx, &executorv1.ExecRequest{Argv: []string{"./script"}}, nil)
 	wantKind(t, err, errdefs.ErrPermissionDenied, "cannot be executed")
+	wantExitCode(t, err, 126)
+	os.Chmod(e.host("script"), 0o755) // no #! line
+	_, err = e.c.Exec(ctx, &executorv1.ExecRequest{Argv: []string{"./script"}}, nil)
+	wantKind(t, err, errdefs.ErrInvalidArgument, "cannot be executed")
+	wantExitCode(t, err, 126)
+}
+
+func wantExitCode(t *testing.T, err error, want int) {
+	t.Helper()
+	if code, ok := errdefs.ExitCode(err); !ok || code != want {
+		t.Errorf("%v: exit code %d (%v), want %d", err, code, ok, want)
+	}
 }
 
 func TestExecStdin(t *testing.T) {

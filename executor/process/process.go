@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -88,7 +89,19 @@ type Process struct {
 	exit     *Exit
 	done     chan struct{}
 	subs     []chan struct{}
+
+	// Backpressure (see Stream): a pump reads no more while a foreground
+	// reader would lose what it reads.
+	gates    []*gate
+	held     *gate     // registered at start for the starter's Stream (Spec.Foreground)
+	gateWait sync.Cond // on mu; pumps wait here
+	waiting  [2]bool   // a pump waits for a foreground reader
+	ungated  bool      // the table is closing: pumps wait for no one
+	graceDue bool      // WaitDelay ran out while a pump was waiting
 }
+
+// gate is one foreground reader's position in each stream.
+type gate struct{ pos [2]uint64 }
 
 // The clock. time.Now reads two clocks, each a syscall where the vDSO is
 // not used (gVisor's ptrace platform); the hot paths keep monotonic offsets
@@ -136,13 +149,14 @@ func (p *Process) Info() Info {
 func (p *Process) pump(stream int, f *os.File) {
 	defer p.t.wg.Done()
 	bp := readPool.Get().(*[]byte)
-	buf := *bp
+	buf := (*bp)[:min(len(*bp), p.out[stream].max)]
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
 			p.out[stream].write(buf[:n])
 			p.wakeLocked()
+			p.waitRoomLocked(stream, len(buf))
 			p.mu.Unlock()
 			p.t.touch()
 		}
@@ -164,6 +178,69 @@ func (p *Process) pump(stream int, f *os.File) {
 	}
 }
 
+// waitRoomLocked waits until the ring of stream can take next more bytes
+// without overwriting any a foreground reader has not read: the pipe then
+// fills and the process blocks in write, as it would writing to a slow
+// terminal. Waiting for a reader does not count against WaitDelay.
+func (p *Process) waitRoomLocked(stream, next int) {
+	r := &p.out[stream]
+	for !p.ungated && len(p.gates) > 0 {
+		slowest := r.total
+		for _, g := range p.gates {
+			slowest = min(slowest, g.pos[stream])
+		}
+		if r.total-slowest+uint64(next) <= uint64(r.max) {
+			break
+		}
+		p.waiting[stream] = true
+		p.gateWait.Wait()
+		p.waiting[stream] = false
+	}
+	if p.graceDue && !p.waiting[0] && !p.waiting[1] {
+		p.graceDue = false
+		p.grace = time.AfterFunc(p.t.opts.WaitDelay, func() { p.closeReaders(false) })
+	}
+}
+
+// addGateLocked registers a foreground reader. It starts at the first byte
+// ever written, so that its first read reports what the ring lost before it
+// joined (and moves it to the oldest byte held).
+func (p *Process) addGateLocked() *gate {
+	g := &gate{}
+	p.gates = append(p.gates, g)
+	return g
+}
+
+func (p *Process) removeGate(g *gate) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gates = slices.DeleteFunc(p.gates, func(x *gate) bool { return x == g })
+	if p.held == g {
+		p.held = nil
+	}
+	p.gateWait.Broadcast()
+}
+
+// ReleaseHold gives up the foreground reader a Spec.Foreground start
+// registered, for a starter that will not stream after all: the process
+// then runs as a background one.
+func (p *Process) ReleaseHold() {
+	p.mu.Lock()
+	g := p.held
+	p.mu.Unlock()
+	if g != nil {
+		p.removeGate(g)
+	}
+}
+
+// ungate lets the pumps read on regardless of readers (the table closes).
+func (p *Process) ungate() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ungated = true
+	p.gateWait.Broadcast()
+}
+
 // onExit receives the exit status from the reaper.
 func (p *Process) onExit(ws syscall.WaitStatus) {
 	p.mu.Lock()
@@ -172,7 +249,7 @@ func (p *Process) onExit(ws syscall.WaitStatus) {
 		p.timer.Stop()
 	}
 	if p.pumps > 0 {
-		p.grace = time.AfterFunc(p.t.opts.WaitDelay, p.closeReaders)
+		p.grace = time.AfterFunc(p.t.opts.WaitDelay, func() { p.closeReaders(false) })
 	}
 	fin := p.finishLocked()
 	p.mu.Unlock()
@@ -182,14 +259,22 @@ func (p *Process) onExit(ws syscall.WaitStatus) {
 }
 
 // closeReaders ends the pumps of a process whose output pipes are held open
-// by processes it left behind.
-func (p *Process) closeReaders() {
+// by processes it left behind. A pump waiting for a foreground reader is
+// not cut (what the pipe holds may be the process's own last output): its
+// WaitDelay starts again once the reader catches up. With force, every
+// pump ends.
+func (p *Process) closeReaders(force bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, f := range p.readers {
-		if f != nil {
-			f.Close()
+	for stream, f := range p.readers {
+		if f == nil {
+			continue
 		}
+		if !force && p.waiting[stream] {
+			p.graceDue = true
+			continue
+		}
+		f.Close()
 	}
 }
 
@@ -240,28 +325,65 @@ func (p *Process) wakeLocked() {
 	}
 }
 
-// Stream sends the output the process still holds to s, then, with follow,
-// the rest as it comes, and its Exit once it has finished (without follow,
-// only if it already has). Bytes lost from the ring buffers are reported
-// with Dropped before the output that follows the gap.
-func (p *Process) Stream(ctx context.Context, follow bool, s Sink) error {
+// How Stream reads a process's output.
+type Mode int
+
+const (
+	// Replay sends the output held now, and the exit if it has finished.
+	Replay Mode = iota
+	// Follow sends the output held, then the rest as it comes, and the
+	// exit. The ring buffers are bounded: a reader that falls behind is
+	// told how many bytes it lost (Dropped), the process never waits.
+	Follow
+	// Foreground is Follow with backpressure: from where it joins, the
+	// process waits for this reader (its writes block once the pipe is
+	// full), so nothing more is lost.
+	Foreground
+	// Owner is Foreground for the caller that started the process with
+	// Spec.Foreground: its reader was in place before the first byte, so
+	// nothing is lost at all.
+	Owner
+)
+
+// Stream sends the output the process still holds to s, then, following,
+// the rest as it comes, and its Exit once it has finished (with Replay only
+// if it already has). Bytes lost from the ring buffers are reported with
+// Dropped before the output that follows the gap.
+func (p *Process) Stream(ctx context.Context, mode Mode, s Sink) error {
 	var wake chan struct{}
-	if follow {
+	var g *gate
+	if mode != Replay {
 		wake = make(chan struct{}, 1)
 		p.mu.Lock()
 		p.subs = append(p.subs, wake)
+		switch {
+		case mode == Owner && p.held != nil:
+			g, p.held = p.held, nil
+		case mode >= Foreground:
+			g = p.addGateLocked()
+		}
 		p.mu.Unlock()
 		defer p.unsubscribe(wake)
+		if g != nil {
+			defer p.removeGate(g)
+		}
 	}
 	bp := chunkPool.Get().(*[]byte)
 	defer chunkPool.Put(bp)
 	buf := *bp
-	var pos [2]uint64
+	var own [2]uint64
+	pos := &own
+	if g != nil {
+		pos = &g.pos // read and written under p.mu
+	}
 	for {
 		sent := false
 		for stream := range 2 {
 			p.mu.Lock()
 			n, dropped := p.out[stream].read(&pos[stream], buf)
+			if p.waiting[stream] {
+				p.gateWait.Broadcast()
+			}
 			p.mu.Unlock()
 			if dropped > 0 {
 				var d [2]uint64
@@ -287,7 +409,7 @@ func (p *Process) Stream(ctx context.Context, follow bool, s Sink) error {
 		if caughtUp && exit != nil {
 			return s.Exited(*exit)
 		}
-		if !follow {
+		if mode == Replay {
 			return nil
 		}
 		select {

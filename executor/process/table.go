@@ -7,6 +7,15 @@
 // survives the client that asked for it: a process whose client went away
 // carries on as a background process, and Attach replays what it kept.
 //
+// Bytes are never lost silently. A foreground reader (Mode Foreground,
+// Owner) holds the process back: a pump reads no more from the pipe while
+// the ring could not take it without overwriting bytes that reader has not
+// read, so the pipe fills and the command blocks in write, as on a slow
+// terminal. The ring is then just the pipe's buffer (1 MiB, which lets the
+// reader send big chunks while the command runs on). Readers that do not
+// hold it back (Follow, or a background process's) are told how many bytes
+// they lost (Sink.Dropped).
+//
 // A Table remembers exited processes (the last Options.MaxExited) and, for
 // idempotency, which process each key started (the last Options.MaxKeys
 // keys): starting with a known key starts nothing and returns that process.
@@ -69,6 +78,9 @@ type Spec struct {
 	Timeout time.Duration // 0: none
 	Key     string        // idempotency key
 	Tag     string
+	// Foreground: the starter streams the output with Mode Owner, and the
+	// process waits for it (backpressure) instead of losing output.
+	Foreground bool
 }
 
 // Table is the set of processes an executor started.
@@ -208,6 +220,11 @@ func (t *Table) start(spec Spec) (*Process, error) {
 	}
 	p := &Process{t: t, argv: spec.Argv, tag: spec.Tag, key: spec.Key, pty: spec.PTY, done: make(chan struct{})}
 	p.out[Stdout].max, p.out[Stderr].max = t.opts.RingBytes, t.opts.RingBytes
+	p.gateWait.L = &p.mu
+	if spec.Foreground {
+		p.held = &gate{}
+		p.gates = []*gate{p.held}
+	}
 
 	var childFds []int // closed in the parent once the child has them
 	defer func() {
@@ -409,6 +426,7 @@ func (t *Table) Close() {
 	}
 	t.mu.Unlock()
 	for _, p := range running {
+		p.ungate() // a stalled foreground reader holds up nothing now
 		p.Signal(syscall.SIGKILL)
 	}
 	deadline := time.NewTimer(5 * time.Second)
@@ -417,13 +435,20 @@ func (t *Table) Close() {
 		select {
 		case <-p.done:
 		case <-deadline.C:
-			p.closeReaders() // unkillable (stuck in the kernel?): stop reading at least
+			p.closeReaders(true) // unkillable (stuck in the kernel?): stop reading at least
 		}
 	}
 	t.wg.Wait()
 	theReaper.release()
 	t.devnull.Close()
 }
+
+// The exit statuses a shell gives a command it cannot run; a start error
+// carries them (errdefs.ExitCode) for a command line to exit with.
+const (
+	ExitNotFound      = 127
+	ExitNotExecutable = 126
+)
 
 // execError explains why a process could not start.
 func execError(spec Spec, argv0 string, err error) error {
@@ -432,14 +457,14 @@ func execError(spec Spec, argv0 string, err error) error {
 		if _, serr := os.Stat(spec.Dir); serr != nil && spec.Dir != "" {
 			return errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf("the working directory %s does not exist", spec.Dir))
 		}
-		return errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf(
-			"%s: no such file, or its interpreter (the #! line) is missing", argv0))
+		return errdefs.WithExitCode(errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf(
+			"command not found: %s (no such file, or its interpreter, the #! line, is missing)", argv0)), ExitNotFound)
 	case errors.Is(err, syscall.EACCES):
-		return errdefs.WithMessage(errdefs.ErrPermissionDenied, fmt.Sprintf(
-			"%s cannot be executed (permission denied; is it executable, and its directory %s searchable?)", argv0, spec.Dir))
+		return errdefs.WithExitCode(errdefs.WithMessage(errdefs.ErrPermissionDenied, fmt.Sprintf(
+			"%s cannot be executed (permission denied; is it executable, and its directory %s searchable?)", argv0, spec.Dir)), ExitNotExecutable)
 	case errors.Is(err, syscall.ENOEXEC):
-		return errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf(
-			"%s is not in an executable format (a script without a #! line?)", argv0))
+		return errdefs.WithExitCode(errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf(
+			"%s cannot be executed: it is not in an executable format (a script without a #! line?)", argv0)), ExitNotExecutable)
 	case errors.Is(err, syscall.ENOTDIR):
 		return errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf(
 			"%s or the working directory %s has a component that is not a directory", argv0, spec.Dir))
@@ -474,7 +499,8 @@ func lookPath(file string, env []string, dir string) (string, error) {
 			return cand, nil
 		}
 	}
-	return "", errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf("command not found: %s (searched PATH=%s)", file, pathEnv))
+	return "", errdefs.WithExitCode(errdefs.WithMessage(errdefs.ErrNotFound,
+		fmt.Sprintf("command not found: %s (searched PATH=%s)", file, pathEnv)), ExitNotFound)
 }
 
 // DefaultPath is the PATH used when the environment has none.

@@ -708,7 +708,11 @@ type ExecEvent_Exited struct {
 }
 
 type ExecEvent_Dropped struct {
-	Dropped *Dropped `protobuf:"bytes,5,opt,name=dropped,proto3,oneof"` // Attach: bytes lost from the ring buffer
+	// Bytes lost from the bounded ring buffer before the output that
+	// follows: only for readers that joined late (Attach, an Exec that
+	// reattached by key) or that do not hold the process back (Attach);
+	// the Exec that started a foreground process loses nothing.
+	Dropped *Dropped `protobuf:"bytes,5,opt,name=dropped,proto3,oneof"`
 }
 
 func (*ExecEvent_Started) isExecEvent_Event() {}
@@ -774,13 +778,19 @@ func (x *Started) GetReattached() bool {
 }
 
 type Exited struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExitCode      int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"` // 128+signal when killed by a signal
-	Signal        int32                  `protobuf:"varint,2,opt,name=signal,proto3" json:"signal,omitempty"`                     // 0 when it exited on its own
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`                      // "exited", "signaled", "timeout", "killed"
-	DurationMs    int64                  `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ExitCode   int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"` // 128+signal when killed by a signal
+	Signal     int32                  `protobuf:"varint,2,opt,name=signal,proto3" json:"signal,omitempty"`                     // 0 when it exited on its own
+	Reason     string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`                      // "exited", "signaled", "timeout", "killed"
+	DurationMs int64                  `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// Set by reins serve on a foreground Exec: how many of the sandbox's
+	// processes its memory limit killed while this one ran (on runc a child
+	// of the command may be the victim while the command goes on), and the
+	// limit. 0 when none or unknown.
+	OomKills         uint32 `protobuf:"varint,5,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`
+	MemoryLimitBytes int64  `protobuf:"varint,6,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Exited) Reset() {
@@ -837,6 +847,20 @@ func (x *Exited) GetReason() string {
 func (x *Exited) GetDurationMs() int64 {
 	if x != nil {
 		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *Exited) GetOomKills() uint32 {
+	if x != nil {
+		return x.OomKills
+	}
+	return 0
+}
+
+func (x *Exited) GetMemoryLimitBytes() int64 {
+	if x != nil {
+		return x.MemoryLimitBytes
 	}
 	return 0
 }
@@ -2960,13 +2984,15 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x1e\n" +
 	"\n" +
 	"reattached\x18\x02 \x01(\bR\n" +
-	"reattached\"v\n" +
+	"reattached\"\xc1\x01\n" +
 	"\x06Exited\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\x05R\x06signal\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vduration_ms\x18\x04 \x01(\x03R\n" +
-	"durationMs\"O\n" +
+	"durationMs\x12\x1b\n" +
+	"\toom_kills\x18\x05 \x01(\rR\boomKills\x12,\n" +
+	"\x12memory_limit_bytes\x18\x06 \x01(\x03R\x10memoryLimitBytes\"O\n" +
 	"\aDropped\x12!\n" +
 	"\fstdout_bytes\x18\x01 \x01(\x04R\vstdoutBytes\x12!\n" +
 	"\fstderr_bytes\x18\x02 \x01(\x04R\vstderrBytes\"9\n" +

@@ -97,8 +97,11 @@ type ExecutorClient interface {
 	// Exec starts a process and streams its output and exit. The first event is
 	// always Started. With background set, the stream ends after Started and
 	// the process goes on; its output is kept in a bounded ring buffer that
-	// Attach reads. With an idempotency key already seen, Exec starts nothing:
-	// it attaches to the process that key started (replaying its output).
+	// Attach reads. Without it, the process's output waits for this stream
+	// (backpressure: the command blocks in write while the caller reads
+	// slowly) and none is lost. With an idempotency key already seen, Exec
+	// starts nothing: it attaches to the process that key started (replaying
+	// its output; what the ring lost before is reported with Dropped).
 	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.ServerStreamForClient[v1.ExecEvent], error)
 	// Attach replays a process's retained output and, with follow, streams the
 	// rest until it exits.
@@ -411,8 +414,11 @@ type ExecutorHandler interface {
 	// Exec starts a process and streams its output and exit. The first event is
 	// always Started. With background set, the stream ends after Started and
 	// the process goes on; its output is kept in a bounded ring buffer that
-	// Attach reads. With an idempotency key already seen, Exec starts nothing:
-	// it attaches to the process that key started (replaying its output).
+	// Attach reads. Without it, the process's output waits for this stream
+	// (backpressure: the command blocks in write while the caller reads
+	// slowly) and none is lost. With an idempotency key already seen, Exec
+	// starts nothing: it attaches to the process that key started (replaying
+	// its output; what the ring lost before is reported with Dropped).
 	Exec(context.Context, *connect.Request[v1.ExecRequest], *connect.ServerStream[v1.ExecEvent]) error
 	// Attach replays a process's retained output and, with follow, streams the
 	// rest until it exits.
