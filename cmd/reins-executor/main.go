@@ -2,11 +2,11 @@
 // serves the reins.executor.v1 API on a unix socket: processes, files, tar
 // streams and usage. See package executor.
 //
-//	reins-executor --listen /run/reins/executor.sock --root / --token-file /run/reins/token
+//	REINS_EXECUTOR_TOKEN=… reins-executor --listen /.reins/run/executor.sock --root / --workdir /workspace --make-workdir
 //
-// The token comes from --token-file (read, then deleted, so that code in the
-// sandbox cannot read it later) or from REINS_EXECUTOR_TOKEN (removed from
-// the environment the processes get).
+// The token comes from REINS_EXECUTOR_TOKEN (removed from the environment
+// the processes get; reins sets it in the init's spec) or from --token-file
+// (read, then deleted).
 package main
 
 import (
@@ -51,6 +51,7 @@ func run() error {
 	listen := flag.String("listen", "", "unix socket to serve on (required; a stale socket is replaced)")
 	root := flag.String("root", "", "directory file calls are confined to (required; \"/\" inside a sandbox)")
 	workdir := flag.String("workdir", "/", "where relative paths and processes start, inside the sandbox")
+	makeWorkdir := flag.Bool("make-workdir", false, "create --workdir (and its parents) if it is missing")
 	tokenFile := flag.String("token-file", "", "file holding the token calls must present; deleted once read (or set "+tokenEnv+")")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -67,6 +68,16 @@ func run() error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if *makeWorkdir {
+		// Made here, inside the sandbox, where its symlinks resolve as
+		// the sandbox sees them: the host never walks this path.
+		// A workdir the sandbox itself broke (a dangling symlink, a
+		// file) must not keep its executor from starting: start in "/".
+		if err := os.MkdirAll(*workdir, 0o755); err != nil {
+			log.Warn("cannot make the workdir; starting in /", "workdir", *workdir, "err", err)
+			*workdir = "/"
+		}
+	}
 
 	// Orphans of the processes we start are ours to reap, also when we are
 	// not PID 1 (outside a sandbox), rather than the host's init's.

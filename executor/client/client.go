@@ -141,25 +141,40 @@ var ErrNotSocket = errors.New("not a socket")
 // dial connects to the socket named c.name in c.dir without following a
 // symlink or leaving the directory (see Dial).
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
-	fd, err := unix.Openat2(int(c.dir.Fd()), c.name, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
+	fd, err := c.openSocket()
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, &net.OpError{Op: "dial", Net: "unix", Err: ErrNotSocket}
-	}
 	// connect(2) on the descriptor's magic link reaches the very inode
 	// opened above, whatever the name points to by now.
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
+}
+
+// openSocket opens c.name beneath c.dir as an O_PATH descriptor, refusing
+// symlinks, other mounts and anything that is not a socket (ErrNotSocket).
+func (c *Client) openSocket() (int, error) {
+	fd, err := unix.Openat2(int(c.dir.Fd()), c.name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		return -1, ErrNotSocket
+	}
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		unix.Close(fd)
+		return -1, ErrNotSocket
+	}
+	return fd, nil
 }
 
 // Token is the executor's token, for a proxy that forwards calls as they
@@ -293,6 +308,14 @@ func (c *Client) WaitReady(ctx context.Context) error {
 		}
 		if errors.Is(err, errdefs.ErrUnauthenticated) {
 			return err // it answers, and will never accept us
+		}
+		if fd, perr := c.openSocket(); errors.Is(perr, ErrNotSocket) {
+			// Something in the sandbox put a symlink or a file where
+			// the socket goes: no executor will answer there.
+			return errdefs.WithMessage(errdefs.ErrUnavailable,
+				"the sandbox's executor socket was replaced by something that is not a socket (from inside the sandbox); it cannot be reached")
+		} else if perr == nil {
+			unix.Close(fd)
 		}
 		if time.Since(start) > time.Second {
 			delay = 2 * time.Millisecond

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,7 +32,11 @@ const (
 	ExecutorTarget = "/.reins/bin/reins-executor"
 	RunTarget      = "/.reins/run"
 	socketName     = "executor.sock"
-	tokenName      = "token"
+	// tokenEnv carries the executor's token in its init's environment
+	// (the OCI spec, host-only), which the executor removes from what its
+	// processes get. It is never a file the host writes where the sandbox
+	// can plant a symlink.
+	tokenEnv = "REINS_EXECUTOR_TOKEN"
 	defaultPath    = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 )
 
@@ -218,10 +223,38 @@ func (m *Manager) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 			return spec, fmt.Errorf("env %q is not KEY=VALUE: %w", kv, errdefs.ErrInvalidArgument)
 		}
 	}
-	if spec.Workdir != "" && !strings.HasPrefix(spec.Workdir, "/") {
-		return spec, fmt.Errorf("workdir %q must be an absolute path: %w", spec.Workdir, errdefs.ErrInvalidArgument)
+	if spec.Workdir != "" {
+		w := cleanWorkdir(spec.Workdir)
+		if w == "" {
+			return spec, fmt.Errorf("workdir %q must be an absolute path inside the sandbox, without .. or NUL, at most 1024 bytes: %w",
+				truncate(spec.Workdir, 80), errdefs.ErrInvalidArgument)
+		}
+		spec.Workdir = w
 	}
 	return spec, nil
+}
+
+// cleanWorkdir returns the absolute, clean form of a working directory
+// inside the sandbox, or "" when w is not one: relative, with a ".."
+// element (a host-path trick even where it would be harmless), a NUL, or
+// too long.
+func cleanWorkdir(w string) string {
+	if !strings.HasPrefix(w, "/") || len(w) > 1024 || strings.ContainsRune(w, 0) {
+		return ""
+	}
+	for _, e := range strings.Split(w, "/") {
+		if e == ".." {
+			return ""
+		}
+	}
+	return path.Clean(w)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func newID() string {
@@ -329,16 +362,15 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	t2 := time.Now()
 	workdir := spec.Workdir
 	if workdir == "" {
-		workdir = img.WorkingDir
+		workdir = cleanWorkdir(img.WorkingDir)
 	}
 	if workdir == "" {
 		workdir = "/workspace"
 	}
-	if err := os.MkdirAll(filepath.Join(l.Rootfs(), workdir), 0o755); err != nil {
-		return fmt.Errorf("making workdir %s: %w", workdir, err)
-	}
-	os.Remove(filepath.Join(l.Run(), socketName))
-	if err := os.WriteFile(filepath.Join(l.Run(), tokenName), []byte(b.rec.Token), 0o600); err != nil {
+	// The executor makes the workdir, inside: the host never resolves a
+	// path in the sandbox's root filesystem, whose symlinks the image or
+	// an earlier life of the sandbox chose.
+	if err := rootfs.PrepareRun(l); err != nil {
 		return err
 	}
 	bundle := sandbox.Bundle{
@@ -351,11 +383,10 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 		},
 		Args: []string{ExecutorTarget,
 			"--listen", RunTarget + "/" + socketName,
-			"--token-file", RunTarget + "/" + tokenName,
 			"--root", "/",
-			"--workdir", workdir,
+			"--workdir", workdir, "--make-workdir",
 		},
-		Env:      buildEnv(img.Env, spec.Env),
+		Env:      append(buildEnv(img.Env, spec.Env), tokenEnv+"="+b.rec.Token),
 		Cwd:      "/",
 		Hostname: "sandbox-" + b.rec.ID,
 		Limits:   spec.Limits,

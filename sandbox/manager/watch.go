@@ -51,6 +51,11 @@ func (m *Manager) Recover(ctx context.Context) error {
 	return nil
 }
 
+// recoverTimeout bounds the wait for a running sandbox's executor to answer
+// after a restart of the service: it was listening before, so it answers at
+// once unless something is wrong with it.
+const recoverTimeout = 10 * time.Second
+
 func (m *Manager) recoverOne(ctx context.Context, b *box) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -80,7 +85,11 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 		m.cleanup(b, true)
 		return
 	}
-	ex, err := client.WaitReady(ctx, socketPath(b.dir), b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
+	// Bounded: a sandbox that cut its own executor off (removed or
+	// replaced its socket) must not hold up the service's start.
+	wctx, cancel := context.WithTimeout(ctx, min(m.cfg.ReadyTimeout, recoverTimeout))
+	defer cancel()
+	ex, err := client.WaitReady(wctx, socketPath(b.dir), b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
 	if err != nil {
 		log.Warn("executor does not answer after restart", "err", err)
 		m.stopLocked(b, sandbox.ReasonLost, "its executor did not answer after the service restarted: "+err.Error())

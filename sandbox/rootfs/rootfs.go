@@ -14,8 +14,9 @@
 //	DIR/disk/         where the disk is mounted
 //	DIR/disk/upper    the overlay's upper layer: every write of the sandbox
 //	DIR/disk/work     overlayfs' work directory
-//	DIR/disk/run      the control directory, bind-mounted into the sandbox
 //	DIR/rootfs/       the merged root filesystem
+//	DIR/run/          the control directory, bind-mounted into the sandbox
+//	                  (on the host's disk, not the sandbox's: see PrepareRun)
 //
 // All of it needs root.
 package rootfs
@@ -43,7 +44,7 @@ func (l Layout) DiskImage() string { return filepath.Join(l.Dir, "disk.img") }
 func (l Layout) Disk() string      { return filepath.Join(l.Dir, "disk") }
 func (l Layout) Upper() string     { return filepath.Join(l.Dir, "disk", "upper") }
 func (l Layout) Work() string      { return filepath.Join(l.Dir, "disk", "work") }
-func (l Layout) Run() string       { return filepath.Join(l.Dir, "disk", "run") }
+func (l Layout) Run() string       { return filepath.Join(l.Dir, "run") }
 func (l Layout) Rootfs() string    { return filepath.Join(l.Dir, "rootfs") }
 
 // MinDisk is the smallest disk we make: ext4 needs room for its own metadata.
@@ -138,14 +139,31 @@ func MountDisk(l Layout) error {
 		if err != nil {
 			return fmt.Errorf("mounting %s on %s: %w", dev, l.Disk(), err)
 		}
-		for _, d := range []string{l.Upper(), l.Work(), l.Run()} {
+		for _, d := range []string{l.Upper(), l.Work()} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return err
 			}
 		}
-		return os.Chmod(l.Run(), 0o700)
+		return nil
 	}
 	return fmt.Errorf("no free loop device after 32 attempts: %w", errdefs.ErrResourceExhausted)
+}
+
+// PrepareRun makes the sandbox's control directory anew, empty, mode 0700.
+// The sandbox writes in it (its executor makes its socket there), so the
+// host never follows a name in it: whatever an earlier life of the
+// sandbox left (a symlink where the socket was) is removed without being
+// followed, before the sandbox starts. The directory sits on the host's
+// disk, in the sandbox's host-only directory, so that the sandbox cannot
+// replace the directory itself (it sees only a bind mount of it).
+func PrepareRun(l Layout) error {
+	if err := os.RemoveAll(l.Run()); err != nil {
+		return fmt.Errorf("clearing the sandbox's control directory: %w", err)
+	}
+	if err := os.Mkdir(l.Run(), 0o700); err != nil {
+		return fmt.Errorf("making the sandbox's control directory: %w", err)
+	}
+	return nil
 }
 
 // MountOverlay mounts the merged root filesystem: layers (lowest first) under

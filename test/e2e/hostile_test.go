@@ -1,0 +1,202 @@
+package e2e
+
+// The hostile-input suite: each test plays one thing a sandbox or a tenant
+// controls against the host, the way the containment review did, and
+// checks the host is untouched. Other hostile_*_test.go files hold the
+// rest (names, archives, exec, runc).
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// hostSocket listens on a unix socket on the host, the kind a planted
+// symlink would aim at, and counts the connections it gets.
+func hostSocket(t *testing.T) (path string, conns *atomic.Int64) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, "host.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = new(atomic.Int64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done; os.RemoveAll(dir) })
+	return path, conns
+}
+
+func randName(prefix string) string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// TestHostileRunDirSymlinks covers findings 1 and 3 of the containment
+// review (and the wake path of 2): a process in the sandbox replaces
+// /.reins/run/token with a symlink to a host file, the executor's socket
+// with a symlink to a host socket, and the parent of its workdir with a
+// symlink to a host directory; the run then waits for approval long enough that its
+// sandbox is suspended, and approving starts the sandbox again on its
+// files. The host file keeps its bytes, the host socket gets no
+// connection, no host directory is made, and the run carries on.
+func TestHostileRunDirSymlinks(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s := startService(t, "--release-after", "1s")
+			victimDir := t.TempDir()
+			victim := filepath.Join(victimDir, "victim")
+			if err := os.WriteFile(victim, []byte("precious host bytes\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			hostSock, conns := hostSocket(t)
+			// An existing host directory: the old code's MkdirAll walked
+			// the sandbox's /w -> hostDir symlink and made hostDir/made.
+			hostDir := t.TempDir()
+			madeDir := filepath.Join(hostDir, "made")
+			sb := s.create("--backend", backend, "--workdir", "/w/made")
+
+			plant := strings.Join([]string{
+				"echo data > /kept.txt",
+				"ln -sf " + victim + " /.reins/run/token",
+				"rm -f /.reins/run/executor.sock",
+				"ln -s " + hostSock + " /.reins/run/executor.sock",
+				"cd / && rm -rf /w",
+				"ln -s " + hostDir + " /w",
+				"ls -la /.reins/run/ /w",
+			}, " && ")
+			pol := writePolicy(t, "rules:\n  - name: hold\n    tool: bash\n    match: {command: after-wake}\n    action: ask\n")
+			script := writeScript(t,
+				bash(plant),
+				bash("echo after-wake; cat /kept.txt"),
+				map[string]any{"expect": "data", "text": "done"})
+			id := strings.TrimSpace(s.must("run", "--detach", "--in", sb, "--policy", pol, "--model", "script:"+script, "plant symlinks"))
+			waitStatus(t, s, id, "waiting_approval")
+			eventually(t, 30*time.Second, "the run's sandbox is suspended", func() (bool, string) {
+				ls := s.must("sandbox", "ls")
+				return strings.Contains(ls, sb) && strings.Contains(ls, "suspended"), ls
+			})
+			s.must("runs", "approve", id)
+			var status string
+			eventually(t, 60*time.Second, "the run ends", func() (bool, string) {
+				status = runStatus(s, id)
+				return status == "succeeded" || status == "failed", status
+			})
+
+			if got, _ := os.ReadFile(victim); string(got) != "precious host bytes\n" {
+				t.Errorf("the host file behind the planted token symlink was written: %q", got)
+			}
+			if n := conns.Load(); n != 0 {
+				t.Errorf("the host socket behind the planted symlink got %d connections", n)
+			}
+			if _, err := os.Lstat(madeDir); err == nil {
+				t.Errorf("the host directory %s behind the planted /w symlink was made", madeDir)
+			}
+			if status != "succeeded" {
+				t.Errorf("the run %s, want succeeded:\n%s", status, s.must("runs", "events", id))
+			}
+			if ev := s.must("runs", "events", id); !strings.Contains(ev, "sandbox_resumed") {
+				t.Errorf("no sandbox_resumed event:\n%s", ev)
+			}
+		})
+	}
+}
+
+// TestHostileSocketSymlink covers finding 2: once the sandbox replaced its
+// executor's socket with a symlink to a host socket, neither a new
+// connection for a bulk transfer nor the re-attach after a restart of the
+// service reaches the host socket. The sandbox, which cut its own
+// executor off, is reported lost; the service goes on serving.
+func TestHostileSocketSymlink(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s := startService(t)
+			hostSock, conns := hostSocket(t)
+			id := s.create("--backend", backend)
+			s.must("sandbox", "exec", id, "--", "sh", "-c",
+				"rm -f /.reins/run/executor.sock && ln -s "+hostSock+" /.reins/run/executor.sock")
+
+			// A bulk transfer opens a connection of its own.
+			src := filepath.Join(t.TempDir(), "f.txt")
+			os.WriteFile(src, []byte("hello"), 0o644)
+			r := s.run("sandbox", "cp", src, id+":/workspace/")
+			if n := conns.Load(); n != 0 {
+				t.Fatalf("cp dialled the host socket (%d connections): %s", n, r)
+			}
+			if r.code == 0 {
+				t.Logf("cp went over a connection opened before the plant: %s", r)
+			}
+			if strings.Contains(r.stderr, s.dataDir) {
+				t.Errorf("the error names a host path: %s", r.stderr)
+			}
+
+			s.kill9()
+			s.start()
+			eventually(t, 30*time.Second, "the sandbox is reported lost", func() (bool, string) {
+				ls := s.must("sandbox", "ls")
+				return strings.Contains(ls, id) && strings.Contains(ls, "lost"), ls
+			})
+			if n := conns.Load(); n != 0 {
+				t.Fatalf("re-attach after a restart dialled the host socket (%d connections)", n)
+			}
+			// The service serves on.
+			id2 := s.create("--backend", backend)
+			if out := s.must("sandbox", "exec", id2, "--", "echo", "ok"); strings.TrimSpace(out) != "ok" {
+				t.Errorf("exec after the hostile sandbox: %q", out)
+			}
+		})
+	}
+}
+
+// TestHostileWorkdir covers finding 3: a workdir with .. elements is
+// refused before anything is made, and no host directory appears.
+func TestHostileWorkdir(t *testing.T) {
+	s := startService(t)
+	name := randName("reins-workdir-")
+	t.Cleanup(func() { os.RemoveAll(filepath.Join("/tmp", name)) })
+	for _, w := range []string{
+		"/../../../../../../tmp/" + name,
+		"/workspace/../../../../../../../tmp/" + name,
+		"relative/" + name,
+		"/" + strings.Repeat("a", 2000),
+	} {
+		r := s.run("sandbox", "create", "--workdir", w)
+		if r.code == 0 {
+			t.Errorf("create --workdir %.40q succeeded: %s", w, r)
+			s.run("sandbox", "rm", strings.TrimSpace(r.stdout))
+			continue
+		}
+		if !strings.Contains(r.stderr, "workdir") || strings.Contains(r.stderr, s.dataDir) {
+			t.Errorf("create --workdir %.40q: want an error about the workdir that names no host path: %s", w, r)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join("/tmp", name)); err == nil {
+		t.Errorf("/tmp/%s was made on the host", name)
+	}
+	// A clean absolute workdir is made inside the sandbox and used.
+	id := s.create("--workdir", "/srv/"+name)
+	if out := strings.TrimSpace(s.must("sandbox", "exec", id, "--", "pwd")); out != "/srv/"+name {
+		t.Errorf("pwd in the workdir: %q", out)
+	}
+}
