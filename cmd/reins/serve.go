@@ -108,9 +108,11 @@ func serve(cfg serveConfig) error {
 	if os.Geteuid() != 0 {
 		return errors.New("reins serve needs root: it mounts sandbox disks and runs runsc/runc; run it with sudo")
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	lock, err := openDataDir(cfg.DataDir)
+	if err != nil {
 		return err
 	}
+	defer lock.Close()
 	token, err := adminToken(cfg.DataDir)
 	if err != nil {
 		return err

@@ -35,9 +35,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
@@ -74,6 +76,9 @@ type Store struct {
 func Open(path string) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("open store %q: want a plain file path: %w", path, errdefs.ErrInvalidArgument)
+	}
+	if err := makePrivate(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1&_journal_mode=WAL&_synchronous=FULL",
 		busyTimeout.Milliseconds())
@@ -153,3 +158,24 @@ func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 // now is the store's clock, UTC with the monotonic reading stripped so that
 // a time read back compares equal with ==.
 func now() time.Time { return time.Now().UTC().Round(0) }
+
+// makePrivate creates the database file, if missing, readable by its owner
+// only, and takes the group and world bits off an existing one and its
+// WAL and shared-memory files: they hold every tenant's event log. SQLite
+// gives the -wal and -shm files it makes later the database's own mode.
+func makePrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return err
+	}
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		if err := os.Chmod(path+suffix, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}

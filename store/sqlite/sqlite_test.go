@@ -213,3 +213,45 @@ func TestTenantsMigrate(t *testing.T) {
 		t.Fatalf("after reopen: %+v, %v", tn, err)
 	}
 }
+
+// TestFilesArePrivate: the database and its WAL and shared-memory files
+// hold every tenant's event log; no other user of the host may read them,
+// also when an older version left them world-readable.
+func TestFilesArePrivate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "reins.db")
+	st, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := st.CreateRun(ctx, store.Run{ID: "r1", Status: "queued", Spec: []byte(`{}`), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			fi, err := os.Stat(path + suffix)
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s is %v, want -rw-------", when, filepath.Base(path+suffix), fi.Mode().Perm())
+			}
+		}
+	}
+	check("new database")
+	st.Close()
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Chmod(path+suffix, 0o644)
+	}
+	st, err = sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.GetRun(ctx, "", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	check("reopened world-readable database")
+}

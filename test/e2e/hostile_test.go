@@ -6,10 +6,13 @@ package e2e
 // rest (names, archives, exec, runc).
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -199,4 +202,47 @@ func TestHostileWorkdir(t *testing.T) {
 	if out := strings.TrimSpace(s.must("sandbox", "exec", id, "--", "pwd")); out != "/srv/"+name {
 		t.Errorf("pwd in the workdir: %q", out)
 	}
+}
+
+// TestHostileDataDir covers finding 9: the service's files are private
+// (the data dir 0700, the database and its WAL 0600), and a second serve
+// on the same data dir refuses, naming the first one's pid, before it
+// touches anything.
+func TestHostileDataDir(t *testing.T) {
+	s := startService(t)
+	script := writeScript(t, bash("echo hi"), map[string]any{"text": "done"})
+	s.must("run", "--model", "script:"+script, "write some events")
+
+	// An older version left the data dir world-traversable; a restart
+	// makes it private.
+	s.stop()
+	os.Chmod(s.dataDir, 0o755)
+	s.start()
+	want := map[string]os.FileMode{"": 0o700, "reins.db": 0o600, "reins.db-wal": 0o600, "reins.db-shm": 0o600, "admin.token": 0o600}
+	for name, mode := range want {
+		fi, err := os.Stat(filepath.Join(s.dataDir, name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if fi.Mode().Perm() != mode {
+			t.Errorf("data dir entry %q is %v, want %v", name, fi.Mode().Perm(), mode)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	second := exec.CommandContext(ctx, filepath.Join(binDir, "reins"), "serve", "--data-dir", s.dataDir, "--addr", freeAddr(t))
+	out, err := second.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("a second serve on the same data dir started and served:\n%s", out)
+	}
+	if err == nil {
+		t.Fatalf("a second serve on the same data dir exited 0:\n%s", out)
+	}
+	if !strings.Contains(string(out), "in use") || !strings.Contains(string(out), fmt.Sprint(s.cmd.Process.Pid)) {
+		t.Errorf("the second serve's refusal should say the dir is in use and name pid %d:\n%s", s.cmd.Process.Pid, out)
+	}
+	// The first one serves on, its sandboxes untouched.
+	s.must("sandbox", "ls")
 }
