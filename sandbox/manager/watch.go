@@ -80,6 +80,7 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 		if err == nil && st.OOMKilled {
 			reason, msg = sandbox.ReasonOOMKilled, "the memory limit killed it while the service was down"
 		}
+		m.noteOOM(b, st, err)
 		log.Warn("sandbox did not survive", "reason", reason)
 		m.stopLocked(b, reason, msg)
 		m.cleanup(b, true)
@@ -211,6 +212,7 @@ func (m *Manager) refreshLocked(ctx context.Context, b *box, full bool) bool {
 		reason = sandbox.ReasonExited
 		msg = fmt.Sprintf("its init exited with code %d%s", st.ExitCode, initLog(b.dir))
 	}
+	m.noteOOM(b, st, err)
 	m.log.Warn("sandbox died", "sandbox", b.rec.ID, "reason", reason, "message", msg)
 	m.stopLocked(b, reason, msg)
 	if err := m.cleanup(b, true); err != nil {
@@ -234,6 +236,22 @@ func (m *Manager) notePid(b *box, st sandbox.Status) {
 		if err := writeRecord(b.dir, &b.rec); err != nil {
 			m.log.Warn("writing record failed", "sandbox", b.rec.ID, "err", err)
 		}
+	}
+}
+
+// noteOOM keeps the OOM kills a dead sandbox's last status reports, so
+// that its record says how it ended (the stop record is written next). A
+// sandbox killed whole by the memory limit counts at least one.
+func (m *Manager) noteOOM(b *box, st sandbox.Status, err error) {
+	if err != nil {
+		return
+	}
+	n := st.OOMKills
+	if st.OOMKilled && n == 0 {
+		n = 1
+	}
+	if n > b.rec.OOMKills {
+		b.rec.OOMKills, b.rec.LastOOM = n, time.Now()
 	}
 }
 

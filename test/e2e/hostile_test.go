@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -245,4 +246,27 @@ func TestHostileDataDir(t *testing.T) {
 	}
 	// The first one serves on, its sandboxes untouched.
 	s.must("sandbox", "ls")
+}
+
+// TestOOMKilledRecordCountsIt: a sandbox the memory limit killed whole
+// (gVisor's sentry is one process to the host's OOM killer) is stopped as
+// oom_killed and its record counts the kill, instead of "oom kills: 0".
+func TestOOMKilledRecordCountsIt(t *testing.T) {
+	s := startService(t)
+	id := s.create("--backend", "gvisor", "--memory", "64M")
+	s.run("sandbox", "exec", id, "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1")
+	var sb struct {
+		State    string `json:"state"`
+		Reason   string `json:"reason"`
+		OOMKills int    `json:"oom_kills"`
+	}
+	eventually(t, 30*time.Second, "the sandbox is stopped", func() (bool, string) {
+		out := s.must("sandbox", "show", "--json", id)
+		sb.State = ""
+		json.Unmarshal([]byte(out), &sb)
+		return sb.State == "stopped", out
+	})
+	if sb.Reason != "oom_killed" || sb.OOMKills < 1 {
+		t.Errorf("a sandbox the memory limit killed: reason %q, oom_kills %d; want oom_killed and at least 1", sb.Reason, sb.OOMKills)
+	}
 }
