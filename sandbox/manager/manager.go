@@ -36,8 +36,8 @@ const (
 	// (the OCI spec, host-only), which the executor removes from what its
 	// processes get. It is never a file the host writes where the sandbox
 	// can plant a symlink.
-	tokenEnv = "REINS_EXECUTOR_TOKEN"
-	defaultPath    = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	tokenEnv    = "REINS_EXECUTOR_TOKEN"
+	defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 )
 
 // Image is what the manager needs of a resolved image.
