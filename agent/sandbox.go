@@ -94,6 +94,8 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 		if existing, ok := strings.CutPrefix(image, AttachPrefix); ok {
 			// A sandbox the user made (and filled) before the run.
 			id = existing
+		} else if err := e.checkImage(r.tenant, image); err != nil {
+			return tool.Result{}, err
 		} else if id, err = e.cfg.Sandboxes.Create(ctx, r.id, name, image); err != nil {
 			return tool.Result{}, fmt.Errorf("creating sandbox %q (%s): %w", name, image, err)
 		}
@@ -136,6 +138,9 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 // tells the model what happened.
 func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why string) (tool.Result, error) {
 	image := r.st.spec.Sandboxes[name]
+	if err := e.checkImage(r.tenant, image); err != nil {
+		return tool.Result{}, err
+	}
 	if err := e.append(ctx, r, "", typedEvent{EventSandboxLost, SandboxEvent{Name: name, ID: oldID, Reason: why}}); err != nil {
 		return tool.Result{}, err
 	}

@@ -144,6 +144,9 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 		return errdefs.ToConnect(err)
 	}
 	var mu sync.Mutex
+	if err := CheckImage(tenant(ctx), spec.Image); err != nil {
+		return errdefs.ToConnect(err)
+	}
 	last := map[string]time.Time{}
 	progress := func(p manager.Progress) {
 		mu.Lock()

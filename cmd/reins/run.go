@@ -46,7 +46,10 @@ command.`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			spec.Task = strings.Join(args, " ")
-			spec.Model = modelArg(spec.Model)
+			var err error
+			if spec.Model, spec.Script, err = modelArg(spec.Model); err != nil {
+				return err
+			}
 			if policyFile != "" {
 				data, err := os.ReadFile(policyFile)
 				if err != nil {
@@ -218,7 +221,11 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 	case agent.EventSandboxCreated:
 		var d agent.SandboxEvent
 		json.Unmarshal(data, &d)
-		v.printf("%s sandbox %s (%s) created: %s\n", v.style("35", "◆"), d.Name, d.Image, d.ID)
+		if strings.HasPrefix(d.Image, agent.AttachPrefix) {
+			v.printf("%s sandbox %s attached: %s\n", v.style("35", "◆"), d.Name, d.ID)
+		} else {
+			v.printf("%s sandbox %s (%s) created: %s\n", v.style("35", "◆"), d.Name, d.Image, d.ID)
+		}
 	case agent.EventSandboxLost:
 		var d agent.SandboxEvent
 		json.Unmarshal(data, &d)
