@@ -40,9 +40,9 @@ func runCmd() *cobra.Command {
 tools run in isolated sandboxes created on first use.
 
 Models: anthropic:MODEL (ANTHROPIC_API_KEY), openai:MODEL (OPENAI_API_KEY,
-OPENAI_BASE_URL for Ollama, vLLM, llama.cpp), script:PATH (a deterministic
+OPENAI_BASE_URL for Ollama, vLLM, llama.cpp), script:FILE (a deterministic
 script, for tests and demos). Keys are read by reins serve, not by this
-command.`,
+command; a script FILE is read by this command and sent to the service.`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			spec.Task = strings.Join(args, " ")
@@ -103,7 +103,7 @@ command.`,
 	f := c.Flags()
 	f.StringVar(&spec.Model, "model", "", "provider:model, e.g. anthropic:claude-sonnet-4-5, openai:gpt-4.1, script:./x.json (default: the service's)")
 	f.StringVar(&image, "image", "", "image of the run's sandbox (default busybox)")
-	f.StringVar(&in, "in", "", "work in this existing sandbox (ID) instead of a new one; it is kept after the run")
+	f.StringVar(&in, "in", "", "work in this existing sandbox (ID) instead of a new one; it is kept after the run (no such sandbox: no run)")
 	f.Var(&sandboxes, "sandbox", "a named sandbox NAME=IMAGE (repeatable; tools then take a sandbox name)")
 	f.StringVar(&systemFile, "system", "", "file with a system prompt to add")
 	f.StringVar(&policyFile, "policy", "", "policy file (YAML or JSON): per-tool allow/ask/deny and rules")

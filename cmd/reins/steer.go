@@ -125,7 +125,7 @@ func runsForkCmd() *cobra.Command {
 		},
 	}
 	c.Flags().Int64Var(&at, "at", 0, "the last event of the original to keep")
-	c.Flags().StringVar(&model, "model", "", "continue with this model instead (provider:model)")
+	c.Flags().StringVar(&model, "model", "", "continue with this model instead (provider:model; a script:FILE is read here and sent)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the new run's id and return")
 	return c
