@@ -74,6 +74,7 @@ func (s *Server) Handler() http.Handler {
 		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants)
 		mux.Handle(path, h)
 	}
+	s.handleExec(mux)
 	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	return s.auth(mux)
