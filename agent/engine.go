@@ -20,10 +20,22 @@ import (
 	"github.com/reinsdev/reins/tool"
 )
 
-// ModelOpener turns a spec's model ("anthropic:claude-…") into a Model and
-// the name the provider knows it by. It fails before any sandbox exists
-// for an unknown provider or a missing key.
-type ModelOpener func(spec string) (Model, string, error)
+// ModelOpener turns a run's model into a Model and the name the provider
+// knows it by. It fails before any sandbox exists for an unknown provider
+// or a missing key, and refuses a tenant's model that names a host path.
+type ModelOpener func(ModelSpec) (Model, string, error)
+
+// ModelSpec is what a run's model is opened from.
+type ModelSpec struct {
+	// Model is provider:name ("anthropic:claude-sonnet-4-5", "script:x.json").
+	Model string
+	// Script is a script: model's JSON, sent inline; without it the name
+	// of a script: model is a file on the service's host.
+	Script string
+	// Tenant is whose run it is; "" is the admin. A tenant's model names
+	// no host path (a script: model without Script is refused).
+	Tenant string
+}
 
 // Config is how an Engine is set up.
 type Config struct {
@@ -48,6 +60,11 @@ type Config struct {
 	// sandboxes running before their compute is released (suspended,
 	// files kept). Default 2 minutes; negative never releases.
 	ReleaseAfter time.Duration
+	// CheckImage, when set, refuses an image a tenant ("" is the admin)
+	// may not name (one from a path on the host). It is asked when a run
+	// starts and again before each sandbox is made, for a log written by
+	// an older version.
+	CheckImage func(tenant, image string) error
 }
 
 // Engine runs agent runs: one worker goroutine per running run, none for a
@@ -102,14 +119,27 @@ func newRunID() string {
 	return "run_" + hex.EncodeToString(b)
 }
 
-// Start checks spec, records a new run and starts it.
+// Start checks spec, records a new run and starts it. Its model may not
+// be an internal one (replay:).
 func (e *Engine) Start(ctx context.Context, tenant string, spec Spec) (string, error) {
+	if err := CheckModelName(spec.Model); err != nil {
+		return "", err
+	}
+	return e.start(ctx, tenant, spec)
+}
+
+func (e *Engine) start(ctx context.Context, tenant string, spec Spec) (string, error) {
 	if err := spec.Normalize(); err != nil {
 		return "", err
 	}
-	// Fail on a bad model before anything exists.
-	if _, _, err := e.openModel(ctx, spec.Model); err != nil {
+	// Fail on a bad model or image before anything exists.
+	if _, _, err := e.openModel(ctx, tenant, spec); err != nil {
 		return "", err
+	}
+	for _, img := range spec.Sandboxes {
+		if err := e.checkImage(tenant, img); err != nil {
+			return "", err
+		}
 	}
 	if err := e.checkTools(spec.Tools); err != nil {
 		return "", err
@@ -528,14 +558,36 @@ func (e *Engine) OpenArtifact(ctx context.Context, tenant, id, nameOrDigest stri
 	return nil, Artifact{}, fmt.Errorf("run %s has no artifact %q (see reins runs artifacts %s): %w", id, nameOrDigest, id, errdefs.ErrNotFound)
 }
 
-// openModel opens a run's model: a provider's, or the recorded responses of
-// a run being verified ("replay:RUN").
-func (e *Engine) openModel(ctx context.Context, spec string) (Model, string, error) {
-	if id, ok := strings.CutPrefix(spec, replayPrefix); ok {
-		m, err := e.openReplay(ctx, id)
-		return m, spec, err
+// openModel opens the model of tenant's run: a provider's, or the recorded
+// responses of a run being verified ("replay:RUN", the tenant's own).
+func (e *Engine) openModel(ctx context.Context, tenant string, spec Spec) (Model, string, error) {
+	if id, ok := strings.CutPrefix(spec.Model, replayPrefix); ok {
+		m, err := e.openReplay(ctx, tenant, id)
+		return m, spec.Model, err
 	}
-	return e.cfg.Models(spec)
+	return e.cfg.Models(ModelSpec{Model: spec.Model, Script: spec.Script, Tenant: tenant})
+}
+
+// errInternalModel is the one answer to a user naming an internal model,
+// whatever run it names (so it tells no run ids).
+var errInternalModel = errdefs.WithMessage(errdefs.ErrInvalidArgument,
+	"replay: is reins's own model for `reins runs replay --verify RUN` and cannot be named: "+
+		"choose anthropic:MODEL, openai:MODEL or script:FILE")
+
+// CheckModelName refuses a model a user may not name: the internal
+// replay:. The API refuses it for everyone, the admin too.
+func CheckModelName(model string) error {
+	if strings.HasPrefix(strings.TrimSpace(model), replayPrefix) {
+		return errInternalModel
+	}
+	return nil
+}
+
+func (e *Engine) checkImage(tenant, image string) error {
+	if e.cfg.CheckImage == nil || strings.HasPrefix(image, AttachPrefix) {
+		return nil
+	}
+	return e.cfg.CheckImage(tenant, image)
 }
 
 // Janitor releases the sandboxes of runs that have waited (paused, for an

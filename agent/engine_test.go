@@ -191,8 +191,8 @@ func newEnv(t *testing.T) *env {
 func (e *env) engine() *agent.Engine {
 	eng, err := agent.New(agent.Config{
 		Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
-		Models: func(spec string) (agent.Model, string, error) {
-			p := strings.TrimPrefix(spec, "script:")
+		Models: func(spec agent.ModelSpec) (agent.Model, string, error) {
+			p := strings.TrimPrefix(spec.Model, "script:")
 			m, err := script.Load(p)
 			return m, p, err
 		},
@@ -590,7 +590,7 @@ func TestMalformedToolCallGetsTheSchema(t *testing.T) {
 	e := newEnv(t)
 	m := &malformedModel{}
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
-		Models: func(string) (agent.Model, string, error) { return m, "fake", nil }})
+		Models: func(agent.ModelSpec) (agent.Model, string, error) { return m, "fake", nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,9 +614,9 @@ func TestMalformedToolCallGetsTheSchema(t *testing.T) {
 func TestWaitingRunReleasesItsSandbox(t *testing.T) {
 	e := newEnv(t)
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs, ReleaseAfter: 200 * time.Millisecond,
-		Models: func(spec string) (agent.Model, string, error) {
-			m, err := script.Load(strings.TrimPrefix(spec, "script:"))
-			return m, spec, err
+		Models: func(spec agent.ModelSpec) (agent.Model, string, error) {
+			m, err := script.Load(strings.TrimPrefix(spec.Model, "script:"))
+			return m, spec.Model, err
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -634,11 +634,16 @@ func TestWaitingRunReleasesItsSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	suspended := func() int {
+		e.sbs.mu.Lock()
+		defer e.sbs.mu.Unlock()
+		return len(e.sbs.suspended)
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(e.sbs.suspended) == 0 && time.Now().Before(deadline) {
+	for suspended() == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if len(e.sbs.suspended) != 1 {
+	if suspended() != 1 {
 		t.Fatalf("the waiting run's sandbox was not suspended")
 	}
 	if err := eng.Decide(context.Background(), "", id, agent.ApprovalDecided{Approved: true, Actor: "t"}); err != nil {
@@ -658,9 +663,9 @@ func TestTenantDefaultPolicy(t *testing.T) {
 	tenantPolicy := "tools:\n  bash: deny\n"
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
 		TenantPolicy: func(ctx context.Context, tenant string) (string, error) { return tenantPolicy, nil },
-		Models: func(spec string) (agent.Model, string, error) {
-			m, err := script.Load(strings.TrimPrefix(spec, "script:"))
-			return m, spec, err
+		Models: func(spec agent.ModelSpec) (agent.Model, string, error) {
+			m, err := script.Load(strings.TrimPrefix(spec.Model, "script:"))
+			return m, spec.Model, err
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,13 @@ import (
 )
 
 // Fork makes a new run whose history is run id's up to event atSeq, with
-// model (if not "") instead of the original's. It starts with fresh
-// sandboxes; the model is told what was and was not restored.
-func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model string) (string, error) {
+// model (if not "", and its inline script) instead of the original's. It
+// starts with fresh sandboxes; the model is told what was and was not
+// restored.
+func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model, script string) (string, error) {
+	if err := CheckModelName(model); err != nil {
+		return "", err
+	}
 	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
 	if err != nil {
 		return "", err
@@ -32,10 +36,13 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 		return "", err
 	}
 	if model != "" {
-		if _, _, err := e.openModel(ctx, model); err != nil {
+		spec.Model, spec.Script = model, script
+		if err := spec.Normalize(); err != nil {
 			return "", err
 		}
-		spec.Model = model
+		if _, _, err := e.openModel(ctx, row.Tenant, spec); err != nil {
+			return "", err
+		}
 	}
 	// A fork's own sandboxes: attached ones belong to the original.
 	for name, img := range spec.Sandboxes {
@@ -82,7 +89,12 @@ type replayModel struct {
 
 const replayPrefix = "replay:"
 
-func (e *Engine) openReplay(ctx context.Context, id string) (*replayModel, error) {
+// openReplay opens the recorded responses of run id, which must be
+// tenant's: only Verify names this model, for a run of the same tenant.
+func (e *Engine) openReplay(ctx context.Context, tenant, id string) (*replayModel, error) {
+	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
+		return nil, err
+	}
 	evs, err := e.cfg.Store.Events(ctx, id, 0, 0)
 	if err != nil {
 		return nil, err
@@ -122,14 +134,14 @@ func (e *Engine) Verify(ctx context.Context, tenant, id string) (string, error) 
 	}
 	var spec Spec
 	json.Unmarshal(row.Spec, &spec)
-	spec.Model = replayPrefix + id
+	spec.Model, spec.Script = replayPrefix+id, ""
 	spec.MaxCost, spec.MaxTokens = 0, 0
 	for name, img := range spec.Sandboxes {
 		if strings.HasPrefix(img, AttachPrefix) {
 			spec.Sandboxes[name] = DefaultImage
 		}
 	}
-	return e.Start(ctx, row.Tenant, spec)
+	return e.start(ctx, row.Tenant, spec)
 }
 
 // Divergence is the first place a verification run's tool results differ

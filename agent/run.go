@@ -48,6 +48,9 @@ type Spec struct {
 	Tools []string `json:"tools,omitempty"`
 	// Policy is the run's policy document (YAML or JSON), as given.
 	Policy string `json:"policy,omitempty"`
+	// Script is the JSON of a script: model, sent inline (the CLI reads
+	// the file Model names); Model's name then only labels it.
+	Script string `json:"script,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "30s" in JSON.
@@ -80,6 +83,9 @@ func (s *Spec) Normalize() error {
 	}
 	if s.Model == "" {
 		return fmt.Errorf("no model: pass --model anthropic:MODEL, openai:MODEL or script:PATH: %w", errdefs.ErrInvalidArgument)
+	}
+	if s.Script != "" && !strings.HasPrefix(s.Model, "script:") {
+		return fmt.Errorf("the run has a script but its model is %q: a script is for a script:NAME model: %w", s.Model, errdefs.ErrInvalidArgument)
 	}
 	if len(s.Sandboxes) == 0 {
 		s.Sandboxes = map[string]string{DefaultSandbox: DefaultImage}

@@ -43,6 +43,7 @@ const AttachPrefix = "sandbox:"
 // sandboxCall is what a sandbox tool gets for one call.
 type sandboxCall struct {
 	client *client.Client
+	id     string // the sandbox's id
 	key    string // idempotency key
 	engine *Engine
 	run    *run
@@ -94,6 +95,8 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 		if existing, ok := strings.CutPrefix(image, AttachPrefix); ok {
 			// A sandbox the user made (and filled) before the run.
 			id = existing
+		} else if err := e.checkImage(r.tenant, image); err != nil {
+			return tool.Result{}, err
 		} else if id, err = e.cfg.Sandboxes.Create(ctx, r.id, name, image); err != nil {
 			return tool.Result{}, fmt.Errorf("creating sandbox %q (%s): %w", name, image, err)
 		}
@@ -120,8 +123,11 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 		}
 	}
 	if err == nil {
-		res, err := t.run(ctx, &sandboxCall{client: cl, key: intent.Key, engine: e, run: r, name: name}, intent.Input)
-		if err == nil || !errors.Is(err, errdefs.ErrUnavailable) || ctx.Err() != nil {
+		var res tool.Result
+		res, err = t.run(ctx, &sandboxCall{client: cl, id: id, key: intent.Key, engine: e, run: r, name: name}, intent.Input)
+		// A stream cut by the sandbox's death is an internal error
+		// (an incomplete message), not only an unavailable executor.
+		if err == nil || !(errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, errdefs.ErrInternal)) || ctx.Err() != nil {
 			return res, err
 		}
 	}
@@ -129,13 +135,29 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 	if !gone {
 		return tool.Result{}, err
 	}
-	return e.replaceSandbox(ctx, r, name, id, why)
+	var mid *endedMidCall
+	errors.As(err, &mid)
+	return e.replaceSandbox(ctx, r, name, id, why, mid)
 }
+
+// endedMidCall is a sandbox tool's error when the call had started (a
+// command ran) and then the executor went away; output is what the call
+// had gathered by then.
+type endedMidCall struct {
+	output string
+	err    error
+}
+
+func (e *endedMidCall) Error() string { return e.err.Error() }
+func (e *endedMidCall) Unwrap() error { return e.err }
 
 // replaceSandbox records a lost sandbox, provisions its replacement and
 // tells the model what happened.
-func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why string) (tool.Result, error) {
+func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why string, mid *endedMidCall) (tool.Result, error) {
 	image := r.st.spec.Sandboxes[name]
+	if err := e.checkImage(r.tenant, image); err != nil {
+		return tool.Result{}, err
+	}
 	if err := e.append(ctx, r, "", typedEvent{EventSandboxLost, SandboxEvent{Name: name, ID: oldID, Reason: why}}); err != nil {
 		return tool.Result{}, err
 	}
@@ -152,6 +174,13 @@ func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why st
 		return tool.Result{}, err
 	}
 	e.log.Warn("sandbox replaced", "run", r.id, "sandbox", name, "old", oldID, "new", newID, "restored", restored)
+	if mid != nil {
+		// The command ran and the sandbox ended under it (often because
+		// of it): say so, with what it printed, rather than "not run".
+		return tool.Result{IsError: true, Text: fmt.Sprintf("%s\n[the sandbox %q ended while this command ran: %s. "+
+			"A replacement is running; %s. Processes that were running are gone; the command was not run again.]",
+			mid.output, name, why, note)}, nil
+	}
 	return tool.Result{IsError: true, Text: fmt.Sprintf("The sandbox %q was lost (%s). A replacement is running; %s. "+
 		"Processes that were running are gone, and this call was not run: run it again if you still need it.", name, why, note)}, nil
 }

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/tool"
 )
 
@@ -113,14 +115,14 @@ func runBash(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 	}
 	in.TimeoutS = min(in.TimeoutS, 3600)
 	out := &boundedOutput{max: 512 << 10}
-	var pid int32
+	var pid atomic.Int32 // read by the goroutine below
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		// Cancelling the run kills the command's whole process group.
 		select {
 		case <-ctx.Done():
-			if pid != 0 {
+			if pid := pid.Load(); pid != 0 {
 				kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				sb.client.Signal(kctx, pid, syscall.SIGKILL)
 				cancel()
@@ -128,35 +130,72 @@ func runBash(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 		case <-done:
 		}
 	}()
+	oomBefore, _, oomErr := sb.oomKills(ctx)
+	var lost uint64
 	exited, err := sb.client.Exec(ctx, &executorv1.ExecRequest{
 		Argv: []string{"/bin/sh", "-c", in.Command}, TimeoutMs: int64(in.TimeoutS) * 1000,
 		IdempotencyKey: sb.key, Tag: "agent",
 	}, func(ev *executorv1.ExecEvent) {
 		switch e := ev.Event.(type) {
 		case *executorv1.ExecEvent_Started:
-			pid = e.Started.Pid
+			pid.Store(e.Started.Pid)
 		case *executorv1.ExecEvent_Stdout:
 			out.Write(e.Stdout)
 		case *executorv1.ExecEvent_Stderr:
 			out.Write(e.Stderr)
+		case *executorv1.ExecEvent_Dropped:
+			// Only a call that reattached after the service restarted can
+			// be told this: a first call holds the command back instead.
+			lost += e.Dropped.StdoutBytes + e.Dropped.StderrBytes
 		}
 	})
-	if err != nil {
-		return tool.Result{}, err
-	}
 	text := out.String()
 	if text != "" && !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
+	if lost > 0 {
+		text += fmt.Sprintf("[%d bytes of output were lost while the service restarted; the rest is shown]\n", lost)
+	}
+	if err != nil {
+		if pid.Load() != 0 {
+			return tool.Result{}, &endedMidCall{output: text, err: err}
+		}
+		return tool.Result{}, err
+	}
+	oomKills, limit := 0, int64(0)
+	if oomErr == nil {
+		if n, l, err := sb.oomKills(ctx); err == nil && n > oomBefore {
+			oomKills, limit = n-oomBefore, l
+		}
+	}
 	switch {
 	case exited.Reason == "timeout":
 		text += fmt.Sprintf("[killed: timed out after %d s]", in.TimeoutS)
+	case exited.Signal == int32(syscall.SIGKILL) && oomKills > 0:
+		text += fmt.Sprintf("[killed: out of memory (limit %s); exit code %d]", sandbox.FormatBytes(limit), exited.ExitCode)
 	case exited.Signal != 0:
-		text += fmt.Sprintf("[killed by signal %d (exit code %d); if it was SIGKILL, the memory limit may have been reached]", exited.Signal, exited.ExitCode)
+		text += fmt.Sprintf("[killed by signal %d (exit code %d)]", exited.Signal, exited.ExitCode)
 	default:
+		if oomKills > 0 {
+			text += fmt.Sprintf("[a process of this command was killed: out of memory (limit %s)]\n", sandbox.FormatBytes(limit))
+		}
 		text += fmt.Sprintf("[exit code %d]", exited.ExitCode)
 	}
-	return tool.Result{Text: text, IsError: exited.ExitCode != 0}, nil
+	return tool.Result{Text: text, IsError: exited.ExitCode != 0 || oomKills > 0 || lost > 0}, nil
+}
+
+// oomCounter is what a Sandboxes can say about memory kills: how many
+// processes of sandbox id the memory limit has killed so far, and the limit.
+type oomCounter interface {
+	OOMKills(ctx context.Context, id string) (int, int64, error)
+}
+
+func (sb *sandboxCall) oomKills(ctx context.Context) (int, int64, error) {
+	oc, ok := sb.engine.cfg.Sandboxes.(oomCounter)
+	if !ok {
+		return 0, 0, errors.ErrUnsupported
+	}
+	return oc.OOMKills(ctx, sb.id)
 }
 
 func runReadFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {

@@ -63,7 +63,7 @@ func (e *Engine) overBudget(st *state) string {
 // askModel calls the model with the conversation and records its answer.
 func (e *Engine) askModel(ctx context.Context, r *run) error {
 	if r.models == nil {
-		m, name, err := e.openModel(ctx, r.st.spec.Model)
+		m, name, err := e.openModel(ctx, r.tenant, r.st.spec)
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 )
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -119,9 +119,6 @@ func reg(name, data string) entry {
 	return entry{tar.Header{Name: name, Typeflag: tar.TypeReg}, data}
 }
 
-func symlink(name, target string) entry {
-	return entry{hdr: tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target}}
-}
 
 func TestExtractDropsSetuidAndReplacesSafely(t *testing.T) {
 	dst := t.TempDir()

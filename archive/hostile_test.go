@@ -17,12 +17,12 @@ import (
 // hostile builds the tar streams a hostile sandbox (or client) could send.
 // Entries are written as given: no name is cleaned, no size checked.
 type hostile struct {
-	t   *testing.T
+	t   testing.TB
 	buf bytes.Buffer
 	tw  *tar.Writer
 }
 
-func newHostile(t *testing.T) *hostile {
+func newHostile(t testing.TB) *hostile {
 	h := &hostile{t: t}
 	h.tw = tar.NewWriter(&h.buf)
 	return h

@@ -391,8 +391,8 @@ func (b *bench) loop(steps, runs, stepsPerRun int) error {
 	}
 	eng, err := agent.New(agent.Config{
 		Store: st, Blobs: blobs, Sandboxes: manager.Runs{M: b.m}, Trusted: []tool.Tool{noop{}},
-		Models: func(spec string) (agent.Model, string, error) {
-			p := strings.TrimPrefix(spec, "script:")
+		Models: func(spec agent.ModelSpec) (agent.Model, string, error) {
+			p := strings.TrimPrefix(spec.Model, "script:")
 			m, err := script.Load(p)
 			return m, p, err
 		},

@@ -139,10 +139,10 @@ func (c *Client) ResumeRun(ctx context.Context, id string) error {
 }
 
 // ForkRun starts a run from another's history up to atSeq.
-func (c *Client) ForkRun(ctx context.Context, id string, atSeq int64, model string) (*reinsv1.Run, error) {
+func (c *Client) ForkRun(ctx context.Context, id string, atSeq int64, model, script string) (*reinsv1.Run, error) {
 	ctx, cancel := unaryDeadline(ctx)
 	defer cancel()
-	resp, err := c.runs().Fork(ctx, connect.NewRequest(&reinsv1.ForkRunRequest{Id: id, AtSeq: atSeq, Model: model}))
+	resp, err := c.runs().Fork(ctx, connect.NewRequest(&reinsv1.ForkRunRequest{Id: id, AtSeq: atSeq, Model: model, Script: script}))
 	if err != nil {
 		return nil, c.wrap(err)
 	}

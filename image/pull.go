@@ -48,6 +48,23 @@ const (
 	debianKey  = "debian:bookworm"
 )
 
+// hostPathKinds are the reference prefixes whose rest is a path on the
+// service's host.
+var hostPathKinds = []string{"oci:", "docker-archive:"}
+
+// NamesHostPath reports whether ref names a path on the service's host
+// (oci:PATH, docker-archive:PATH): the operator's to name, never a
+// tenant's. It reads nothing. Case and spaces do not hide one.
+func NamesHostPath(ref string) bool {
+	ref = strings.ToLower(strings.TrimSpace(ref))
+	for _, k := range hostPathKinds {
+		if strings.HasPrefix(ref, k) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Store) parseRef(ref string) (*parsedRef, error) {
 	r := &parsedRef{orig: ref}
 	switch {

@@ -30,6 +30,9 @@ var _ reinsv1connect.RunServiceHandler = (*Runs)(nil)
 
 func (r *Runs) Start(ctx context.Context, req *connect.Request[reinsv1.StartRunRequest]) (*connect.Response[reinsv1.StartRunResponse], error) {
 	spec := SpecToAgent(req.Msg.Spec)
+	if err := agent.CheckModelName(spec.Model); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
 	if spec.Model == "" {
 		spec.Model = r.DefaultModel
 	}
@@ -182,7 +185,8 @@ func SpecToAgent(p *reinsv1.RunSpec) agent.Spec {
 	}
 	return agent.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
 		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
-		Timeout: agent.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy}
+		Timeout: agent.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy,
+		Script: p.Script}
 }
 
 // RunToProto converts a run row for the wire.
@@ -196,7 +200,8 @@ func RunToProto(row store.Run) *reinsv1.Run {
 		Status: row.Status,
 		Spec: &reinsv1.RunSpec{Task: spec.Task, Model: spec.Model, System: spec.System, Sandboxes: spec.Sandboxes,
 			MaxSteps: int32(spec.MaxSteps), MaxCostUsd: spec.MaxCost, MaxTokens: spec.MaxTokens,
-			TimeoutMs: time.Duration(spec.Timeout).Milliseconds(), Tools: spec.Tools, Policy: spec.Policy},
+			TimeoutMs: time.Duration(spec.Timeout).Milliseconds(), Tools: spec.Tools, Policy: spec.Policy,
+			Script: spec.Script},
 		Steps: int32(sum.Steps),
 		Usage: &reinsv1.Usage{InputTokens: sum.Usage.InputTokens, OutputTokens: sum.Usage.OutputTokens,
 			CacheReadTokens: sum.Usage.CacheReadTokens, CacheWriteTokens: sum.Usage.CacheWriteTokens},
@@ -247,11 +252,14 @@ func (r *Runs) Resume(ctx context.Context, req *connect.Request[reinsv1.ResumeRu
 }
 
 func (r *Runs) Fork(ctx context.Context, req *connect.Request[reinsv1.ForkRunRequest]) (*connect.Response[reinsv1.ForkRunResponse], error) {
+	if err := agent.CheckModelName(req.Msg.Model); err != nil {
+		return nil, errdefs.ToConnect(err)
+	}
 	release, err := r.admitRun(ctx, agent.Spec{})
 	if err != nil {
 		return nil, errdefs.ToConnect(err)
 	}
-	id, err := r.Engine.Fork(ctx, tenant(ctx), req.Msg.Id, req.Msg.AtSeq, req.Msg.Model)
+	id, err := r.Engine.Fork(ctx, tenant(ctx), req.Msg.Id, req.Msg.AtSeq, req.Msg.Model, req.Msg.Script)
 	release()
 	if err != nil {
 		return nil, errdefs.ToConnect(err)

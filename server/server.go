@@ -74,6 +74,7 @@ func (s *Server) Handler() http.Handler {
 		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants)
 		mux.Handle(path, h)
 	}
+	s.handleExec(mux)
 	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	return s.auth(mux)
@@ -144,6 +145,9 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 		return errdefs.ToConnect(err)
 	}
 	var mu sync.Mutex
+	if err := CheckImage(tenant(ctx), spec.Image); err != nil {
+		return errdefs.ToConnect(err)
+	}
 	last := map[string]time.Time{}
 	progress := func(p manager.Progress) {
 		mu.Lock()

@@ -137,17 +137,27 @@ var activeRuns = []string{string(agent.StatusQueued), string(agent.StatusRunning
 // that concurrent starts are counted one after the other.
 func (r *Runs) admitRun(ctx context.Context, spec agent.Spec) (release func(), err error) {
 	name := tenant(ctx)
-	if name == "" || r.server == nil {
+	if r.server == nil {
 		return func() {}, nil
 	}
-	for _, image := range spec.Sandboxes {
+	// The admin's attached sandboxes are checked too: a run refused now
+	// leaves no row, where one started would fail at its first tool call.
+	for sb, image := range spec.Sandboxes {
 		if id, ok := strings.CutPrefix(image, agent.AttachPrefix); ok {
-			if _, err := r.server.m.Get(ctx, name, id); err != nil {
+			_, err := r.server.m.Get(ctx, name, id)
+			if errors.Is(err, errdefs.ErrNotFound) {
+				return nil, fmt.Errorf("no sandbox %s to work in (the run's sandbox %q): see reins sandbox ls, "+
+					"or leave out --in to get a new one: %w", id, sb, errdefs.ErrNotFound)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
 	}
 	t := r.server.tenants
+	if name == "" {
+		return func() {}, nil
+	}
 	if t == nil {
 		return func() {}, nil
 	}

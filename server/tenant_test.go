@@ -83,7 +83,7 @@ func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 		t.Fatal(err)
 	}
 	eng, err := agent.New(agent.Config{
-		Store: st, Blobs: blobs, Models: scriptModels,
+		Store: st, Blobs: blobs, Models: scriptModels, CheckImage: server.CheckImage,
 		Sandboxes: manager.Runs{M: m, TenantOf: func(ctx context.Context, runID string) (string, error) {
 			run, err := st.GetRun(ctx, "", runID)
 			return run.Tenant, err
@@ -112,7 +112,8 @@ func (noImages) Resolve(context.Context, string, func(manager.Progress)) (manage
 
 // scriptModels opens "script:hi" (says hi) and "script:ask" (asks a human,
 // so the run waits).
-func scriptModels(spec string) (agent.Model, string, error) {
+func scriptModels(ms agent.ModelSpec) (agent.Model, string, error) {
+	spec := ms.Model
 	var turns []script.Turn
 	switch spec {
 	case "script:hi":

@@ -48,6 +48,12 @@ printing what it wrote.`,
 			if timeout < 0 {
 				return usageError{errors.New("--timeout must not be negative")}
 			}
+			// As docker does: a terminal for the command needs one here,
+			// or the pipe's end would never reach it (a terminal takes
+			// end-of-file only at the start of a line) and exec would hang.
+			if tty && !detach && !term.IsTerminal(int(os.Stdin.Fd())) {
+				return usageError{errors.New("the input device is not a TTY: drop -t (use -i to send piped input to the command)")}
+			}
 			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
@@ -114,15 +120,18 @@ func execAttached(ctx context.Context, c *cobra.Command, cl *client.Client, sb *
 	defer cancel()
 	go relaySignals(ctx, cancel, sb, pids, stderr)
 	go forwardInput(ctx, sb, req, started)
+	var lost output
 	exited, err := sb.Exec(ctx, req, func(ev *executorv1.ExecEvent) {
 		switch e := ev.Event.(type) {
 		case *executorv1.ExecEvent_Started:
 			started <- e.Started.Pid
 			pids <- e.Started.Pid
 		case *executorv1.ExecEvent_Stdout:
-			stdout.Write(e.Stdout)
+			lost.write(stdout, e.Stdout)
 		case *executorv1.ExecEvent_Stderr:
-			stderr.Write(e.Stderr)
+			lost.write(stderr, e.Stderr)
+		case *executorv1.ExecEvent_Dropped:
+			lost.dropped(stderr, e.Dropped)
 		}
 	})
 	if restore != nil {
@@ -134,18 +143,62 @@ func execAttached(ctx context.Context, c *cobra.Command, cl *client.Client, sb *
 	if err != nil || exited == nil {
 		return execBroken(cl, sb.ID, err)
 	}
+	if exited.OomKills > 0 && exited.Signal != int32(syscall.SIGKILL) {
+		what := "a process of this command was"
+		if exited.OomKills > 1 {
+			what = fmt.Sprintf("%d processes of this command were", exited.OomKills)
+		}
+		fmt.Fprintf(stderr, "reins: %s killed: out of memory (limit %s)\n", what, sandbox.FormatBytes(exited.MemoryLimitBytes))
+	}
+	code := int(exited.ExitCode)
 	switch {
 	case exited.Reason == "timeout":
 		fmt.Fprintf(stderr, "reins: killed: timed out after %s\n", time.Duration(req.TimeoutMs)*time.Millisecond)
-		return exitError{exitTimeout}
+		code = exitTimeout
 	case exited.Signal == int32(syscall.SIGKILL):
-		if why := oomReason(cl, sb.ID, start); why != "" {
+		if why := oomReason(cl, sb.ID, start, exited); why != "" {
 			fmt.Fprintf(stderr, "reins: killed: %s\n", why)
-			return exitError{exitKilled}
+			code = exitKilled
 		}
 	}
-	if exited.ExitCode != 0 {
-		return exitError{int(exited.ExitCode)}
+	if err := lost.err(); err != nil {
+		fmt.Fprintln(stderr, "reins:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	if code != 0 {
+		return exitError{code}
+	}
+	return nil
+}
+
+// output writes a stream's output, and counts what the sandbox reported
+// lost (Dropped): exec and logs then exit non-zero, since what was printed
+// is not all the command wrote.
+type output struct {
+	lost uint64
+	werr error
+}
+
+func (o *output) write(w io.Writer, b []byte) {
+	if _, err := w.Write(b); err != nil && o.werr == nil {
+		o.werr = err
+	}
+}
+
+func (o *output) dropped(stderr io.Writer, d *executorv1.Dropped) {
+	n := d.StdoutBytes + d.StderrBytes
+	o.lost += n
+	fmt.Fprintf(stderr, "\nreins: %d bytes of output lost here (the sandbox keeps a bounded buffer of what no client reads)\n", n)
+}
+
+func (o *output) err() error {
+	switch {
+	case o.werr != nil:
+		return fmt.Errorf("writing the output: %w", o.werr)
+	case o.lost > 0:
+		return fmt.Errorf("%d bytes of the output were lost (it came faster than it was read while no client held it back); the rest is shown", o.lost)
 	}
 	return nil
 }
@@ -199,7 +252,10 @@ func forwardInput(ctx context.Context, sb *client.Sandbox, req *executorv1.ExecR
 
 // oomReason says, in words, whether the memory limit killed something in the
 // sandbox since start.
-func oomReason(cl *client.Client, id string, start time.Time) string {
+func oomReason(cl *client.Client, id string, start time.Time, exited *executorv1.Exited) string {
+	if exited.OomKills > 0 {
+		return fmt.Sprintf("out of memory (limit %s)", sandbox.FormatBytes(exited.MemoryLimitBytes))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sb, err := cl.Get(ctx, id)
@@ -212,7 +268,10 @@ func oomReason(cl *client.Client, id string, start time.Time) string {
 // execBroken explains an exec whose stream ended without an exit: most often
 // the sandbox itself ended.
 func execBroken(cl *client.Client, id string, err error) error {
-	if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
+	// The service's error says it all: a command not found (127), a
+	// sandbox that ended while the command ran, and why (137 for memory).
+	if _, ok := errdefs.ExitCode(err); ok || errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) ||
+		errors.Is(err, errdefs.ErrPermissionDenied) || errors.Is(err, errdefs.ErrFailedPrecondition) {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

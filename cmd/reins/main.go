@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox/oci"
 )
 
@@ -50,6 +51,11 @@ func main() {
 		var ue usageError
 		if errors.As(err, &ue) {
 			os.Exit(2)
+		}
+		// A command not found (127), a memory kill (137): what a
+		// shell would exit with.
+		if code, ok := errdefs.ExitCode(err); ok {
+			os.Exit(code)
 		}
 		os.Exit(1)
 	}

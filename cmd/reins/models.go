@@ -9,8 +9,8 @@ import (
 )
 
 // openModel is the registry of model providers: one place, by name.
-func openModel(spec string) (agent.Model, string, error) {
-	provider, name, err := model.Parse(spec)
+func openModel(spec agent.ModelSpec) (agent.Model, string, error) {
+	provider, name, err := model.Parse(spec.Model)
 	if err != nil {
 		return nil, "", err
 	}
@@ -22,7 +22,8 @@ func openModel(spec string) (agent.Model, string, error) {
 		m, err := openai.New(openai.Config{Model: name})
 		return m, name, err
 	default: // "script": Parse accepts nothing else
-		m, err := script.Load(name)
+		// Inline, or a file on this host for the admin only.
+		m, err := script.Open(name, spec.Script, spec.Tenant == "")
 		return m, name, err
 	}
 }

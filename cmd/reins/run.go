@@ -40,13 +40,16 @@ func runCmd() *cobra.Command {
 tools run in isolated sandboxes created on first use.
 
 Models: anthropic:MODEL (ANTHROPIC_API_KEY), openai:MODEL (OPENAI_API_KEY,
-OPENAI_BASE_URL for Ollama, vLLM, llama.cpp), script:PATH (a deterministic
+OPENAI_BASE_URL for Ollama, vLLM, llama.cpp), script:FILE (a deterministic
 script, for tests and demos). Keys are read by reins serve, not by this
-command.`,
+command; a script FILE is read by this command and sent to the service.`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			spec.Task = strings.Join(args, " ")
-			spec.Model = modelArg(spec.Model)
+			var err error
+			if spec.Model, spec.Script, err = modelArg(spec.Model); err != nil {
+				return err
+			}
 			if policyFile != "" {
 				data, err := os.ReadFile(policyFile)
 				if err != nil {
@@ -100,7 +103,7 @@ command.`,
 	f := c.Flags()
 	f.StringVar(&spec.Model, "model", "", "provider:model, e.g. anthropic:claude-sonnet-4-5, openai:gpt-4.1, script:./x.json (default: the service's)")
 	f.StringVar(&image, "image", "", "image of the run's sandbox (default busybox)")
-	f.StringVar(&in, "in", "", "work in this existing sandbox (ID) instead of a new one; it is kept after the run")
+	f.StringVar(&in, "in", "", "work in this existing sandbox (ID) instead of a new one; it is kept after the run (no such sandbox: no run)")
 	f.Var(&sandboxes, "sandbox", "a named sandbox NAME=IMAGE (repeatable; tools then take a sandbox name)")
 	f.StringVar(&systemFile, "system", "", "file with a system prompt to add")
 	f.StringVar(&policyFile, "policy", "", "policy file (YAML or JSON): per-tool allow/ask/deny and rules")
@@ -218,7 +221,11 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 	case agent.EventSandboxCreated:
 		var d agent.SandboxEvent
 		json.Unmarshal(data, &d)
-		v.printf("%s sandbox %s (%s) created: %s\n", v.style("35", "◆"), d.Name, d.Image, d.ID)
+		if strings.HasPrefix(d.Image, agent.AttachPrefix) {
+			v.printf("%s sandbox %s attached: %s\n", v.style("35", "◆"), d.Name, d.ID)
+		} else {
+			v.printf("%s sandbox %s (%s) created: %s\n", v.style("35", "◆"), d.Name, d.Image, d.ID)
+		}
 	case agent.EventSandboxLost:
 		var d agent.SandboxEvent
 		json.Unmarshal(data, &d)

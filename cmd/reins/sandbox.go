@@ -303,18 +303,21 @@ func logsCmd() *cobra.Command {
 				return err
 			}
 			defer cancel()
+			var out output
 			_, err = cl.Sandbox(args[0]).Attach(ctx, pid, follow, func(ev *executorv1.ExecEvent) {
 				switch e := ev.Event.(type) {
 				case *executorv1.ExecEvent_Stdout:
-					c.OutOrStdout().Write(e.Stdout)
+					out.write(c.OutOrStdout(), e.Stdout)
 				case *executorv1.ExecEvent_Stderr:
-					c.ErrOrStderr().Write(e.Stderr)
+					out.write(c.ErrOrStderr(), e.Stderr)
 				case *executorv1.ExecEvent_Dropped:
-					fmt.Fprintf(c.ErrOrStderr(), "reins: %d bytes of earlier output were dropped (the buffer is bounded)\n",
-						e.Dropped.StdoutBytes+e.Dropped.StderrBytes)
+					out.dropped(c.ErrOrStderr(), e.Dropped)
 				}
 			})
-			return err
+			if err != nil {
+				return err
+			}
+			return out.err()
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output until the process exits")

@@ -167,6 +167,7 @@ func serve(cfg serveConfig) error {
 	engine, err := agent.New(agent.Config{
 		Store: st, Blobs: blobs, Models: openModel, Logger: log,
 		Trusted: trustedTools, Prices: prices(fileCfg.Prices), ReleaseAfter: cfg.ReleaseAfter,
+		CheckImage: server.CheckImage,
 		TenantPolicy: func(ctx context.Context, tenant string) (string, error) {
 			tn, err := st.GetTenant(ctx, tenant)
 			return tn.Policy, err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/model/script"
 )
 
 func runsApproveCmd() *cobra.Command {
@@ -100,12 +101,16 @@ func runsForkCmd() *cobra.Command {
 			if at <= 0 {
 				return usageError{errors.New("--at SEQ is required: the last event to keep (reins runs events ID lists them)")}
 			}
+			model, inline, err := modelArg(model)
+			if err != nil {
+				return err
+			}
 			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
 			defer cancel()
-			run, err := cl.ForkRun(ctx, args[0], at, modelArg(model))
+			run, err := cl.ForkRun(ctx, args[0], at, model, inline)
 			if err != nil {
 				return err
 			}
@@ -120,7 +125,7 @@ func runsForkCmd() *cobra.Command {
 		},
 	}
 	c.Flags().Int64Var(&at, "at", 0, "the last event of the original to keep")
-	c.Flags().StringVar(&model, "model", "", "continue with this model instead (provider:model)")
+	c.Flags().StringVar(&model, "model", "", "continue with this model instead (provider:model; a script:FILE is read here and sent)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the new run's id and return")
 	return c
@@ -192,12 +197,23 @@ func runsReplayCmd() *cobra.Command {
 	return c
 }
 
-// modelArg makes a script path absolute: the service opens it.
-func modelArg(m string) string {
-	if p, ok := strings.CutPrefix(m, "script:"); ok {
-		if abs, err := absPath(p); err == nil {
-			return "script:" + abs
-		}
+// modelArg reads a script: model's file here, where the person who names
+// it is, and returns the model (the path made absolute, a label only) and
+// the script to send inline: the service reads no file a user names.
+func modelArg(m string) (model, inline string, err error) {
+	p, ok := strings.CutPrefix(strings.TrimSpace(m), "script:")
+	if !ok || p == "" {
+		return m, "", nil
 	}
-	return m
+	data, err := script.ReadLocal(p)
+	if err != nil {
+		return "", "", fmt.Errorf("--model %s: %w", m, err)
+	}
+	if _, err := script.FromJSON(p, data); err != nil {
+		return "", "", fmt.Errorf("--model %s: %w", m, err)
+	}
+	if abs, err := absPath(p); err == nil {
+		p = abs
+	}
+	return "script:" + p, string(data), nil
 }

@@ -109,8 +109,8 @@ func (c *Client) events(ctx context.Context, wd *watchdog, stream *connect.Serve
 		"the executor at %s ended the stream before the process exited", c.socket))
 }
 
-// Run runs argv and returns its output (at most what the executor's ring
-// buffers hold, if the client fell behind) and how it ended.
+// Run runs argv and returns its output (all of it: a foreground command
+// waits for its reader) and how it ended.
 func (c *Client) Run(ctx context.Context, argv ...string) (stdout, stderr []byte, exit *executorv1.Exited, err error) {
 	var o, e bytes.Buffer
 	exit, err = c.Exec(ctx, &executorv1.ExecRequest{Argv: argv}, func(ev *executorv1.ExecEvent) {

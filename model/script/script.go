@@ -26,6 +26,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
@@ -52,21 +53,131 @@ type Model struct {
 
 var _ agent.Model = (*Model)(nil)
 
-// Load reads and checks a script. A malformed one is refused with the turn
-// and field at fault named.
+// MaxBytes is the most of a script that is read or accepted: far more
+// than any real script, little enough that reading it costs nothing.
+const MaxBytes = 4 << 20
+
+// Load reads and checks a script file where the person who names it runs
+// (the CLI, a test). A malformed script is refused with the turn and field
+// at fault named.
 func Load(path string) (*Model, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadLocal(path)
+	if err != nil {
+		return nil, err
+	}
+	return FromJSON(path, data)
+}
+
+// ReadLocal reads a script file as cat would (it follows symlinks and
+// reads a pipe), but no more than MaxBytes: for the CLI, which sends the
+// script inline, and tests.
+func ReadLocal(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf("script %s: no such file", path))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("script %s: %w", path, err)
 	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, invalid("script %s: is a directory: name a JSON file", path)
+	}
+	return readCapped(f, path)
+}
+
+// LoadHost reads a script from the service's own disk, for a run of the
+// admin (a tenant names no host path: see Open). Only a regular file is
+// opened, without following a symlink and without blocking, so a FIFO or
+// a device is refused before it is read; at most MaxBytes are read; and a
+// malformed file is refused without quoting any of it.
+func LoadHost(path string) (*Model, error) {
+	data, err := readHostFile(path)
+	if err != nil {
+		return nil, err
+	}
 	turns, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("script %s: %w", path, err)
+		return nil, invalid("script %s: not a valid script; check it with `reins run --model script:FILE`, "+
+			"which reads the file where the CLI runs, says what is wrong, and sends the script inline", path)
 	}
 	return &Model{path: path, turns: turns}, nil
+}
+
+// ErrHostPath is the one answer to a tenant whose run names a script file
+// instead of sending it: the same whatever the path is (a file, a
+// directory, a FIFO, a device, nothing), so it tells nothing of the host.
+var ErrHostPath = errdefs.WithMessage(errdefs.ErrPermissionDenied,
+	"a script: model names a file on the service's host, which only the operator may do: "+
+		"run `reins run --model script:FILE` (the CLI reads FILE and sends the script inline), "+
+		"or put the script's JSON in the run spec's script field")
+
+// Open is a run's script model as the service opens it: the inline JSON
+// when there is one (name only labels it), else the file name on the
+// service's host, which only the admin's runs may read (mayReadHost).
+func Open(name, inline string, mayReadHost bool) (*Model, error) {
+	switch {
+	case inline != "":
+		return FromJSON(name, []byte(inline))
+	case !mayReadHost:
+		return nil, ErrHostPath
+	}
+	return LoadHost(name)
+}
+
+// FromJSON checks a script given as JSON; name labels it in errors.
+func FromJSON(name string, data []byte) (*Model, error) {
+	if len(data) > MaxBytes {
+		return nil, tooLarge(name)
+	}
+	turns, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("script %s: %w", name, err)
+	}
+	return &Model{path: name, turns: turns}, nil
+}
+
+func readHostFile(path string) ([]byte, error) {
+	notRegular := func() error {
+		return invalid("script %s: not a regular file: name a JSON file (not a directory, FIFO, device or symlink)", path)
+	}
+	// Lstat first, so that a device is not even opened (opening some has
+	// effects); the open below checks again, on what it opened.
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf("script %s: no such file", path))
+	}
+	if err != nil {
+		return nil, invalid("script %s: cannot be read", path)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular()
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, invalid("script %s: cannot be read", path)
+	}
+	defer f.Close()
+	if got, err := f.Stat(); err != nil || !got.Mode().IsRegular() || !os.SameFile(fi, got) {
+		return nil, notRegular()
+	}
+	return readCapped(f, path)
+}
+
+// readCapped reads r to its end, refusing more than MaxBytes.
+func readCapped(r io.Reader, name string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
+	if err != nil {
+		return nil, invalid("script %s: cannot be read", name)
+	}
+	if len(data) > MaxBytes {
+		return nil, tooLarge(name)
+	}
+	return data, nil
+}
+
+func tooLarge(name string) error {
+	return errdefs.WithMessage(errdefs.ErrTooLarge, fmt.Sprintf("script %s: larger than %d MiB: a script is a few turns of JSON", name, MaxBytes>>20))
 }
 
 // New returns a Model that plays turns, checked as Load checks them.
@@ -77,11 +188,7 @@ func New(turns []Turn) (*Model, error) {
 	if err != nil {
 		return nil, invalid("script: %v", err)
 	}
-	checked, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("script: %w", err)
-	}
-	return &Model{path: "(inline)", turns: checked}, nil
+	return FromJSON("(inline)", data)
 }
 
 // Parse checks a script's JSON and returns its turns.

@@ -63,16 +63,23 @@ func (r Runs) Client(ctx context.Context, id string) (*client.Client, error) {
 	return r.M.Client(ctx, "", id)
 }
 
-// Gone reports whether sandbox id ended, and why.
+// Gone reports whether sandbox id ended, and why. A call asks after its
+// executor went away: a death on its way to be recorded is waited for.
 func (r Runs) Gone(ctx context.Context, id string) (bool, string) {
-	rec, err := r.M.Get(ctx, "", id)
-	if errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := r.M.Get(ctx, "", id); errors.Is(err, errdefs.ErrNotFound) {
 		return true, "it no longer exists"
 	}
-	if err != nil || rec.State != sandbox.StateStopped {
+	rec, ended := r.M.Ended(ctx, "", id, EndedWait)
+	if !ended {
 		return false, ""
 	}
-	return true, fmt.Sprintf("%s: %s", rec.Reason, rec.Message)
+	return true, EndedWhy(rec)
+}
+
+// OOMKills is how many processes of sandbox id its memory limit killed so
+// far, and the limit.
+func (r Runs) OOMKills(ctx context.Context, id string) (int, int64, error) {
+	return r.M.OOMKills(ctx, "", id)
 }
 
 // Replace makes a new sandbox for run's name, reusing oldID's disk when it

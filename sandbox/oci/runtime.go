@@ -45,6 +45,12 @@ type Config struct {
 	StateFiles func(id string) []string
 	// Adjust, if set, changes the spec before it is written.
 	Adjust func(*specs.Spec, sandbox.Bundle)
+	// Stage, if set, prepares what the spec needs on the host (mounts)
+	// once the sandbox's record exists, and may change the spec again.
+	// Unstage undoes it, in Delete and after a failed Start; it must
+	// work from the id alone, in a later process than Stage's.
+	Stage   func(*specs.Spec, sandbox.Bundle) error
+	Unstage func(id string) error
 	// Shim is the binary started as the shim; it must call MaybeRunShim.
 	// Empty means this program's own binary.
 	Shim string
@@ -127,6 +133,11 @@ func (r *Runtime) Start(ctx context.Context, b sandbox.Bundle) error {
 }
 
 func (r *Runtime) start(ctx context.Context, b sandbox.Bundle, dir string, spec *specs.Spec) error {
+	if r.cfg.Stage != nil {
+		if err := r.cfg.Stage(spec, b); err != nil {
+			return err
+		}
+	}
 	if err := writeJSON(recordPath(dir, fileConfig), spec); err != nil {
 		return fmt.Errorf("sandbox %s: write spec: %w", b.ID, err)
 	}
@@ -394,6 +405,11 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	// it may be left, empty.
 	if err := cgroup.Open(CgroupsPath(id)).Remove(); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	if r.cfg.Unstage != nil {
+		if err := r.cfg.Unstage(id); err != nil {
+			return err
+		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)

@@ -94,17 +94,24 @@ func Spec(b sandbox.Bundle) (*specs.Spec, error) {
 				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
 				{Type: specs.NetworkNamespace},
 			},
-			MaskedPaths: []string{
-				"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys",
-				"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
-				"/proc/sched_debug", "/proc/scsi", "/sys/firmware",
-			},
-			ReadonlyPaths: []string{
-				"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
-			},
+			MaskedPaths:   append([]string(nil), MaskedPaths...),
+			ReadonlyPaths: append([]string(nil), ReadonlyPaths...),
 		},
 	}, nil
 }
+
+// MaskedPaths are hidden from a sandbox (an empty file or directory is
+// mounted over each, where it exists): Docker's list. They tell of the
+// host's hardware and kernel (firmware tables, energy counters that leak
+// what other tenants compute, the kernel's memory and timers) or touch it.
+var MaskedPaths = []string{
+	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+	"/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/timer_list",
+	"/proc/timer_stats", "/sys/devices/virtual/powercap", "/sys/firmware",
+}
+
+// ReadonlyPaths are mounted read-only in a sandbox: Docker's list.
+var ReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 
 // withPath adds a PATH to env when it has none, so a bare command name in
 // Args resolves the way it would in a shell.

@@ -2,8 +2,12 @@ package oci
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
@@ -77,5 +81,106 @@ func TestSpecRejects(t *testing.T) {
 		if _, err := Spec(b); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%s: err = %v, want ErrInvalidArgument", name, err)
 		}
+	}
+}
+
+// Docker's masked and read-only paths, powercap included.
+func TestSpecMaskedPaths(t *testing.T) {
+	s, err := Spec(sandbox.Bundle{ID: "sb1", Rootfs: "/r", Args: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/proc/kcore", "/proc/keys", "/proc/sched_debug", "/proc/timer_list", "/proc/interrupts", "/sys/firmware", "/sys/devices/virtual/powercap"} {
+		if !slices.Contains(s.Linux.MaskedPaths, p) {
+			t.Errorf("%s is not masked", p)
+		}
+	}
+	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq"} {
+		if !slices.Contains(s.Linux.ReadonlyPaths, p) {
+			t.Errorf("%s is not read-only", p)
+		}
+	}
+}
+
+func TestUserNSAdjust(t *testing.T) {
+	s, _ := Spec(sandbox.Bundle{ID: "sb1", Rootfs: "/r", Args: []string{"a"}})
+	(&UserNS{IDs: SandboxIDs}).Adjust(s)
+	want := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 0x70000000, Size: 65536}}
+	if !slices.Equal(s.Linux.UIDMappings, want) || !slices.Equal(s.Linux.GIDMappings, want) {
+		t.Errorf("mappings %v %v", s.Linux.UIDMappings, s.Linux.GIDMappings)
+	}
+	if !slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.UserNamespace && n.Path == "" }) {
+		t.Errorf("no new user namespace in %v", s.Linux.Namespaces)
+	}
+}
+
+// rulesFor returns the rules naming syscall.
+func rulesFor(p *specs.LinuxSeccomp, syscall string) []specs.LinuxSyscall {
+	var out []specs.LinuxSyscall
+	for _, r := range p.Syscalls {
+		if slices.Contains(r.Names, syscall) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestSeccomp(t *testing.T) {
+	p := Seccomp()
+	if p.DefaultAction != specs.ActErrno || p.DefaultErrnoRet == nil || *p.DefaultErrnoRet != uint(unix.EPERM) {
+		t.Errorf("default %s %v, want ERRNO(EPERM)", p.DefaultAction, p.DefaultErrnoRet)
+	}
+	if runtime.GOARCH == "amd64" && !slices.Equal(p.Architectures, []specs.Arch{specs.ArchX86_64}) {
+		t.Errorf("architectures %v, want x86_64 alone", p.Architectures)
+	}
+	// Never allowed, under any argument.
+	for _, name := range []string{"io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd",
+		"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "mount", "umount2", "pivot_root",
+		"fsopen", "fsmount", "open_tree", "move_mount", "mount_setattr", "setns", "kexec_load",
+		"kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
+		"open_by_handle_at", "lookup_dcookie", "fanotify_init", "socketcall", "syslog", "acct", "settimeofday"} {
+		if rs := rulesFor(p, name); len(rs) > 0 {
+			t.Errorf("%s has rules %+v, want none (denied by default)", name, rs)
+		}
+	}
+	ns := uint64(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	for _, name := range []string{"clone", "unshare"} {
+		rs := rulesFor(p, name)
+		if len(rs) != 1 || len(rs[0].Args) != 1 || rs[0].Args[0].Op != specs.OpMaskedEqual ||
+			rs[0].Args[0].Value&ns != ns || rs[0].Args[0].ValueTwo != 0 || rs[0].Args[0].Index != 0 {
+			t.Errorf("%s rules %+v, want allowed only without namespace flags", name, rs)
+		}
+	}
+	if rs := rulesFor(p, "clone3"); len(rs) != 1 || rs[0].Action != specs.ActErrno || *rs[0].ErrnoRet != uint(unix.ENOSYS) {
+		t.Errorf("clone3 rules %+v, want ERRNO(ENOSYS)", rs)
+	}
+	var families []uint64
+	for _, r := range rulesFor(p, "socket") {
+		if len(r.Args) != 1 || r.Args[0].Op != specs.OpEqualTo || r.Args[0].Index != 0 {
+			t.Fatalf("socket rule %+v", r)
+		}
+		families = append(families, r.Args[0].Value)
+	}
+	slices.Sort(families)
+	if !slices.Equal(families, []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}) {
+		t.Errorf("socket families %v, want unix, inet, inet6, netlink", families)
+	}
+	for _, r := range rulesFor(p, "personality") {
+		if len(r.Args) != 1 || r.Args[0].Value&0x0040000 != 0 && r.Args[0].Value != 0xffffffff {
+			t.Errorf("personality rule %+v allows ADDR_NO_RANDOMIZE", r)
+		}
+	}
+	for _, name := range []string{"read", "execve", "openat", "futex", "wait4", "epoll_pwait", "ptrace", "chroot", "setuid", "rseq"} {
+		if rs := rulesFor(p, name); len(rs) != 1 || rs[0].Action != specs.ActAllow || len(rs[0].Args) != 0 {
+			t.Errorf("%s rules %+v, want allowed", name, rs)
+		}
+	}
+	// One name, one place: a duplicate would be a rule runc merges.
+	seen := map[string]bool{}
+	for _, n := range p.Syscalls[0].Names {
+		if seen[n] {
+			t.Errorf("%s listed twice", n)
+		}
+		seen[n] = true
 	}
 }

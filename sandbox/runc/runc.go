@@ -3,12 +3,24 @@
 // to start than gvisor and isolates less (the host kernel is the boundary);
 // choose it for trusted images or when gVisor cannot run a workload.
 //
+// Because the host kernel is the boundary, a runc sandbox is hardened at
+// least as Docker hardens a container by default (docs/backends.md):
+//   - a user namespace: sandbox root is host uid 1879048192 (oci.SandboxIDs),
+//     with the rootfs and writable bind mounts idmapped so that the disk
+//     keeps the image's ownership (oci.UserNS);
+//   - Docker's seccomp profile, stricter (oci.Seccomp): no namespaces,
+//     mounts, keyrings, bpf, perf, io_uring, userfaultfd, vsock;
+//   - Docker's masked and read-only /proc and /sys paths, Docker's
+//     capabilities less CAP_NET_RAW, no_new_privileges (oci.Spec).
+//
 // Programs that use it must call oci.MaybeRunShim first thing in main.
 package runc
 
 import (
 	"fmt"
 	"os/exec"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
@@ -52,6 +64,12 @@ func New(stateDir string, opts ...Option) (*Backend, error) {
 	}
 	// runc keeps a container's state in <root>/<id>/.
 	cfg.StateFiles = func(id string) []string { return []string{id} }
+	userns := oci.NewUserNS(stateDir, oci.SandboxIDs)
+	cfg.Adjust = func(s *specs.Spec, _ sandbox.Bundle) {
+		s.Linux.Seccomp = oci.Seccomp()
+		userns.Adjust(s)
+	}
+	cfg.Stage, cfg.Unstage = userns.Stage, userns.Unstage
 	rt, err := oci.New(cfg)
 	if err != nil {
 		return nil, err

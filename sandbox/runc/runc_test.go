@@ -3,8 +3,13 @@ package runc_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -64,5 +69,65 @@ func TestShimWithoutHook(t *testing.T) {
 	}
 	if _, err := b.Status(context.Background(), id); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Status after the failed Start = %v, want ErrNotFound", err)
+	}
+	// Nor its idmapped mounts.
+	if _, err := os.Stat(filepath.Join(oci.NewUserNS(dir, oci.SandboxIDs).Dir, id)); !os.IsNotExist(err) {
+		t.Errorf("the failed Start left its mounts: %v", err)
+	}
+}
+
+// A runc sandbox's root is uid 0 inside and host uid 0x70000000 outside;
+// what it writes through its rootfs and a writable bind is 0:0 on the disk;
+// chown within the 65536 mapped ids works.
+func TestUserNamespace(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(t, dir)
+	rootfs, ctl := t.TempDir(), t.TempDir()
+	sandboxtest.BusyboxRootfs(t, rootfs)
+	id := sandboxtest.NewID("userns")
+	ctx := context.Background()
+	script := `id -u > /ctl/uid; cat /proc/self/uid_map > /ctl/map; echo x > /written; touch /ctl/f /ctl/g; chown 65535:65535 /ctl/g; ` +
+		`chown 65536 /ctl/f 2>/dev/null && echo yes > /ctl/unmapped; ls /sys/kernel > /dev/null && touch /ctl/done; sleep 60`
+	err := b.Start(ctx, sandbox.Bundle{ID: id, Rootfs: rootfs, Args: []string{"sh", "-c", script},
+		Mounts: []sandbox.Mount{{Source: ctl, Target: "/ctl"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Delete(ctx, id)
+	deadline := time.Now().Add(30 * time.Second)
+	for _, err := os.Stat(filepath.Join(ctl, "done")); err != nil; _, err = os.Stat(filepath.Join(ctl, "done")) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox did not finish its script: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ctl, "uid")); string(got) != "0\n" {
+		t.Errorf("uid inside %q, want 0", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ctl, "map")); strings.Join(strings.Fields(string(got)), " ") != "0 1879048192 65536" {
+		t.Errorf("uid_map %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(ctl, "unmapped")); err == nil {
+		t.Errorf("chown to uid 65536 worked inside")
+	}
+	for p, want := range map[string]uint32{filepath.Join(rootfs, "written"): 0, filepath.Join(ctl, "f"): 0, filepath.Join(ctl, "g"): 65535} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil || st.Uid != want || st.Gid != want {
+			t.Errorf("%s on the disk: %d:%d (%v), want %d:%d", p, st.Uid, st.Gid, err, want, want)
+		}
+	}
+	st, err := b.Status(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", st.Pid))
+	if !strings.Contains(string(status), "Uid:\t1879048192\t") {
+		t.Errorf("the init's host credentials:\n%s", status)
+	}
+	if err := b.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(oci.NewUserNS(dir, oci.SandboxIDs).Dir, id)); !os.IsNotExist(err) {
+		t.Errorf("Delete left the idmapped mounts: %v", err)
 	}
 }

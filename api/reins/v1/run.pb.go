@@ -24,17 +24,21 @@ const (
 )
 
 type RunSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
-	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"` // provider:model, e.g. anthropic:claude-sonnet-4-5
-	System        string                 `protobuf:"bytes,3,opt,name=system,proto3" json:"system,omitempty"`
-	Sandboxes     map[string]string      `protobuf:"bytes,4,rep,name=sandboxes,proto3" json:"sandboxes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // name -> image; default {"default": "busybox"}
-	MaxSteps      int32                  `protobuf:"varint,5,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
-	MaxCostUsd    float64                `protobuf:"fixed64,6,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
-	MaxTokens     int64                  `protobuf:"varint,7,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
-	TimeoutMs     int64                  `protobuf:"varint,8,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Tools         []string               `protobuf:"bytes,9,rep,name=tools,proto3" json:"tools,omitempty"`    // default: all
-	Policy        string                 `protobuf:"bytes,10,opt,name=policy,proto3" json:"policy,omitempty"` // policy document (YAML or JSON)
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Task       string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Model      string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"` // provider:model, e.g. anthropic:claude-sonnet-4-5
+	System     string                 `protobuf:"bytes,3,opt,name=system,proto3" json:"system,omitempty"`
+	Sandboxes  map[string]string      `protobuf:"bytes,4,rep,name=sandboxes,proto3" json:"sandboxes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // name -> image; default {"default": "busybox"}
+	MaxSteps   int32                  `protobuf:"varint,5,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
+	MaxCostUsd float64                `protobuf:"fixed64,6,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
+	MaxTokens  int64                  `protobuf:"varint,7,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	TimeoutMs  int64                  `protobuf:"varint,8,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Tools      []string               `protobuf:"bytes,9,rep,name=tools,proto3" json:"tools,omitempty"`    // default: all
+	Policy     string                 `protobuf:"bytes,10,opt,name=policy,proto3" json:"policy,omitempty"` // policy document (YAML or JSON)
+	// script is the JSON of a script: model, sent inline (the CLI reads the
+	// file it names). Without it the service reads script:PATH from its own
+	// disk, which only the admin may ask.
+	Script        string `protobuf:"bytes,11,opt,name=script,proto3" json:"script,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -135,6 +139,13 @@ func (x *RunSpec) GetTools() []string {
 func (x *RunSpec) GetPolicy() string {
 	if x != nil {
 		return x.Policy
+	}
+	return ""
+}
+
+func (x *RunSpec) GetScript() string {
+	if x != nil {
+		return x.Script
 	}
 	return ""
 }
@@ -1616,6 +1627,7 @@ type ForkRunRequest struct {
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	AtSeq         int64                  `protobuf:"varint,2,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"`
 	Model         string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Script        string                 `protobuf:"bytes,4,opt,name=script,proto3" json:"script,omitempty"` // the inline script of a script: model (see RunSpec.script)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1667,6 +1679,13 @@ func (x *ForkRunRequest) GetAtSeq() int64 {
 func (x *ForkRunRequest) GetModel() string {
 	if x != nil {
 		return x.Model
+	}
+	return ""
+}
+
+func (x *ForkRunRequest) GetScript() string {
+	if x != nil {
+		return x.Script
 	}
 	return ""
 }
@@ -1943,7 +1962,7 @@ var File_reins_v1_run_proto protoreflect.FileDescriptor
 
 const file_reins_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12reins/v1/run.proto\x12\breins.v1\"\xf4\x02\n" +
+	"\x12reins/v1/run.proto\x12\breins.v1\"\x8c\x03\n" +
 	"\aRunSpec\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -1958,7 +1977,8 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"timeout_ms\x18\b \x01(\x03R\ttimeoutMs\x12\x14\n" +
 	"\x05tools\x18\t \x03(\tR\x05tools\x12\x16\n" +
 	"\x06policy\x18\n" +
-	" \x01(\tR\x06policy\x1a<\n" +
+	" \x01(\tR\x06policy\x12\x16\n" +
+	"\x06script\x18\v \x01(\tR\x06script\x1a<\n" +
 	"\x0eSandboxesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
@@ -2051,11 +2071,12 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x10PauseRunResponse\"\"\n" +
 	"\x10ResumeRunRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x13\n" +
-	"\x11ResumeRunResponse\"M\n" +
+	"\x11ResumeRunResponse\"e\n" +
 	"\x0eForkRunRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06at_seq\x18\x02 \x01(\x03R\x05atSeq\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\"2\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
+	"\x06script\x18\x04 \x01(\tR\x06script\"2\n" +
 	"\x0fForkRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.reins.v1.RunR\x03run\"\"\n" +
 	"\x10VerifyRunRequest\x12\x0e\n" +

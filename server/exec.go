@@ -1,0 +1,155 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/api/reins/executor/v1/executorv1connect"
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor/client"
+	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/manager"
+)
+
+// Exec and Attach are the two executor calls the service does not pass
+// through as bytes (docs/decisions/0004-executor-proxy.md): it relays their
+// events, so that
+//
+//   - a stream that breaks because the sandbox ended ends, in the same
+//     call, with a Connect error that says why ("sandbox x ended while the
+//     call ran: killed: out of memory (limit 1 GiB)", exit code 137 for a
+//     memory kill), in whichever protocol the caller speaks;
+//   - a foreground command's Exited says how many of the sandbox's
+//     processes the memory limit killed while it ran (oom_kills), which
+//     only the host sees on runc;
+//   - backpressure holds end to end: each event is sent to the caller
+//     before the next is read from the executor.
+func (s *Server) handleExec(mux *http.ServeMux) {
+	mux.Handle(executorv1connect.ExecutorExecProcedure, s.withExecutor(
+		connect.NewServerStreamHandler(executorv1connect.ExecutorExecProcedure, s.exec)))
+	mux.Handle(executorv1connect.ExecutorAttachProcedure, s.withExecutor(
+		connect.NewServerStreamHandler(executorv1connect.ExecutorAttachProcedure, s.attach)))
+}
+
+// withExecutor finds the sandbox the call names before anything else, as
+// the proxy does: a sandbox that is not the caller's is answered the same
+// way, whatever the call's protocol.
+func (s *Server) withExecutor(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(SandboxHeader)
+		if id == "" {
+			s.errw.Write(w, r, errdefs.ToConnect(fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument)))
+			return
+		}
+		// Client also marks the sandbox active, for its idle timeout.
+		ex, err := s.m.Client(r.Context(), tenant(r.Context()), id)
+		if err != nil {
+			s.errw.Write(w, r, errdefs.ToConnect(err))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), executorKey{}, target{id, ex})))
+	})
+}
+
+type executorKey struct{}
+
+type target struct {
+	id string
+	ex *client.Client
+}
+
+func (s *Server) exec(ctx context.Context, req *connect.Request[executorv1.ExecRequest], stream *connect.ServerStream[executorv1.ExecEvent]) error {
+	id, ex := s.executor(ctx)
+	oomBefore := -1
+	if !req.Msg.Background {
+		if n, _, err := s.m.OOMKills(ctx, tenant(ctx), id); err == nil {
+			oomBefore = n
+		}
+	}
+	r := relay{stream: stream}
+	ctx, r.cancel = context.WithCancel(ctx)
+	defer r.cancel()
+	_, err := ex.Exec(ctx, req.Msg, func(ev *executorv1.ExecEvent) {
+		if x := ev.GetExited(); x != nil && oomBefore >= 0 {
+			if n, limit, err := s.m.OOMKills(ctx, tenant(ctx), id); err == nil && n > oomBefore {
+				x.OomKills, x.MemoryLimitBytes = uint32(n-oomBefore), limit
+			}
+		}
+		r.send(ev)
+	})
+	return r.end(s.callEnded(ctx, id, err))
+}
+
+func (s *Server) attach(ctx context.Context, req *connect.Request[executorv1.AttachRequest], stream *connect.ServerStream[executorv1.ExecEvent]) error {
+	id, ex := s.executor(ctx)
+	r := relay{stream: stream}
+	ctx, r.cancel = context.WithCancel(ctx)
+	defer r.cancel()
+	_, err := ex.Attach(ctx, req.Msg.Pid, req.Msg.Follow, r.send)
+	return r.end(s.callEnded(ctx, id, err))
+}
+
+// executor returns the sandbox withExecutor found for the call.
+func (s *Server) executor(ctx context.Context) (string, *client.Client) {
+	t := ctx.Value(executorKey{}).(target)
+	return t.id, t.ex
+}
+
+// relay sends a call's events to its caller; when the caller goes away it
+// cancels the executor call.
+type relay struct {
+	stream *connect.ServerStream[executorv1.ExecEvent]
+	cancel context.CancelFunc
+	err    error
+}
+
+func (r *relay) send(ev *executorv1.ExecEvent) {
+	if r.err != nil {
+		return
+	}
+	if r.err = r.stream.Send(ev); r.err != nil {
+		r.cancel()
+	}
+}
+
+// end is the call's result: a failed send (the caller left) wins.
+func (r *relay) end(err error) error {
+	if r.err != nil {
+		return r.err
+	}
+	return errdefs.ToConnect(err)
+}
+
+// callEnded explains an executor call that failed: when its sandbox ended
+// (or is ending: the death is recorded a moment after the socket closes),
+// the sandbox's fate; otherwise the executor's own error.
+func (s *Server) callEnded(ctx context.Context, id string, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	switch errdefs.Kind(err) {
+	case errdefs.ErrUnavailable, errdefs.ErrInternal, errdefs.ErrTimeout, errdefs.ErrCanceled, nil:
+	default:
+		return err // the executor answered: a command not found, a bad argument
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), manager.EndedWait+10*time.Second)
+	defer cancel()
+	rec, ended := s.m.Ended(wctx, tenant(ctx), id, manager.EndedWait)
+	if !ended {
+		return err
+	}
+	ee := fmt.Errorf("sandbox %s ended while the call ran: %s: %w", id, manager.EndedWhy(rec), errdefs.ErrFailedPrecondition)
+	if rec.Reason == sandbox.ReasonOOMKilled {
+		ee = errdefs.WithExitCode(ee, ExitOOM)
+	}
+	return ee
+}
+
+// ExitOOM is the exit status of a command the memory limit killed, as a
+// shell reports SIGKILL.
+const ExitOOM = 137
