@@ -146,8 +146,8 @@ func (r *Runs) admitRun(ctx context.Context, spec agent.Spec) (release func(), e
 		if id, ok := strings.CutPrefix(image, agent.AttachPrefix); ok {
 			_, err := r.server.m.Get(ctx, name, id)
 			if errors.Is(err, errdefs.ErrNotFound) {
-				return nil, fmt.Errorf("no sandbox %s to work in (the run's sandbox %q): see reins sandbox ls, "+
-					"or leave out --in to get a new one: %w", id, sb, errdefs.ErrNotFound)
+				return nil, fmt.Errorf("sandbox %s not found, so the run cannot work in it (as its sandbox %q): "+
+					"see reins sandbox ls, or leave out --in to get a new one: %w", id, sb, errdefs.ErrNotFound)
 			}
 			if err != nil {
 				return nil, err
