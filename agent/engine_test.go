@@ -1,6 +1,8 @@
 package agent_test
 
 import (
+	"go.uber.org/goleak"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,7 +33,11 @@ import (
 func TestMain(m *testing.M) {
 	// The executor reaps orphans like an init does.
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	os.Exit(m.Run())
+	// Every goroutine the engine starts (workers, the janitor, executor
+	// connections) must end with its test. net/http lingers 500ms before
+	// closing a connection whose request body went unread: a sleep, not a
+	// leak.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("net/http.(*conn).closeWriteAndWait"))
 }
 
 // hostSandboxes are agent.Sandboxes backed by in-process executors.

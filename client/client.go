@@ -51,6 +51,12 @@ func New(url, token string) *Client {
 	}
 }
 
+// Close drops the client's idle connections. A Client needs no closing
+// to be collected; a program that makes many may call it to free sockets.
+func (c *Client) Close() {
+	c.http.CloseIdleConnections()
+}
+
 // FromEnv returns a client configured by REINS_URL and REINS_TOKEN.
 func FromEnv() (*Client, error) {
 	url := os.Getenv("REINS_URL")

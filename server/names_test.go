@@ -66,6 +66,7 @@ func TestTenantsNameNoHostImage(t *testing.T) {
 			for st.Receive() {
 			}
 			err = st.Err()
+			st.Close()
 		}
 		errs["sandbox "+ref] = err
 		_, errs["run "+ref] = rc.Start(ctx, connect.NewRequest(&reinsv1.StartRunRequest{Spec: &reinsv1.RunSpec{

@@ -44,6 +44,7 @@ const adminToken = "reins_admin-token-of-this-test"
 type env struct {
 	url string
 	st  *sqlite.Store
+	t   *testing.T
 }
 
 func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
@@ -101,7 +102,7 @@ func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{url: srv.URL, st: st}
+	return &env{url: srv.URL, st: st, t: t}
 }
 
 type noImages struct{}
@@ -127,7 +128,11 @@ func scriptModels(ms agent.ModelSpec) (agent.Model, string, error) {
 	return m, spec, err
 }
 
-func (e *env) client(token string) *client.Client { return client.New(e.url, token) }
+func (e *env) client(token string) *client.Client {
+	c := client.New(e.url, token)
+	e.t.Cleanup(c.Close)
+	return c
+}
 
 // tenant creates a tenant with a quota and returns its new token.
 func (e *env) tenant(t *testing.T, name string, q *reinsv1.Quota) string {
