@@ -105,6 +105,11 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 		}
 	}
 	if woke, err := e.cfg.Sandboxes.Wake(ctx, id); err != nil {
+		// Removed (reins sandbox rm, an expiry) or dead: gone is gone,
+		// whatever the cause, and the run gets a replacement.
+		if gone, why := e.cfg.Sandboxes.Gone(ctx, id); gone && ctx.Err() == nil {
+			return e.replaceSandbox(ctx, r, name, id, why, nil)
+		}
 		return tool.Result{}, err
 	} else if woke {
 		if err := e.append(ctx, r, "", typedEvent{EventSandboxResumed, SandboxEvent{Name: name, ID: id,
@@ -155,6 +160,11 @@ func (e *endedMidCall) Unwrap() error { return e.err }
 // tells the model what happened.
 func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why string, mid *endedMidCall) (tool.Result, error) {
 	image := r.st.spec.Sandboxes[name]
+	if strings.HasPrefix(image, AttachPrefix) {
+		// The user's sandbox went; Replace copies its spec (and disk)
+		// while its record lasts, and otherwise this image is used.
+		image = DefaultImage
+	}
 	if err := e.checkImage(r.tenant, image); err != nil {
 		return tool.Result{}, err
 	}

@@ -67,7 +67,7 @@ func (r Runs) Client(ctx context.Context, id string) (*client.Client, error) {
 // executor went away: a death on its way to be recorded is waited for.
 func (r Runs) Gone(ctx context.Context, id string) (bool, string) {
 	if _, err := r.M.Get(ctx, "", id); errors.Is(err, errdefs.ErrNotFound) {
-		return true, "it no longer exists"
+		return true, "it was removed (reins sandbox rm) or is no longer known"
 	}
 	rec, ended := r.M.Ended(ctx, "", id, EndedWait)
 	if !ended {

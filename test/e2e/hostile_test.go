@@ -270,3 +270,46 @@ func TestOOMKilledRecordCountsIt(t *testing.T) {
 		t.Errorf("a sandbox the memory limit killed: reason %q, oom_kills %d; want oom_killed and at least 1", sb.Reason, sb.OOMKills)
 	}
 }
+
+// TestRemovedSandboxIsReplaced: a run's sandbox removed under it (by a
+// user's rm, its own or an attached one) is gone like a lost one: the run
+// logs sandbox_lost, gets a replacement and carries on, instead of failing
+// with "sandbox X not found".
+func TestRemovedSandboxIsReplaced(t *testing.T) {
+	s := startService(t, "--release-after", "1h")
+	pol := writePolicy(t, "rules:\n  - name: hold\n    tool: bash\n    match: {command: second}\n    action: ask\n")
+	for _, attached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("attached=%v", attached), func(t *testing.T) {
+			s.t = t
+			again := bash("echo again")
+			again["expect"] = "was lost"
+			script := writeScript(t, bash("echo first"), bash("echo second"), again, map[string]any{"expect": "again", "text": "done"})
+			args := []string{"run", "--detach", "--policy", pol, "--model", "script:" + script}
+			var sb string
+			if attached {
+				sb = s.create()
+				args = append(args, "--in", sb)
+			}
+			id := strings.TrimSpace(s.must(append(args, "work")...))
+			waitStatus(t, s, id, "waiting_approval")
+			if !attached {
+				ls := s.must("sandbox", "ls", "--label", "reins.run="+id)
+				for _, f := range strings.Fields(ls) {
+					if len(f) == 12 {
+						sb = f
+					}
+				}
+			}
+			if sb == "" {
+				t.Fatal("no sandbox to remove")
+			}
+			s.must("sandbox", "rm", sb)
+			s.must("runs", "approve", id)
+			waitStatus(t, s, id, "succeeded")
+			ev := s.must("runs", "events", id)
+			if !strings.Contains(ev, "sandbox_lost") || !strings.Contains(ev, "sandbox_replaced") {
+				t.Errorf("no sandbox_lost and sandbox_replaced events:\n%s", ev)
+			}
+		})
+	}
+}
