@@ -69,19 +69,27 @@ type target struct {
 
 func (s *Server) exec(ctx context.Context, req *connect.Request[executorv1.ExecRequest], stream *connect.ServerStream[executorv1.ExecEvent]) error {
 	id, ex := s.executor(ctx)
-	oomBefore := -1
+	// The OOM count before, read while the command starts (it is on the
+	// round trip of every exec).
+	before := make(chan int, 1)
 	if !req.Msg.Background {
-		if n, _, err := s.m.OOMKills(ctx, tenant(ctx), id); err == nil {
-			oomBefore = n
-		}
+		go func() {
+			n, _, err := s.m.OOMKills(ctx, tenant(ctx), id)
+			if err != nil {
+				n = -1
+			}
+			before <- n
+		}()
 	}
 	r := relay{stream: stream}
 	ctx, r.cancel = context.WithCancel(ctx)
 	defer r.cancel()
 	_, err := ex.Exec(ctx, req.Msg, func(ev *executorv1.ExecEvent) {
-		if x := ev.GetExited(); x != nil && oomBefore >= 0 {
-			if n, limit, err := s.m.OOMKills(ctx, tenant(ctx), id); err == nil && n > oomBefore {
-				x.OomKills, x.MemoryLimitBytes = uint32(n-oomBefore), limit
+		if x := ev.GetExited(); x != nil && !req.Msg.Background {
+			if b := <-before; b >= 0 {
+				if n, limit, err := s.m.OOMKills(ctx, tenant(ctx), id); err == nil && n > b {
+					x.OomKills, x.MemoryLimitBytes = uint32(n-b), limit
+				}
 			}
 		}
 		r.send(ev)
