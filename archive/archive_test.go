@@ -119,7 +119,6 @@ func reg(name, data string) entry {
 	return entry{tar.Header{Name: name, Typeflag: tar.TypeReg}, data}
 }
 
-
 func TestExtractDropsSetuidAndReplacesSafely(t *testing.T) {
 	dst := t.TempDir()
 	buf := tarOf(t,

@@ -131,6 +131,7 @@ func (x *extractor) dirInRoot(entry, name string, mk bool) (int, error) {
 		return -1, entryError(entry, err)
 	}
 	x.dirs[name] = fd
+	x.linked = append(x.linked, name)
 	return fd, nil
 }
 
@@ -145,14 +146,22 @@ func dirError(entry, dir string, err error) error {
 }
 
 // forget closes the open directories at or below name, which is being
-// removed or replaced.
+// removed or replaced, and those reached through a link, which may lead
+// there.
 func (x *extractor) forget(name string) {
-	for k, fd := range x.dirs {
-		if k == name || strings.HasPrefix(k, name+"/") {
-			unix.Close(fd)
-			delete(x.dirs, k)
+	drop := func(name string) {
+		for k, fd := range x.dirs {
+			if k == name || strings.HasPrefix(k, name+"/") {
+				unix.Close(fd)
+				delete(x.dirs, k)
+			}
 		}
 	}
+	drop(name)
+	for _, l := range x.linked {
+		drop(l)
+	}
+	x.linked = x.linked[:0]
 }
 
 // trimDirs closes the open directories when there are too many; it runs
@@ -168,4 +177,5 @@ func (x *extractor) closeDirs() {
 		unix.Close(fd)
 		delete(x.dirs, k)
 	}
+	x.linked = x.linked[:0]
 }

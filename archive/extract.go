@@ -160,6 +160,7 @@ type extractor struct {
 	maxBytes, maxEnts int64
 	late              []dirFix
 	dirs              map[string]int // open directories by name; see dirs.go
+	linked            []string       // of dirs, those reached through a layer's link
 	seed              maphash.Seed
 	made              map[uint64]struct{} // hashes of the non-directories made, for hard links
 }

@@ -37,7 +37,10 @@ func TestExtractLayer(t *testing.T) {
 		file(".wh..wh.plnk", "").
 		dir("was-dir/", 0o755).file("was-dir/in", "x").
 		file("was-dir", "a file now").
-		dir("ro/", 0o555).file("ro/in", "filled before it became read-only")
+		dir("ro/", 0o555).file("ro/in", "filled before it became read-only").
+		dir("t1/", 0o755).symlink("via", "t1").file("via/a", "a").
+		dir("t1/", 0o755).file("t1", "t1 is a file now").dir("t1/", 0o755). // a new t1, reached again through via
+		file("via/b", "b")
 	_, _, err := layerOpts().Extract(bytes.NewReader(h.bytes()), dst)
 	must(t, err)
 	defer os.Chmod(filepath.Join(dst, "ro"), 0o755)
@@ -75,6 +78,9 @@ func TestExtractLayer(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "was-dir")); string(b) != "a file now" {
 		t.Errorf("was-dir = %q: a later entry replaces a directory in a layer", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "t1/b")); string(b) != "b" {
+		t.Errorf("t1/b = %q: an entry through a link went to the directory the link led to before", b)
 	}
 	if fi, _ := os.Stat(filepath.Join(dst, "ro")); fi.Mode().Perm() != 0o555 {
 		t.Errorf("ro: %v", fi.Mode())
