@@ -19,12 +19,13 @@ demo: deps build
 	@sh scripts/demo.sh
 
 # test runs every test; the ones that need root or runsc run here as root
-# (CI is root). -p 1 keeps sandbox-heavy packages from starving each other
-# on two cores.
+# (CI is root). Every test binary runs under the race detector (the binaries
+# the e2e tests start, and the executor in every sandbox, are plain builds).
+# -p 1 keeps sandbox-heavy packages from starving each other on two cores.
 test: deps build
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) test -p 1 -timeout 25m -count=1 ./...
+	$(GO) test -race -p 1 -timeout 25m -count=1 ./...
 
 bench: deps build
 	$(GO) run ./bench -out docs/benchmarks.md
