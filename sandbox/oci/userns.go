@@ -21,6 +21,7 @@ import (
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/rootfs"
 )
 
 // IDRange is a contiguous range of host user and group ids that a
@@ -246,7 +247,7 @@ func (u *UserNS) overlay(l overlayLayers, ns int) (fd int, held []int, err error
 		}
 	}()
 	fail := func(what string, err error) (int, []int, error) {
-		return -1, held, fmt.Errorf("overlay (%s): %w%s", what, err, fsLog(fd))
+		return -1, held, fmt.Errorf("overlay (%s): %w%s", what, err, rootfs.FsLog(fd))
 	}
 	if err := unix.FsconfigSetString(fd, "source", "overlay"); err != nil {
 		return fail("source", err)
@@ -290,11 +291,11 @@ func (u *UserNS) overlay(l overlayLayers, ns int) (fd int, held []int, err error
 func (u *UserNS) mountOverlay(fd int, target string) error {
 	err := asID(u.IDs.HostID, func() error { return unix.FsconfigCreate(fd) })
 	if err != nil {
-		return fmt.Errorf("overlay (create): %w%s", err, fsLog(fd))
+		return fmt.Errorf("overlay (create): %w%s", err, rootfs.FsLog(fd))
 	}
 	mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("overlay (fsmount): %w%s", err, fsLog(fd))
+		return fmt.Errorf("overlay (fsmount): %w%s", err, rootfs.FsLog(fd))
 	}
 	defer unix.Close(mfd)
 	return attach(mfd, target)
@@ -505,20 +506,4 @@ func unescape(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
-}
-
-func fsLog(fd int) string {
-	buf := make([]byte, 512)
-	var msgs []string
-	for {
-		n, err := unix.Read(fd, buf)
-		if err != nil || n <= 0 {
-			break
-		}
-		msgs = append(msgs, strings.TrimSpace(string(buf[:n])))
-	}
-	if len(msgs) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(msgs, "; ") + ")"
 }

@@ -184,7 +184,7 @@ func MountOverlay(l Layout, layers []string) error {
 	}
 	defer unix.Close(fd)
 	fail := func(what string, err error) error {
-		return fmt.Errorf("mounting overlay (%s): %w%s", what, err, fsLog(fd))
+		return fmt.Errorf("mounting overlay (%s): %w%s", what, err, FsLog(fd))
 	}
 	// "lowerdir+" adds one layer at a time (no page-size limit on the
 	// option string); the first one given is the top-most.
@@ -228,7 +228,9 @@ func mountOverlayLegacy(l Layout, layers []string) error {
 	return nil
 }
 
-func fsLog(fd int) string {
+// FsLog drains the messages the kernel left on a filesystem context (an
+// fsopen descriptor) after a failed fsconfig or fsmount, for an error.
+func FsLog(fd int) string {
 	buf := make([]byte, 512)
 	var msgs []string
 	for {
