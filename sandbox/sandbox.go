@@ -87,7 +87,11 @@ type Bundle struct {
 	Env      []string `json:"env"`
 	Cwd      string   `json:"cwd"`
 	Hostname string   `json:"hostname"`
-	Limits   Limits   `json:"limits"`
+	// NetNS is the path of a network namespace the sandbox joins (one the
+	// service made, with its veth and rules); empty gives it a new one
+	// with only loopback.
+	NetNS  string `json:"netns,omitempty"`
+	Limits Limits `json:"limits"`
 }
 
 // Status is what a Backend knows about a sandbox it started.

@@ -406,8 +406,7 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	m.log.Debug("sandbox boot", "sandbox", b.rec.ID, "mkfs", t1.Sub(t0), "mount", t2.Sub(t1),
 		"prepare", t3.Sub(t2), "backend_start", t4.Sub(t3), "executor_ready", time.Since(t4))
 	b.client = ex
-	b.rec.State = sandbox.StateRunning
-	return writeRecord(b.dir, &b.rec)
+	return m.setState(b, sandbox.StateRunning, "", "")
 }
 
 // initLog returns the tail of the sandbox init's output, for error messages.
@@ -559,32 +558,6 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	m.mu.Unlock()
 	m.log.Info("sandbox removed", "sandbox", id)
 	return nil
-}
-
-// stopLocked ends a sandbox's processes and records why. The disk is kept
-// (a replacement may reuse it) until cleanup.
-func (m *Manager) stopLocked(b *box, reason sandbox.Reason, msg string) {
-	if b.client != nil {
-		b.client.Close()
-		b.client = nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if backend, ok := m.cfg.Backends[b.rec.Spec.Backend]; ok {
-		if err := backend.Delete(ctx, b.rec.ID); err != nil {
-			m.log.Warn("backend delete failed", "sandbox", b.rec.ID, "err", err)
-		}
-	}
-	if err := rootfs.Unmount(rootfs.Layout{Dir: b.dir}); err != nil {
-		m.log.Warn("unmount failed", "sandbox", b.rec.ID, "err", err)
-	}
-	b.rec.State, b.rec.Reason, b.rec.Message = sandbox.StateStopped, reason, msg
-	b.stopped.Store(true)
-	b.rec.StoppedAt = time.Now()
-	b.rec.Pid, b.rec.PidStart = 0, 0
-	if err := writeRecord(b.dir, &b.rec); err != nil {
-		m.log.Warn("writing record failed", "sandbox", b.rec.ID, "err", err)
-	}
 }
 
 // cleanup removes a stopped sandbox's files. With keepRecord, the record

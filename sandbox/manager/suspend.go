@@ -27,11 +27,10 @@ func (m *Manager) Suspend(ctx context.Context, tenant, id string) error {
 	default:
 		return fmt.Errorf("sandbox %s is %s%s, not running: %w", id, b.rec.State, stoppedWhy(b.rec), errdefs.ErrFailedPrecondition)
 	}
-	m.stopLocked(b, "", "")
-	b.stopped.Store(false)
-	b.rec.State, b.rec.Reason, b.rec.Message = sandbox.StateSuspended, "", ""
-	b.rec.StoppedAt = time.Time{}
-	if err := writeRecord(b.dir, &b.rec); err != nil {
+	// Release the compute, then record the one step running → suspended:
+	// never a stop on the way.
+	m.releaseLocked(b)
+	if err := m.setState(b, sandbox.StateSuspended, "", ""); err != nil {
 		return err
 	}
 	m.log.Info("sandbox suspended", "sandbox", id)

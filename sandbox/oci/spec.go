@@ -59,6 +59,9 @@ func Spec(b sandbox.Bundle) (*specs.Spec, error) {
 	if !filepath.IsAbs(b.Rootfs) {
 		return nil, fmt.Errorf("sandbox %s: rootfs %q is not an absolute path: %w", b.ID, b.Rootfs, errdefs.ErrInvalidArgument)
 	}
+	if b.NetNS != "" && !filepath.IsAbs(b.NetNS) {
+		return nil, fmt.Errorf("sandbox %s: network namespace %q is not an absolute path: %w", b.ID, b.NetNS, errdefs.ErrInvalidArgument)
+	}
 	cwd := b.Cwd
 	if cwd == "" {
 		cwd = "/"
@@ -92,7 +95,7 @@ func Spec(b sandbox.Bundle) (*specs.Spec, error) {
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace},
 				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
-				{Type: specs.NetworkNamespace},
+				{Type: specs.NetworkNamespace, Path: b.NetNS},
 			},
 			MaskedPaths:   append([]string(nil), MaskedPaths...),
 			ReadonlyPaths: append([]string(nil), ReadonlyPaths...),

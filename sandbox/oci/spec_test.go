@@ -184,3 +184,35 @@ func TestSeccomp(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+// TestSpecNetNS: a bundle's network namespace is the one the sandbox joins;
+// without one it gets a new namespace.
+func TestSpecNetNS(t *testing.T) {
+	b := sandbox.Bundle{ID: "n1", Rootfs: "/r", Args: []string{"/init"}}
+	netns := func(s *specs.Spec) (string, bool) {
+		for _, ns := range s.Linux.Namespaces {
+			if ns.Type == specs.NetworkNamespace {
+				return ns.Path, true
+			}
+		}
+		return "", false
+	}
+	s, err := Spec(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := netns(s); !ok || p != "" {
+		t.Errorf("no NetNS: network namespace %q (present %v), want a new one", p, ok)
+	}
+	b.NetNS = "/run/netns/reins-n1"
+	if s, err = Spec(b); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := netns(s); p != b.NetNS {
+		t.Errorf("NetNS: joins %q, want %q", p, b.NetNS)
+	}
+	b.NetNS = "netns/relative"
+	if _, err := Spec(b); err == nil {
+		t.Error("a relative NetNS was accepted")
+	}
+}
