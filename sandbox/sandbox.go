@@ -20,7 +20,12 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
+	"path"
+	"strings"
 	"time"
+
+	"github.com/reinsdev/reins/errdefs"
 )
 
 // State is where a sandbox is in its life.
@@ -87,11 +92,62 @@ type Bundle struct {
 	Env      []string `json:"env"`
 	Cwd      string   `json:"cwd"`
 	Hostname string   `json:"hostname"`
+	// Listen is where the executor serves, as a path inside the sandbox
+	// (a unix socket under one of Mounts' targets); the backend says in
+	// Start how the host reaches it. Empty: the sandbox runs no executor.
+	Listen string `json:"listen,omitempty"`
 	// NetNS is the path of a network namespace the sandbox joins (one the
 	// service made, with its veth and rules); empty gives it a new one
 	// with only loopback.
 	NetNS  string `json:"netns,omitempty"`
 	Limits Limits `json:"limits"`
+}
+
+// Endpoint is where the service reaches a sandbox's executor, as its
+// backend says (containerd's ControllerInstance.Address): callers dial it,
+// never build an address themselves. The manager persists it in the
+// sandbox's record, so a restarted service reaches the executor again
+// without asking the backend. A unix socket on this host is the only kind
+// today; a pod or a VM adds its own field.
+type Endpoint struct {
+	// Unix is the host path of the executor's unix socket. Its directory
+	// is the service's; the name in it is the sandbox's to write, so the
+	// client never follows it (executor/client).
+	Unix string `json:"unix,omitempty"`
+}
+
+// IsZero reports whether e names no endpoint.
+func (e Endpoint) IsZero() bool { return e.Unix == "" }
+
+// HostPath maps a path inside the sandbox to the host path of the bind
+// mount that holds it (the longest target that contains it), for backends
+// whose sandboxes see host directories through Mounts.
+func (b Bundle) HostPath(inside string) (string, bool) {
+	inside = path.Clean(inside)
+	best, found := "", false
+	bestLen := -1
+	for _, m := range b.Mounts {
+		t := path.Clean(m.Target)
+		rel, ok := strings.CutPrefix(inside, t)
+		if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) || len(t) <= bestLen {
+			continue
+		}
+		best, found, bestLen = m.Source+rel, true, len(t)
+	}
+	return best, found
+}
+
+// UnixEndpoint is the Endpoint of a bundle whose executor listens on a
+// unix socket in one of its bind mounts: the socket's host path.
+func (b Bundle) UnixEndpoint() (Endpoint, error) {
+	if b.Listen == "" {
+		return Endpoint{}, nil
+	}
+	p, ok := b.HostPath(b.Listen)
+	if !ok {
+		return Endpoint{}, fmt.Errorf("sandbox %s: the executor's socket %s is in no mount the host can reach: %w", b.ID, b.Listen, errdefs.ErrInvalidArgument)
+	}
+	return Endpoint{Unix: p}, nil
 }
 
 // Status is what a Backend knows about a sandbox it started.
@@ -111,8 +167,9 @@ type Backend interface {
 	// Name is the name users choose the backend by ("gvisor", "runc").
 	Name() string
 	// Start creates the sandbox described by b and starts its init. It
-	// returns when the init runs; it does not wait for the executor.
-	Start(ctx context.Context, b Bundle) error
+	// returns when the init runs, with where its executor (b.Listen) is
+	// reached; it does not wait for the executor.
+	Start(ctx context.Context, b Bundle) (Endpoint, error)
 	// Status reports on a sandbox; errdefs.ErrNotFound if the backend has no
 	// trace of it.
 	Status(ctx context.Context, id string) (Status, error)

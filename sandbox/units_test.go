@@ -33,3 +33,36 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestBundleHostPath: a path inside maps through the bind mount whose
+// target holds it, the longest one winning; a path under no mount, or one
+// that only shares a prefix of a target's name, maps to nothing.
+func TestBundleHostPath(t *testing.T) {
+	b := Bundle{ID: "x", Mounts: []Mount{
+		{Source: "/data/x/run", Target: "/.reins/run"},
+		{Source: "/data/x/deep", Target: "/.reins/run/deep"},
+		{Source: "/opt/exe", Target: "/.reins/bin/reins-executor"},
+	}}
+	for in, want := range map[string]string{
+		"/.reins/run/executor.sock":    "/data/x/run/executor.sock",
+		"/.reins/run/deep/s.sock":      "/data/x/deep/s.sock",
+		"/.reins/run/../run/a.sock":    "/data/x/run/a.sock",
+		"/.reins/bin/reins-executor":   "/opt/exe",
+		"/.reins/runx/executor.sock":   "",
+		"/workspace/executor.sock":     "",
+		"/.reins/run/../../etc/x.sock": "",
+	} {
+		got, ok := b.HostPath(in)
+		if ok != (want != "") || got != want {
+			t.Errorf("HostPath(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	b.Listen = "/workspace/executor.sock"
+	if _, err := b.UnixEndpoint(); err == nil {
+		t.Error("an executor socket under no mount got an endpoint")
+	}
+	b.Listen = "/.reins/run/executor.sock"
+	if ep, err := b.UnixEndpoint(); err != nil || ep.Unix != "/data/x/run/executor.sock" {
+		t.Errorf("UnixEndpoint = %+v, %v", ep, err)
+	}
+}

@@ -40,7 +40,12 @@ func New() *Backend { return &Backend{sandboxes: make(map[string]*proc)} }
 func (f *Backend) Name() string { return "fake" }
 
 // Start runs b.Args in b.Rootfs, its output to b.Dir/init.log.
-func (f *Backend) Start(ctx context.Context, b sandbox.Bundle) error {
+func (f *Backend) Start(ctx context.Context, b sandbox.Bundle) (sandbox.Endpoint, error) {
+	// No mount namespace: a path inside is the host's own.
+	return sandbox.Endpoint{Unix: b.Listen}, f.start(b)
+}
+
+func (f *Backend) start(b sandbox.Bundle) error {
 	if b.ID == "" || len(b.Args) == 0 {
 		return fmt.Errorf("sandbox %q: bundle needs an id and args: %w", b.ID, errdefs.ErrInvalidArgument)
 	}

@@ -117,7 +117,15 @@ type box struct {
 	client   *client.Client
 }
 
-func socketPath(dir string) string { return filepath.Join(rootfs.Layout{Dir: dir}.Run(), socketName) }
+// endpoint is where the sandbox's executor is reached: what its backend
+// said, or for a record written before backends said (version 1), the
+// socket in its control directory.
+func (b *box) endpoint() string {
+	if b.rec.Endpoint.Unix != "" {
+		return b.rec.Endpoint.Unix
+	}
+	return filepath.Join(rootfs.Layout{Dir: b.dir}.Run(), socketName)
+}
 
 // New checks cfg and returns a Manager. Call Recover before serving.
 func New(cfg Config) (*Manager, error) {
@@ -381,6 +389,7 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 			{Source: m.cfg.ExecutorPath, Target: ExecutorTarget, ReadOnly: true},
 			{Source: l.Run(), Target: RunTarget},
 		},
+		Listen: RunTarget + "/" + socketName,
 		Args: []string{ExecutorTarget,
 			"--listen", RunTarget + "/" + socketName,
 			"--root", "/",
@@ -393,13 +402,18 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	}
 	backend := m.cfg.Backends[spec.Backend]
 	t3 := time.Now()
-	if err := backend.Start(ctx, bundle); err != nil {
+	ep, err := backend.Start(ctx, bundle)
+	if err != nil {
 		return err
 	}
+	if ep.IsZero() {
+		return fmt.Errorf("the %s backend gave no way to reach the sandbox's executor: %w", spec.Backend, errdefs.ErrInternal)
+	}
+	b.rec.Endpoint = ep
 	t4 := time.Now()
 	readyCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
-	ex, err := client.WaitReady(readyCtx, socketPath(b.dir), b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
+	ex, err := client.WaitReady(readyCtx, ep.Unix, b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
 	if err != nil {
 		return fmt.Errorf("the sandbox's executor did not start: %w%s", err, initLog(b.dir))
 	}

@@ -29,12 +29,15 @@ type Record struct {
 	Layers      []string       `json:"layers,omitempty"`
 	// The image's own env and workdir, to start the sandbox again after a
 	// suspend.
-	ImageEnv     []string  `json:"image_env,omitempty"`
-	ImageWorkdir string    `json:"image_workdir,omitempty"`
-	Token        string    `json:"token"`
-	CreatedAt    time.Time `json:"created_at"`
-	StoppedAt    time.Time `json:"stopped_at,omitzero"`
-	ExpiresAt    time.Time `json:"expires_at,omitzero"`
+	ImageEnv     []string `json:"image_env,omitempty"`
+	ImageWorkdir string   `json:"image_workdir,omitempty"`
+	Token        string   `json:"token"`
+	// Endpoint is where its executor is reached, as its backend said
+	// when it last started.
+	Endpoint  sandbox.Endpoint `json:"endpoint,omitzero"`
+	CreatedAt time.Time        `json:"created_at"`
+	StoppedAt time.Time        `json:"stopped_at,omitzero"`
+	ExpiresAt time.Time        `json:"expires_at,omitzero"`
 	// Pid and PidStart identify the sandbox's host process, so liveness is
 	// a read of /proc rather than a call to the runtime.
 	Pid      int       `json:"pid,omitempty"`

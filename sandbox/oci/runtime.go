@@ -107,7 +107,17 @@ func (r *Runtime) dir(id string) string { return filepath.Join(r.records, id) }
 // Start writes the spec and the shim's config into a new record, starts the
 // shim and returns once the shim reports the init's pid. One runtime
 // invocation (`run --detach`) is on this path. On failure nothing is left.
-func (r *Runtime) Start(ctx context.Context, b sandbox.Bundle) error {
+func (r *Runtime) Start(ctx context.Context, b sandbox.Bundle) (sandbox.Endpoint, error) {
+	// The executor's socket is in a bind-mounted host directory: the
+	// host reaches it there.
+	ep, err := b.UnixEndpoint()
+	if err != nil {
+		return sandbox.Endpoint{}, err
+	}
+	return ep, r.startBundle(ctx, b)
+}
+
+func (r *Runtime) startBundle(ctx context.Context, b sandbox.Bundle) error {
 	spec, err := Spec(b)
 	if err != nil {
 		return err

@@ -63,7 +63,7 @@ func TestShimWithoutHook(t *testing.T) {
 	rootfs := t.TempDir()
 	sandboxtest.BusyboxRootfs(t, rootfs)
 	id := sandboxtest.NewID("nohook")
-	err = b.Start(context.Background(), sandbox.Bundle{ID: id, Rootfs: rootfs, Args: []string{"sleep", "10"}})
+	_, err = b.Start(context.Background(), sandbox.Bundle{ID: id, Rootfs: rootfs, Args: []string{"sleep", "10"}})
 	if err == nil || !strings.Contains(err.Error(), "MaybeRunShim") {
 		t.Fatalf("Start with a shim lacking the hook: %v", err)
 	}
@@ -88,7 +88,7 @@ func TestUserNamespace(t *testing.T) {
 	ctx := context.Background()
 	script := `id -u > /ctl/uid; cat /proc/self/uid_map > /ctl/map; echo x > /written; touch /ctl/f /ctl/g; chown 65535:65535 /ctl/g; ` +
 		`chown 65536 /ctl/f 2>/dev/null && echo yes > /ctl/unmapped; ls /sys/kernel > /dev/null && touch /ctl/done; sleep 60`
-	err := b.Start(ctx, sandbox.Bundle{ID: id, Rootfs: rootfs, Args: []string{"sh", "-c", script},
+	_, err := b.Start(ctx, sandbox.Bundle{ID: id, Rootfs: rootfs, Args: []string{"sh", "-c", script},
 		Mounts: []sandbox.Mount{{Source: ctl, Target: "/ctl"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ func BenchStart(b *testing.B, backend sandbox.Backend, raw ...string) {
 	for i := 0; i < b.N; i++ {
 		bd := sandbox.Bundle{ID: NewID("bench"), Dir: b.TempDir(), Rootfs: rootfs, Args: []string{"sleep", "1000"}}
 		t0 := time.Now()
-		if err := backend.Start(ctx, bd); err != nil {
+		if _, err := backend.Start(ctx, bd); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()

@@ -177,9 +177,10 @@ func (e *env) bundle(prefix, script string) (sandbox.Bundle, string) {
 	return b, ctl
 }
 
-func (e *env) start(b sandbox.Bundle) {
+func (e *env) start(b sandbox.Bundle) sandbox.Endpoint {
 	e.t.Helper()
-	if err := e.b.Start(ctxT(e.t), b); err != nil {
+	ep, err := e.b.Start(ctxT(e.t), b)
+	if err != nil {
 		e.t.Fatalf("Start %s: %v", b.ID, err)
 	}
 	e.t.Cleanup(func() {
@@ -187,6 +188,7 @@ func (e *env) start(b sandbox.Bundle) {
 			e.t.Errorf("cleanup: Delete %s: %v", b.ID, err)
 		}
 	})
+	return ep
 }
 
 func (e *env) status(id string) sandbox.Status {
@@ -256,7 +258,7 @@ func (s *suite) testAlreadyExists(t *testing.T) {
 	e := s.env(t)
 	b, _ := e.bundle("exists", "sleep 1000")
 	e.start(b)
-	err := e.b.Start(ctxT(t), b)
+	_, err := e.b.Start(ctxT(t), b)
 	if !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Fatalf("second Start of %s = %v, want ErrAlreadyExists", b.ID, err)
 	}
@@ -269,7 +271,7 @@ func (s *suite) testStartFails(t *testing.T) {
 	e := s.env(t)
 	b, _ := e.bundle("fails", "")
 	b.Args = []string{"/no/such/program"}
-	err := e.b.Start(ctxT(t), b)
+	_, err := e.b.Start(ctxT(t), b)
 	if err == nil {
 		_ = e.b.Delete(ctxT(t), b.ID)
 		t.Fatal("Start of a missing program succeeded")
@@ -409,7 +411,7 @@ func (s *suite) testPause(t *testing.T) {
 func (s *suite) testDelete(t *testing.T) {
 	e := s.env(t)
 	b, _ := e.bundle("delete", "sleep 1000")
-	if err := e.b.Start(ctxT(t), b); err != nil {
+	if _, err := e.b.Start(ctxT(t), b); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.b.Delete(ctxT(t), b.ID); err != nil {
@@ -456,8 +458,14 @@ func (s *suite) testUnixSocket(t *testing.T) {
 		helper = filepath.Join(s.rootfs, "bin", "sockhelper")
 	}
 	b.Args = []string{helper, sock}
-	e.start(b)
+	b.Listen = sock
+	ep := e.start(b)
+	// The backend says where the host reaches the socket; that is the
+	// control directory's file.
 	hostSock := filepath.Join(ctl, "executor.sock")
+	if ep.Unix != hostSock {
+		t.Fatalf("Start's endpoint is %+v, want the socket at %s", ep, hostSock)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.Dial("unix", hostSock)
@@ -597,7 +605,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range bs {
-		wg.Go(func() { errs[i] = e.b.Start(ctxT(t), bs[i]) })
+		wg.Go(func() { _, errs[i] = e.b.Start(ctxT(t), bs[i]) })
 	}
 	wg.Wait()
 	pids := make(map[int]string)
@@ -707,7 +715,7 @@ func playChild(t *testing.T, s *suite, order string) {
 		t.Fatal(err)
 	}
 	b := s.newBackend(t, o.StateDir)
-	if err := b.Start(ctxT(t), o.Bundle); err != nil {
+	if _, err := b.Start(ctxT(t), o.Bundle); err != nil {
 		t.Fatalf("child: Start: %v", err)
 	}
 	if err := os.WriteFile(o.Ready, []byte("ok\n"), 0o644); err != nil {
