@@ -193,6 +193,13 @@ type UsageReporter interface {
 	Usage(ctx context.Context, id string) (Usage, error)
 }
 
+// Waiter is implemented by backends that can tell when a sandbox's init
+// ends without being asked again and again (containerd's Wait): Wait
+// blocks until then, or until ctx ends, and returns the final Status.
+type Waiter interface {
+	Wait(ctx context.Context, id string) (Status, error)
+}
+
 // Pauser is implemented by backends that can freeze a sandbox in place.
 type Pauser interface {
 	Pause(ctx context.Context, id string) error

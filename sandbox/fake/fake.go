@@ -25,7 +25,10 @@ type Backend struct {
 	sandboxes map[string]*proc
 }
 
-var _ sandbox.Backend = (*Backend)(nil)
+var (
+	_ sandbox.Backend = (*Backend)(nil)
+	_ sandbox.Waiter  = (*Backend)(nil)
+)
 
 type proc struct {
 	cmd  *exec.Cmd
@@ -99,6 +102,20 @@ func (f *Backend) get(id string) (*proc, error) {
 		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
 	return p, nil
+}
+
+// Wait blocks until the process ends, and returns how it ended.
+func (f *Backend) Wait(ctx context.Context, id string) (sandbox.Status, error) {
+	p, err := f.get(id)
+	if err != nil {
+		return sandbox.Status{}, err
+	}
+	select {
+	case <-p.done:
+		return sandbox.Status{ExitCode: p.code}, nil
+	case <-ctx.Done():
+		return sandbox.Status{}, ctx.Err()
+	}
 }
 
 // Status reports whether the process runs, or how it ended.

@@ -101,6 +101,12 @@ type Manager struct {
 
 	mu    sync.Mutex
 	boxes map[string]*box
+
+	// life ends the goroutines that wait on sandboxes (see watchDeath);
+	// Close cancels it and waits for them.
+	life    context.Context
+	endLife context.CancelFunc
+	waits   sync.WaitGroup
 }
 
 // box is one sandbox's in-memory state. mu serializes actions on it.
@@ -115,6 +121,11 @@ type box struct {
 	rec      Record
 	activity time.Time // last API use, in memory only
 	client   *client.Client
+	// starts counts the sandbox's starts, so that a wait on an earlier
+	// life does not act on a later one; watched is set while a wait
+	// through the backend stands for the periodic liveness check.
+	starts  int
+	watched atomic.Bool
 }
 
 // endpoint is where the sandbox's executor is reached: what its backend
@@ -169,6 +180,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}}
+	m.life, m.endLife = context.WithCancel(context.Background())
 	if cfg.DiskPool > 0 {
 		spec, err := m.normalize(sandbox.Spec{})
 		if err != nil {
@@ -420,7 +432,11 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	m.log.Debug("sandbox boot", "sandbox", b.rec.ID, "mkfs", t1.Sub(t0), "mount", t2.Sub(t1),
 		"prepare", t3.Sub(t2), "backend_start", t4.Sub(t3), "executor_ready", time.Since(t4))
 	b.client = ex
-	return m.setState(b, sandbox.StateRunning, "", "")
+	if err := m.setState(b, sandbox.StateRunning, "", ""); err != nil {
+		return err
+	}
+	m.watchDeath(b)
+	return nil
 }
 
 // initLog returns the tail of the sandbox init's output, for error messages.

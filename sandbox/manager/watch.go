@@ -99,6 +99,7 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 	}
 	b.client = ex
 	m.notePid(b, st)
+	m.watchDeath(b)
 	log.Info("re-attached sandbox")
 }
 
@@ -139,7 +140,9 @@ func (m *Manager) checkAll(ctx context.Context) {
 			b.mu.Unlock()
 			continue
 		}
-		alive := m.refreshLocked(ctx, b, false)
+		// A sandbox whose backend waits on it is known alive until the
+		// wait says otherwise; the others are checked here.
+		alive := b.watched.Load() || m.refreshLocked(ctx, b, false)
 		idleFor := now.Sub(b.activity)
 		b.mu.Unlock()
 		switch {
@@ -297,8 +300,46 @@ func pidStartTime(pid int) uint64 {
 	return v
 }
 
-// Close drops connections to executors. Sandboxes keep running.
+// watchDeath waits, through a backend that can (sandbox.Waiter), for the
+// running sandbox's init to end, and records the death the moment it does
+// rather than at the next periodic check; b.mu is held. A stop the manager
+// made itself (rm, suspend, expiry) has changed the state first, and the
+// wait then does nothing.
+func (m *Manager) watchDeath(b *box) {
+	w, ok := m.cfg.Backends[b.rec.Spec.Backend].(sandbox.Waiter)
+	if !ok {
+		return
+	}
+	b.starts++
+	life, id := b.starts, b.rec.ID
+	b.watched.Store(true)
+	m.waits.Go(func() {
+		_, err := w.Wait(m.life, id)
+		if m.life.Err() != nil {
+			return
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.starts != life {
+			return
+		}
+		b.watched.Store(false)
+		if err != nil {
+			// The periodic check takes over.
+			m.log.Warn("waiting on a sandbox failed", "sandbox", id, "err", err)
+			return
+		}
+		if b.rec.State == sandbox.StateRunning {
+			m.refreshLocked(m.life, b, true)
+		}
+	})
+}
+
+// Close ends the waits on sandboxes and drops connections to executors.
+// Sandboxes keep running.
 func (m *Manager) Close() {
+	m.endLife()
+	m.waits.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, b := range m.boxes {

@@ -96,6 +96,7 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 	probe := newBackend(t, t.TempDir())
 	_, pauser := probe.(sandbox.Pauser)
 	_, usage := probe.(sandbox.UsageReporter)
+	_, waiter := probe.(sandbox.Waiter)
 	tests := []struct {
 		name string
 		when bool
@@ -109,6 +110,7 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 		{"BundleHonoured", caps.Isolation, "no isolation", s.testBundleHonoured},
 		{"ExitCode", true, "", s.testExitCode},
 		{"Kill", true, "", s.testKill},
+		{"Wait", waiter, "not a sandbox.Waiter", s.testWait},
 		{"Pause", pauser, "not a sandbox.Pauser", s.testPause},
 		{"Delete", true, "", s.testDelete},
 		{"UnixSocket", true, "", s.testUnixSocket},
@@ -446,6 +448,50 @@ func CgroupDirs(id string) []string {
 	a, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*/reins", id))
 	b, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/reins", id))
 	return append(a, b...)
+}
+
+// testWait: Wait returns when the init ends, with its exit code, also
+// for a backend value other than the one that started it (a restarted
+// service), and gives up when its context does.
+func (s *suite) testWait(t *testing.T) {
+	e := s.env(t)
+	b, ctl := e.bundle("wait", `while [ ! -e "$CTL/go" ]; do sleep 0.05; done; exit 7`)
+	e.start(b)
+	w := e.b.(sandbox.Waiter)
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if st, err := w.Wait(short, b.ID); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on a running sandbox with a short context = %+v, %v; want the deadline", st, err)
+	}
+	type result struct {
+		st  sandbox.Status
+		err error
+	}
+	waiter := e.b
+	if s.caps.Durable {
+		waiter = s.newBackend(t, e.stateDir) // as after a restart
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := waiter.(sandbox.Waiter).Wait(ctxT(t), b.ID)
+		done <- result{st, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("Wait returned while the init still ran: %+v, %v", r.st, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := os.WriteFile(filepath.Join(ctl, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.st.Running || r.st.ExitCode != 7 {
+		t.Errorf("Wait after the init exited 7 = %+v, %v", r.st, r.err)
+	}
+	// Waiting on an ended sandbox returns at once.
+	if st, err := w.Wait(ctxT(t), b.ID); err != nil || st.ExitCode != 7 {
+		t.Errorf("second Wait = %+v, %v", st, err)
+	}
 }
 
 func (s *suite) testUnixSocket(t *testing.T) {
