@@ -51,6 +51,7 @@ func run() error {
 	listen := flag.String("listen", "", "unix socket to serve on (required; a stale socket is replaced)")
 	root := flag.String("root", "", "directory file calls are confined to (required; \"/\" inside a sandbox)")
 	workdir := flag.String("workdir", "/", "where relative paths and processes start, inside the sandbox")
+	logFile := flag.String("log-file", "", "once listening, send this process's own output here (a file inside the sandbox) instead of the stdout and stderr it was started with")
 	makeWorkdir := flag.Bool("make-workdir", false, "create --workdir (and its parents) if it is missing")
 	tokenFile := flag.String("token-file", "", "file holding the token calls must present; deleted once read (or set "+tokenEnv+")")
 	version := flag.Bool("version", false, "print the version and exit")
@@ -99,6 +100,11 @@ func run() error {
 		srv.Close()
 		return err
 	}
+	if *logFile != "" {
+		if err := redirectOutput(*logFile); err != nil {
+			log.Warn("keeping the startup output", "log_file", *logFile, "err", err)
+		}
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -138,4 +144,24 @@ func readToken(file string) (string, error) {
 		return strings.TrimSpace(envToken), nil
 	}
 	return "", fmt.Errorf("no token: pass --token-file or set %s", tokenEnv)
+}
+
+// redirectOutput points stdout and stderr at file, appending. The output
+// the executor was started with is a file the host keeps (its startup
+// errors, for the service to quote); a process in the sandbox could reopen
+// it through /proc/1/fd and write to the host's disk without limit. From
+// here on, what the executor says goes to a file in the sandbox, on the
+// sandbox's own disk and within its limit.
+func redirectOutput(file string) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup3(int(f.Fd()), fd, 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -406,6 +406,7 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 			"--listen", RunTarget + "/" + socketName,
 			"--root", "/",
 			"--workdir", workdir, "--make-workdir",
+			"--log-file", "/.reins/executor.log",
 		},
 		Env:      append(buildEnv(img.Env, spec.Env), tokenEnv+"="+b.rec.Token),
 		Cwd:      "/",
@@ -598,7 +599,7 @@ func (m *Manager) cleanup(b *box, keepRecord bool) error {
 		if err := rootfs.Unmount(l); err != nil {
 			return err
 		}
-		remove := []string{l.Disk(), l.Rootfs()}
+		remove := []string{l.Disk(), l.Rootfs(), l.Run()}
 		switch b.rec.Reason {
 		case sandbox.ReasonTTLExpired, sandbox.ReasonIdleTimeout, sandbox.ReasonKilled:
 			remove = append(remove, l.DiskImage())

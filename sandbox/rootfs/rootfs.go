@@ -149,19 +149,32 @@ func MountDisk(l Layout) error {
 	return fmt.Errorf("no free loop device after 32 attempts: %w", errdefs.ErrResourceExhausted)
 }
 
-// PrepareRun makes the sandbox's control directory anew, empty, mode 0700.
-// The sandbox writes in it (its executor makes its socket there), so the
-// host never follows a name in it: whatever an earlier life of the
-// sandbox left (a symlink where the socket was) is removed without being
-// followed, before the sandbox starts. The directory sits on the host's
-// disk, in the sandbox's host-only directory, so that the sandbox cannot
-// replace the directory itself (it sees only a bind mount of it).
+// runFS is the control directory's own filesystem: room for the
+// executor's socket and little else, so a sandbox cannot fill the host's
+// disk through it, nor leave a setuid file or a device node on the host.
+const runFS = "size=64k,nr_inodes=16,mode=0700"
+
+// PrepareRun makes the sandbox's control directory anew: an empty tmpfs of
+// its own (runFS; nosuid, nodev) in the sandbox's host-only
+// directory. The sandbox writes in it (its executor makes its socket
+// there), so the host never follows a name in it, and whatever an earlier
+// life of the sandbox left there is gone with the old mount. The sandbox
+// sees only a bind mount of it, so it cannot replace the directory itself.
 func PrepareRun(l Layout) error {
+	if err := unmount(l.Run()); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(l.Run()); err != nil {
 		return fmt.Errorf("clearing the sandbox's control directory: %w", err)
 	}
 	if err := os.Mkdir(l.Run(), 0o700); err != nil {
 		return fmt.Errorf("making the sandbox's control directory: %w", err)
+	}
+	// nosuid and nodev, as every bind mount into a sandbox is (a runtime
+	// that remounts the bind in a user namespace must keep the flags the
+	// source has, and keeps these two).
+	if err := unix.Mount("reins-run", l.Run(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, runFS); err != nil {
+		return fmt.Errorf("mounting the sandbox's control directory: %w", err)
 	}
 	return nil
 }
@@ -246,11 +259,11 @@ func FsLog(fd int) string {
 	return " (" + strings.Join(msgs, "; ") + ")"
 }
 
-// Unmount unmounts the root filesystem and then the disk, leaving the disk
-// image in place. Unmounting what is not mounted is not an error.
+// Unmount unmounts the root filesystem, the disk and the control
+// directory, leaving the disk image in place. Unmounting what is not mounted is not an error.
 func Unmount(l Layout) error {
 	var errs []error
-	for _, p := range []string{l.Rootfs(), l.Disk()} {
+	for _, p := range []string{l.Rootfs(), l.Disk(), l.Run()} {
 		if err := unmount(p); err != nil {
 			errs = append(errs, err)
 		}

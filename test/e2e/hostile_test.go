@@ -313,3 +313,58 @@ func TestRemovedSandboxIsReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileControlDir (from the red-team review): the control directory
+// and the init's output are the only host files a sandbox reaches; it can
+// fill neither past a few KiB of the host's disk, whatever its --disk, nor
+// leave a setuid file on the host, and nothing of them outlives it.
+func TestHostileControlDir(t *testing.T) {
+	s := startService(t)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s.t = t
+			id := s.create("--backend", backend, "--disk", "32M")
+			dir := filepath.Join(s.dataDir, "sandboxes", id)
+			s.run("sandbox", "exec", id, "--", "dd", "if=/dev/zero", "of=/.reins/run/fill", "bs=1M", "count=200")
+			s.run("sandbox", "exec", id, "--", "sh", "-c", "dd if=/dev/zero of=/proc/1/fd/2 bs=1M count=200; dd if=/dev/zero of=/proc/1/fd/1 bs=1M count=200")
+			s.run("sandbox", "exec", id, "--", "sh", "-c", "echo x > /.reins/run/suid && chmod 4755 /.reins/run/suid")
+			var total int64
+			filepath.Walk(filepath.Join(dir, "run"), func(p string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() {
+					total += fi.Size()
+				}
+				return nil
+			})
+			if total > 64<<10 {
+				t.Errorf("the sandbox wrote %d bytes to the host through /.reins/run", total)
+			}
+			if fi, err := os.Stat(filepath.Join(dir, "init.log")); err == nil && fi.Size() > 64<<10 {
+				t.Errorf("the sandbox wrote %d bytes to the host's init.log through /proc/1/fd", fi.Size())
+			}
+			mi, _ := os.ReadFile("/proc/self/mountinfo")
+			found := false
+			for _, line := range strings.Split(string(mi), "\n") {
+				f := strings.Fields(line)
+				if len(f) > 5 && f[4] == filepath.Join(dir, "run") {
+					found = true
+					for _, opt := range []string{"nosuid", "nodev"} {
+						if !strings.Contains(f[5], opt) {
+							t.Errorf("the control directory is mounted %s, without %s", f[5], opt)
+						}
+					}
+				}
+			}
+			if !found {
+				t.Errorf("the control directory is not a mount of its own")
+			}
+			// The sandbox still works: its executor's socket is there.
+			if out := s.must("sandbox", "exec", id, "--", "echo", "ok"); out != "ok\n" {
+				t.Errorf("exec after the fill: %q", out)
+			}
+			s.must("sandbox", "rm", id)
+			if _, err := os.Lstat(dir); err == nil {
+				t.Errorf("%s outlives the sandbox", dir)
+			}
+		})
+	}
+}
