@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -64,7 +65,9 @@ func (r *redacted) Unwrap() error { return r.error }
 func hostPaths(err error) []string {
 	var paths []string
 	add := func(p string) {
-		if p != "" && p != "/" {
+		// Only absolute paths: a relative one (or "/") could match
+		// ordinary words of the message.
+		if filepath.IsAbs(p) && p != "/" {
 			paths = append(paths, p)
 		}
 	}
