@@ -151,13 +151,12 @@ func (e *Engine) start(ctx context.Context, tenant string, spec Spec) (string, e
 	specJSON, _ := json.Marshal(spec)
 	now := time.Now()
 	sum, _ := json.Marshal(Summary{Model: spec.Model, Task: spec.Task, Started: now})
-	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: id, Tenant: tenant, Status: string(StatusQueued),
-		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now}); err != nil {
-		return "", err
-	}
 	ev, _ := json.Marshal(RunCreated{Spec: spec})
-	if _, err := e.cfg.Store.Append(ctx, id, 0, []store.Event{{Type: EventRunCreated, Time: now, Data: ev}},
-		store.RunUpdate{Status: string(StatusRunning)}); err != nil {
+	// The run and its first event in one write: a crash leaves no run
+	// without a log.
+	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: id, Tenant: tenant, Status: string(StatusRunning),
+		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now},
+		store.Event{Type: EventRunCreated, Time: now, Data: ev}); err != nil {
 		return "", err
 	}
 	e.launch(id)

@@ -699,3 +699,30 @@ func TestTenantDefaultPolicy(t *testing.T) {
 		t.Errorf("a bad tenant policy: %v", err)
 	}
 }
+
+// TestInvalidCallNeverReachesThePolicy: a call whose arguments do not fit
+// its tool's schema gets the schema error, and no rule or person is asked
+// about it — even a policy that asks about every call.
+func TestInvalidCallNeverReachesThePolicy(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(turn("", call("bash", map[string]any{"cmd": "rm -rf /"})),
+		map[string]any{"expect": "invalid arguments for bash", "text": "ok"})
+	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model, Policy: "tools:\n  bash: ask\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, evs := e.finish(eng, id)
+	for _, ev := range evs {
+		if ev.Type == agent.EventPolicyDecision || ev.Type == agent.EventApprovalRequested {
+			t.Fatalf("the policy saw an invalid call: %s %s", ev.Type, ev.Data)
+		}
+	}
+	if row.Status != "succeeded" {
+		t.Fatalf("status %s (%s), want succeeded: the model was to be told its arguments were invalid; events %v",
+			row.Status, summary(t, row).Reason, types(evs))
+	}
+	if e.sbs.n != 0 {
+		t.Errorf("an invalid call made a sandbox")
+	}
+}

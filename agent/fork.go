@@ -54,10 +54,6 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 	specJSON, _ := json.Marshal(spec)
 	now := time.Now()
 	sum, _ := json.Marshal(Summary{Model: spec.Model, Task: spec.Task, Started: now})
-	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: newID, Tenant: row.Tenant, Status: string(StatusQueued),
-		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now}); err != nil {
-		return "", err
-	}
 	var copied []store.Event
 	for _, ev := range evs {
 		switch ev.Type {
@@ -74,7 +70,10 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 			"recreate what you need.", id, atSeq)}
 	data, _ := json.Marshal(note)
 	copied = append(copied, store.Event{Type: EventForked, Time: now, Data: data})
-	if _, err := e.cfg.Store.Append(ctx, newID, 0, copied, store.RunUpdate{Status: string(StatusRunning)}); err != nil {
+	// The fork and its copied history in one write: a crash leaves no run
+	// without a log.
+	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: newID, Tenant: row.Tenant, Status: string(StatusRunning),
+		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now}, copied...); err != nil {
 		return "", err
 	}
 	e.launch(newID)

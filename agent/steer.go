@@ -104,9 +104,13 @@ func (e *Engine) gate(ctx context.Context, r *run, c Block) (json.RawMessage, bo
 		}
 		return c.Input, true, nil
 	}
+	// The policy (and so a person asked to approve) sees only calls that
+	// can run: call() reports an unknown tool, or arguments that do not fit
+	// the tool's schema, to the model without asking anyone.
 	t := e.findTool(c.ToolName)
-	if t == nil {
-		return c.Input, true, nil // call() reports the unknown tool
+	if t == nil || !allowed(r.st.spec, c.ToolName) || c.InputError != "" ||
+		validateInput(t.Spec().InputSchema, c.Input) != nil {
+		return c.Input, true, nil
 	}
 	if r.policy == nil {
 		p, err := e.policyFor(ctx, r.tenant, r.st.spec)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -91,11 +92,9 @@ func (c *Client) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *connect.Error
-	// The service marks its own errors with their kind; an unavailable
-	// error without one comes from this side's transport.
-	if errors.As(err, &ce) && ce.Code() == connect.CodeUnavailable && ce.Meta().Get(errdefs.KindHeader) == "" &&
-		strings.Contains(ce.Message(), "connection refused") {
+	// The service's own errors are answers; a refused dial is this side's
+	// transport finding nobody at the address.
+	if errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("cannot reach reins serve at %s: is it running? (start it with `reins serve --data-dir DIR`, or set REINS_URL): %w", c.URL, errdefs.ErrUnavailable)
 	}
 	return errdefs.FromConnect(err)

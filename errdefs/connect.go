@@ -36,8 +36,8 @@ var kindCodes = map[error]connect.Code{
 	ErrUnavailable: connect.CodeUnavailable, ErrCanceled: connect.CodeCanceled, ErrInternal: connect.CodeInternal,
 }
 
-// ToConnect turns err into a Connect error carrying its kind. Use it only in
-// RPC handlers. A nil err stays nil.
+// ToConnect turns err into a Connect error carrying its kind. A server
+// calls it in one place, through an Interceptor. A nil err stays nil.
 func ToConnect(err error) error {
 	if err == nil {
 		return nil
@@ -117,4 +117,57 @@ func fromConnect(ce *connect.Error) error {
 		return WithMessage(ErrCanceled, ce.Message())
 	}
 	return WithMessage(ErrInternal, ce.Message())
+}
+
+// Interceptor is the RPC edge of a Connect server: installed on its
+// handlers (connect.WithInterceptors), it turns each error a handler
+// returns, unary or at the end of a stream, into a Connect error carrying
+// its kind (ToConnect), once. Handlers return plain wrapped errors. An
+// error that already is a Connect error (an executor's answer relayed
+// whole) passes unchanged. Calls made as a client are left alone.
+type Interceptor struct {
+	// Prepare, if set, sees every error that is not yet a Connect error
+	// before it is translated, and returns what to translate: to log it,
+	// or to take out what the caller must not read. It must keep the
+	// error's kind (wrap it, or return it).
+	Prepare func(ctx context.Context, procedure string, err error) error
+}
+
+var _ connect.Interceptor = (*Interceptor)(nil)
+
+// Error translates err, returned by the handler of procedure. It is the
+// same translation for the few calls a plain HTTP handler answers before
+// any Connect handler runs (authentication, a proxy).
+func (i *Interceptor) Error(ctx context.Context, procedure string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	if i.Prepare != nil {
+		err = i.Prepare(ctx, procedure, err)
+	}
+	return ToConnect(err)
+}
+
+func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		resp, err := next(ctx, req)
+		if err == nil || req.Spec().IsClient {
+			return resp, err
+		}
+		return resp, i.Error(ctx, req.Spec().Procedure, err)
+	}
+}
+
+func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		return i.Error(ctx, conn.Spec().Procedure, next(ctx, conn))
+	}
 }

@@ -21,12 +21,12 @@ func (s *Server) Exec(ctx context.Context, req *connect.Request[executorv1.ExecR
 	m := req.Msg
 	spec, err := s.spec(m)
 	if err != nil {
-		return errdefs.ToConnect(err)
+		return err
 	}
 	spec.Foreground = !m.Background
 	p, reattached, err := s.procs.Start(spec)
 	if err != nil {
-		return errdefs.ToConnect(err)
+		return err
 	}
 	// A foreground exec applies backpressure end to end: the command
 	// blocks when this stream does. The one that started the process was
@@ -102,7 +102,7 @@ func mergeEnv(base, extra []string) []string {
 func (s *Server) Attach(ctx context.Context, req *connect.Request[executorv1.AttachRequest], stream *connect.ServerStream[executorv1.ExecEvent]) error {
 	p, err := s.procs.Get(int(req.Msg.Pid))
 	if err != nil {
-		return errdefs.ToConnect(err)
+		return err
 	}
 	sink := newSink(stream)
 	if err := sink.started(p.Pid(), true); err != nil {
@@ -120,7 +120,7 @@ func streamError(err error) error {
 	if err == nil || err == context.Canceled {
 		return nil
 	}
-	return errdefs.ToConnect(err)
+	return err
 }
 
 // sink sends a process's events on a stream, reusing one message of each
@@ -183,7 +183,7 @@ func (s *Server) WriteStdin(ctx context.Context, req *connect.Request[executorv1
 		err = p.WriteStdin(ctx, req.Msg.Data, req.Msg.Close)
 	}
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.WriteStdinResponse{}), nil
 }
@@ -192,14 +192,14 @@ func (s *Server) WriteStdin(ctx context.Context, req *connect.Request[executorv1
 func (s *Server) ResizePTY(ctx context.Context, req *connect.Request[executorv1.ResizePTYRequest]) (*connect.Response[executorv1.ResizePTYResponse], error) {
 	m := req.Msg
 	if m.Rows == 0 || m.Cols == 0 || m.Rows > 0xffff || m.Cols > 0xffff {
-		return nil, errdefs.ToConnect(errdefs.WithMessage(errdefs.ErrInvalidArgument, "rows and cols must be between 1 and 65535"))
+		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "rows and cols must be between 1 and 65535")
 	}
 	p, err := s.procs.Get(int(m.Pid))
 	if err == nil {
 		err = p.Resize(uint16(m.Rows), uint16(m.Cols))
 	}
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.ResizePTYResponse{}), nil
 }
@@ -211,14 +211,14 @@ func (s *Server) Signal(ctx context.Context, req *connect.Request[executorv1.Sig
 		sig = syscall.SIGKILL
 	}
 	if sig < 0 || sig > 64 {
-		return nil, errdefs.ToConnect(errdefs.WithMessage(errdefs.ErrInvalidArgument, "signal must be between 1 and 64"))
+		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "signal must be between 1 and 64")
 	}
 	p, err := s.procs.Get(int(req.Msg.Pid))
 	if err == nil {
 		err = p.Signal(sig)
 	}
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.SignalResponse{}), nil
 }

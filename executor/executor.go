@@ -133,11 +133,15 @@ func (s *Server) touch() { s.activity.Store(int64(process.MonoNow())) }
 
 // Handler returns the HTTP handler serving the API, with authentication.
 func (s *Server) Handler() http.Handler {
+	// Handlers return plain errors with their kinds; errs turns them into
+	// Connect errors, once, for every call.
+	errs := &errdefs.Interceptor{}
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(2 * files.MaxRead), // room to refuse a too large WriteFile in words
 		// Local socket: compression would only burn the sandbox's CPU.
 		connect.WithCompression("gzip", nil, nil),
 		connect.WithCodec(codec{}),
+		connect.WithInterceptors(errs),
 	}
 	_, h := executorv1connect.NewExecutorHandler(s, opts...)
 	errw := connect.NewErrorWriter(opts...)
@@ -150,7 +154,7 @@ func (s *Server) Handler() http.Handler {
 			s.touch()
 		}
 		if !s.authorized(r.Header.Get("Authorization")) {
-			errw.Write(w, r, errdefs.ToConnect(errdefs.WithMessage(errdefs.ErrUnauthenticated,
+			errw.Write(w, r, errs.Error(r.Context(), r.URL.Path, errdefs.WithMessage(errdefs.ErrUnauthenticated,
 				"missing or wrong executor token: send \"Authorization: Bearer <token>\" with the token the sandbox was created with")))
 			return
 		}

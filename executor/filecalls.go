@@ -18,7 +18,7 @@ import (
 func (s *Server) Stat(ctx context.Context, req *connect.Request[executorv1.StatRequest]) (*connect.Response[executorv1.StatResponse], error) {
 	info, err := s.fs.Stat(req.Msg.Path)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.StatResponse{Info: info}), nil
 }
@@ -26,7 +26,7 @@ func (s *Server) Stat(ctx context.Context, req *connect.Request[executorv1.StatR
 func (s *Server) ListDir(ctx context.Context, req *connect.Request[executorv1.ListDirRequest]) (*connect.Response[executorv1.ListDirResponse], error) {
 	entries, truncated, err := s.fs.ListDir(ctx, req.Msg.Path, int(req.Msg.Depth), int(req.Msg.Limit))
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.ListDirResponse{Entries: entries, Truncated: truncated}), nil
 }
@@ -34,7 +34,7 @@ func (s *Server) ListDir(ctx context.Context, req *connect.Request[executorv1.Li
 func (s *Server) ReadFile(ctx context.Context, req *connect.Request[executorv1.ReadFileRequest]) (*connect.Response[executorv1.ReadFileResponse], error) {
 	data, size, eof, err := s.fs.ReadFile(req.Msg.Path, req.Msg.Offset, req.Msg.Limit)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.ReadFileResponse{Data: data, Size: size, Eof: eof}), nil
 }
@@ -42,7 +42,7 @@ func (s *Server) ReadFile(ctx context.Context, req *connect.Request[executorv1.R
 func (s *Server) WriteFile(ctx context.Context, req *connect.Request[executorv1.WriteFileRequest]) (*connect.Response[executorv1.WriteFileResponse], error) {
 	m := req.Msg
 	if err := s.fs.WriteFile(m.Path, m.Data, m.Mode, m.MakeParents); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.WriteFileResponse{Size: uint64(len(m.Data))}), nil
 }
@@ -51,28 +51,28 @@ func (s *Server) EditFile(ctx context.Context, req *connect.Request[executorv1.E
 	m := req.Msg
 	n, err := s.fs.EditFile(m.Path, m.Old, m.New, m.ReplaceAll)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.EditFileResponse{Replacements: uint32(n)}), nil
 }
 
 func (s *Server) MakeDir(ctx context.Context, req *connect.Request[executorv1.MakeDirRequest]) (*connect.Response[executorv1.MakeDirResponse], error) {
 	if err := s.fs.MakeDir(req.Msg.Path, req.Msg.Parents, req.Msg.Mode); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.MakeDirResponse{}), nil
 }
 
 func (s *Server) Remove(ctx context.Context, req *connect.Request[executorv1.RemoveRequest]) (*connect.Response[executorv1.RemoveResponse], error) {
 	if err := s.fs.Remove(req.Msg.Path, req.Msg.Recursive); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.RemoveResponse{}), nil
 }
 
 func (s *Server) Move(ctx context.Context, req *connect.Request[executorv1.MoveRequest]) (*connect.Response[executorv1.MoveResponse], error) {
 	if err := s.fs.Move(req.Msg.Src, req.Msg.Dst, req.Msg.Overwrite); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.MoveResponse{}), nil
 }
@@ -80,7 +80,7 @@ func (s *Server) Move(ctx context.Context, req *connect.Request[executorv1.MoveR
 func (s *Server) Glob(ctx context.Context, req *connect.Request[executorv1.GlobRequest]) (*connect.Response[executorv1.GlobResponse], error) {
 	paths, truncated, err := s.fs.Glob(ctx, req.Msg.Pattern, req.Msg.Dir, int(req.Msg.Limit))
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.GlobResponse{Paths: paths, Truncated: truncated}), nil
 }
@@ -91,7 +91,7 @@ func (s *Server) Grep(ctx context.Context, req *connect.Request[executorv1.GrepR
 		Include: m.Include, IgnoreCase: m.IgnoreCase, Limit: int(m.Limit),
 	})
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&executorv1.GrepResponse{Matches: matches, Truncated: truncated}), nil
 }
@@ -104,27 +104,27 @@ func (s *Server) Upload(ctx context.Context, stream *connect.ClientStream[execut
 		if err == nil {
 			err = errdefs.WithMessage(errdefs.ErrInvalidArgument, "the Upload stream is empty; send the header first")
 		}
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	hdr := stream.Msg().GetHeader()
 	if hdr == nil {
-		return nil, errdefs.ToConnect(errdefs.WithMessage(errdefs.ErrInvalidArgument,
-			"the first Upload message must be the header (the directory to unpack under)"))
+		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument,
+			"the first Upload message must be the header (the directory to unpack under)")
 	}
 	dir := hdr.Dir
 	if dir == "" {
 		dir = s.fs.Workdir()
 	}
 	if err := s.fs.MakeDir(dir, true, 0); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	abs, err := s.fs.Resolve(dir)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	root, err := s.fs.OpenRoot(abs)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	defer root.Close()
 
@@ -140,10 +140,10 @@ func (s *Server) Upload(ctx context.Context, stream *connect.ClientStream[execut
 		copyPool.Put(bp)
 	}
 	if r.err != nil && r.err != io.EOF {
-		return nil, errdefs.ToConnect(r.err) // the client's stream broke: that is the story
+		return nil, r.err // the client's stream broke: that is the story
 	}
 	if err != nil {
-		return nil, errdefs.ToConnect(uploadError(abs, err))
+		return nil, uploadError(abs, err)
 	}
 	return connect.NewResponse(&executorv1.UploadResponse{
 		Files:  uint32(nfiles),
@@ -248,7 +248,7 @@ var copyPool = sync.Pool{New: func() any { b := make([]byte, downloadChunk); ret
 func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.DownloadRequest], stream *connect.ServerStream[executorv1.DownloadResponse]) error {
 	root, name, abs, err := s.fs.OpenParent(req.Msg.Path)
 	if err != nil {
-		return errdefs.ToConnect(err)
+		return err
 	}
 	defer root.Close()
 	prefix := path.Base(abs)
@@ -265,7 +265,7 @@ func (s *Server) Download(ctx context.Context, req *connect.Request[executorv1.D
 		if w.err != nil {
 			return streamError(w.err)
 		}
-		return errdefs.ToConnect(err)
+		return err
 	}
 	if err := w.flush(); err != nil {
 		return streamError(err)

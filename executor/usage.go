@@ -12,7 +12,6 @@ import (
 	"connectrpc.com/connect"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
-	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/process"
 )
 
@@ -47,7 +46,7 @@ func (s *Server) LastActivity() time.Time {
 func (s *Server) Usage(ctx context.Context, req *connect.Request[executorv1.UsageRequest]) (*connect.Response[executorv1.UsageResponse], error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(s.fs.HostPath("/"), &st); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	running := s.procs.Running()
 	return connect.NewResponse(&executorv1.UsageResponse{

@@ -33,11 +33,11 @@ func (s *Server) handleExec(mux *http.ServeMux) {
 	// No gzip, as the executor: compressing every chunk of output cost the
 	// service three times the CPU of relaying it (measured), and command
 	// output is often already compressed or random.
-	noGzip := connect.WithCompression("gzip", nil, nil)
+	opts := s.handlerOptions(connect.WithCompression("gzip", nil, nil))
 	mux.Handle(executorv1connect.ExecutorExecProcedure, s.withExecutor(
-		connect.NewServerStreamHandler(executorv1connect.ExecutorExecProcedure, s.exec, noGzip)))
+		connect.NewServerStreamHandler(executorv1connect.ExecutorExecProcedure, s.exec, opts...)))
 	mux.Handle(executorv1connect.ExecutorAttachProcedure, s.withExecutor(
-		connect.NewServerStreamHandler(executorv1connect.ExecutorAttachProcedure, s.attach, noGzip)))
+		connect.NewServerStreamHandler(executorv1connect.ExecutorAttachProcedure, s.attach, opts...)))
 }
 
 // withExecutor finds the sandbox the call names before anything else, as
@@ -47,13 +47,13 @@ func (s *Server) withExecutor(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(SandboxHeader)
 		if id == "" {
-			s.errw.Write(w, r, errdefs.ToConnect(fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument)))
+			s.writeError(w, r, fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument))
 			return
 		}
 		// Client also marks the sandbox active, for its idle timeout.
 		ex, err := s.m.Client(r.Context(), tenant(r.Context()), id)
 		if err != nil {
-			s.errw.Write(w, r, errdefs.ToConnect(err))
+			s.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), executorKey{}, target{id, ex})))
@@ -134,7 +134,7 @@ func (r *relay) end(err error) error {
 	if r.err != nil {
 		return r.err
 	}
-	return errdefs.ToConnect(err)
+	return err
 }
 
 // callEnded explains an executor call that failed: when its sandbox ended

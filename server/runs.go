@@ -31,23 +31,23 @@ var _ reinsv1connect.RunServiceHandler = (*Runs)(nil)
 func (r *Runs) Start(ctx context.Context, req *connect.Request[reinsv1.StartRunRequest]) (*connect.Response[reinsv1.StartRunResponse], error) {
 	spec := SpecToAgent(req.Msg.Spec)
 	if err := agent.CheckModelName(spec.Model); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	if spec.Model == "" {
 		spec.Model = r.DefaultModel
 	}
 	release, err := r.admitRun(ctx, spec)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	id, err := r.Engine.Start(ctx, tenant(ctx), spec)
 	release()
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	run, err := r.get(ctx, id)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.StartRunResponse{Run: run}), nil
 }
@@ -73,7 +73,7 @@ func (r *Runs) get(ctx context.Context, id string) (*reinsv1.Run, error) {
 func (r *Runs) Get(ctx context.Context, req *connect.Request[reinsv1.GetRunRequest]) (*connect.Response[reinsv1.GetRunResponse], error) {
 	run, err := r.get(ctx, req.Msg.Id)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.GetRunResponse{Run: run}), nil
 }
@@ -81,7 +81,7 @@ func (r *Runs) Get(ctx context.Context, req *connect.Request[reinsv1.GetRunReque
 func (r *Runs) List(ctx context.Context, req *connect.Request[reinsv1.ListRunsRequest]) (*connect.Response[reinsv1.ListRunsResponse], error) {
 	rows, err := r.Store.ListRuns(ctx, store.RunFilter{Tenant: tenant(ctx), Statuses: req.Msg.Statuses, Limit: int(req.Msg.Limit)})
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	resp := &reinsv1.ListRunsResponse{}
 	for _, row := range rows {
@@ -93,14 +93,14 @@ func (r *Runs) List(ctx context.Context, req *connect.Request[reinsv1.ListRunsRe
 func (r *Runs) Events(ctx context.Context, req *connect.Request[reinsv1.RunEventsRequest], stream *connect.ServerStream[reinsv1.RunEvent]) error {
 	id, after := req.Msg.Id, req.Msg.AfterSeq
 	if _, err := r.Store.GetRun(ctx, tenant(ctx), id); err != nil {
-		return errdefs.ToConnect(err)
+		return err
 	}
 	for {
 		// Subscribe before reading, so no append falls between the two.
 		changed := r.Engine.Changed(id)
 		evs, err := r.Store.Events(ctx, id, after, 500)
 		if err != nil {
-			return errdefs.ToConnect(err)
+			return err
 		}
 		for _, ev := range evs {
 			if err := stream.Send(&reinsv1.RunEvent{RunId: id, Seq: ev.Seq, Type: ev.Type,
@@ -131,14 +131,14 @@ func (r *Runs) Events(ctx context.Context, req *connect.Request[reinsv1.RunEvent
 
 func (r *Runs) Cancel(ctx context.Context, req *connect.Request[reinsv1.CancelRunRequest]) (*connect.Response[reinsv1.CancelRunResponse], error) {
 	if err := r.Engine.Cancel(ctx, tenant(ctx), req.Msg.Id); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.CancelRunResponse{}), nil
 }
 
 func (r *Runs) Answer(ctx context.Context, req *connect.Request[reinsv1.AnswerRunRequest]) (*connect.Response[reinsv1.AnswerRunResponse], error) {
 	if err := r.Engine.Answer(ctx, tenant(ctx), req.Msg.Id, "admin", req.Msg.Text); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.AnswerRunResponse{}), nil
 }
@@ -146,7 +146,7 @@ func (r *Runs) Answer(ctx context.Context, req *connect.Request[reinsv1.AnswerRu
 func (r *Runs) ListArtifacts(ctx context.Context, req *connect.Request[reinsv1.ListArtifactsRequest]) (*connect.Response[reinsv1.ListArtifactsResponse], error) {
 	arts, err := r.Engine.Artifacts(ctx, tenant(ctx), req.Msg.Id)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	resp := &reinsv1.ListArtifactsResponse{}
 	for _, a := range arts {
@@ -158,7 +158,7 @@ func (r *Runs) ListArtifacts(ctx context.Context, req *connect.Request[reinsv1.L
 func (r *Runs) GetArtifact(ctx context.Context, req *connect.Request[reinsv1.GetArtifactRequest], stream *connect.ServerStream[reinsv1.GetArtifactResponse]) error {
 	rc, _, err := r.Engine.OpenArtifact(ctx, tenant(ctx), req.Msg.Id, req.Msg.NameOrDigest)
 	if err != nil {
-		return errdefs.ToConnect(err)
+		return err
 	}
 	defer rc.Close()
 	buf := make([]byte, 256<<10)
@@ -173,7 +173,7 @@ func (r *Runs) GetArtifact(ctx context.Context, req *connect.Request[reinsv1.Get
 			return nil
 		}
 		if err != nil {
-			return errdefs.ToConnect(err)
+			return err
 		}
 	}
 }
@@ -219,12 +219,12 @@ func (r *Runs) Approve(ctx context.Context, req *connect.Request[reinsv1.Approve
 	d := agent.ApprovalDecided{CallID: req.Msg.CallId, Approved: true, Actor: actor(ctx), Always: req.Msg.Always}
 	if req.Msg.Edit != "" {
 		if !json.Valid([]byte(req.Msg.Edit)) {
-			return nil, errdefs.ToConnect(errdefs.WithMessage(errdefs.ErrInvalidArgument, "--edit is not valid JSON: give the tool's arguments as a JSON object"))
+			return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "--edit is not valid JSON: give the tool's arguments as a JSON object")
 		}
 		d.Edited = json.RawMessage(req.Msg.Edit)
 	}
 	if err := r.Engine.Decide(ctx, tenant(ctx), req.Msg.Id, d); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.ApproveResponse{}), nil
 }
@@ -232,41 +232,41 @@ func (r *Runs) Approve(ctx context.Context, req *connect.Request[reinsv1.Approve
 func (r *Runs) Deny(ctx context.Context, req *connect.Request[reinsv1.DenyRequest]) (*connect.Response[reinsv1.DenyResponse], error) {
 	d := agent.ApprovalDecided{CallID: req.Msg.CallId, Approved: false, Actor: actor(ctx), Reason: req.Msg.Reason}
 	if err := r.Engine.Decide(ctx, tenant(ctx), req.Msg.Id, d); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.DenyResponse{}), nil
 }
 
 func (r *Runs) Pause(ctx context.Context, req *connect.Request[reinsv1.PauseRunRequest]) (*connect.Response[reinsv1.PauseRunResponse], error) {
 	if err := r.Engine.Pause(ctx, tenant(ctx), req.Msg.Id); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.PauseRunResponse{}), nil
 }
 
 func (r *Runs) Resume(ctx context.Context, req *connect.Request[reinsv1.ResumeRunRequest]) (*connect.Response[reinsv1.ResumeRunResponse], error) {
 	if err := r.Engine.Resume(ctx, tenant(ctx), req.Msg.Id); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.ResumeRunResponse{}), nil
 }
 
 func (r *Runs) Fork(ctx context.Context, req *connect.Request[reinsv1.ForkRunRequest]) (*connect.Response[reinsv1.ForkRunResponse], error) {
 	if err := agent.CheckModelName(req.Msg.Model); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	release, err := r.admitRun(ctx, agent.Spec{})
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	id, err := r.Engine.Fork(ctx, tenant(ctx), req.Msg.Id, req.Msg.AtSeq, req.Msg.Model, req.Msg.Script)
 	release()
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	run, err := r.get(ctx, id)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.ForkRunResponse{Run: run}), nil
 }
@@ -274,16 +274,16 @@ func (r *Runs) Fork(ctx context.Context, req *connect.Request[reinsv1.ForkRunReq
 func (r *Runs) Verify(ctx context.Context, req *connect.Request[reinsv1.VerifyRunRequest]) (*connect.Response[reinsv1.VerifyRunResponse], error) {
 	release, err := r.admitRun(ctx, agent.Spec{})
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	id, err := r.Engine.Verify(ctx, tenant(ctx), req.Msg.Id)
 	release()
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	run, err := r.get(ctx, id)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.VerifyRunResponse{Run: run}), nil
 }
@@ -291,7 +291,7 @@ func (r *Runs) Verify(ctx context.Context, req *connect.Request[reinsv1.VerifyRu
 func (r *Runs) Compare(ctx context.Context, req *connect.Request[reinsv1.CompareRunsRequest]) (*connect.Response[reinsv1.CompareRunsResponse], error) {
 	d, err := r.Engine.Compare(ctx, tenant(ctx), req.Msg.Recorded, req.Msg.Replayed)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	if d == nil {
 		return connect.NewResponse(&reinsv1.CompareRunsResponse{Same: true}), nil

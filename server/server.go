@@ -31,6 +31,7 @@ type Server struct {
 	token string
 	log   *slog.Logger
 	errw  *connect.ErrorWriter
+	errs  *errdefs.Interceptor // the one translation of errors for the wire (errors.go)
 	runs  *Runs
 	// tenants, when set, accepts tenants' tokens besides the admin's and
 	// serves the tenant API.
@@ -56,7 +57,9 @@ func New(m *manager.Manager, token string, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{m: m, token: token, log: log, errw: connect.NewErrorWriter()}
+	s := &Server{m: m, token: token, log: log, errw: connect.NewErrorWriter()}
+	s.errs = &errdefs.Interceptor{Prepare: s.prepareError}
+	return s
 }
 
 var _ reinsv1connect.SandboxServiceHandler = (*Server)(nil)
@@ -64,14 +67,14 @@ var _ reinsv1connect.SandboxServiceHandler = (*Server)(nil)
 // Handler returns the HTTP handler for the whole API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	path, h := reinsv1connect.NewSandboxServiceHandler(s)
+	path, h := reinsv1connect.NewSandboxServiceHandler(s, s.handlerOptions()...)
 	mux.Handle(path, h)
 	if s.runs != nil {
-		path, h := reinsv1connect.NewRunServiceHandler(s.runs)
+		path, h := reinsv1connect.NewRunServiceHandler(s.runs, s.handlerOptions()...)
 		mux.Handle(path, h)
 	}
 	if s.tenants != nil {
-		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants)
+		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants, s.handlerOptions()...)
 		mux.Handle(path, h)
 	}
 	s.handleExec(mux)
@@ -88,7 +91,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		}
 		name, err := s.authenticate(r.Context(), r.Header.Get("Authorization"))
 		if err != nil {
-			s.errw.Write(w, r, errdefs.ToConnect(err))
+			s.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), name)))
@@ -100,13 +103,13 @@ func (s *Server) auth(next http.Handler) http.Handler {
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(SandboxHeader)
 	if id == "" {
-		s.errw.Write(w, r, errdefs.ToConnect(fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument)))
+		s.writeError(w, r, fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument))
 		return
 	}
 	// Client also marks the sandbox active, for its idle timeout.
 	ex, err := s.m.Client(r.Context(), tenant(r.Context()), id)
 	if err != nil {
-		s.errw.Write(w, r, errdefs.ToConnect(err))
+		s.writeError(w, r, err)
 		return
 	}
 	rp := &httputil.ReverseProxy{
@@ -118,7 +121,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		Transport:     ex.Transport(r.URL.Path),
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.errw.Write(w, r, errdefs.ToConnect(s.executorDown(id, err)))
+			s.writeError(w, r, s.executorDown(id, err))
 		},
 	}
 	rp.ServeHTTP(w, r)
@@ -136,17 +139,19 @@ func (s *Server) executorDown(id string, err error) error {
 	if rec, gerr := s.m.Get(ctx, "", id); gerr == nil && rec.State == sandbox.StateStopped {
 		return fmt.Errorf("sandbox %s stopped (%s: %s): %w", id, rec.Reason, rec.Message, errdefs.ErrFailedPrecondition)
 	}
-	return fmt.Errorf("sandbox %s: its executor did not answer (%v): %w", id, err, errdefs.ErrUnavailable)
+	// err stays in the chain, so the socket's host path is found and left
+	// out of the caller's message.
+	return fmt.Errorf("sandbox %s: its executor did not answer (%w): %w", id, err, errdefs.ErrUnavailable)
 }
 
 func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.CreateSandboxRequest], stream *connect.ServerStream[reinsv1.CreateSandboxResponse]) error {
 	spec, err := SpecFromProto(req.Msg.Spec)
 	if err != nil {
-		return errdefs.ToConnect(err)
+		return err
 	}
 	var mu sync.Mutex
 	if err := CheckImage(tenant(ctx), spec.Image); err != nil {
-		return errdefs.ToConnect(err)
+		return err
 	}
 	last := map[string]time.Time{}
 	progress := func(p manager.Progress) {
@@ -164,7 +169,7 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 	}
 	rec, err := s.m.Create(ctx, tenant(ctx), spec, progress)
 	if err != nil {
-		return errdefs.ToConnect(err)
+		return err
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -174,7 +179,7 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 func (s *Server) Get(ctx context.Context, req *connect.Request[reinsv1.GetSandboxRequest]) (*connect.Response[reinsv1.GetSandboxResponse], error) {
 	rec, err := s.m.Get(ctx, tenant(ctx), req.Msg.Id)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.GetSandboxResponse{Sandbox: RecordToProto(rec)}), nil
 }
@@ -189,7 +194,7 @@ func (s *Server) List(ctx context.Context, req *connect.Request[reinsv1.ListSand
 
 func (s *Server) Delete(ctx context.Context, req *connect.Request[reinsv1.DeleteSandboxRequest]) (*connect.Response[reinsv1.DeleteSandboxResponse], error) {
 	if err := s.m.Delete(ctx, tenant(ctx), req.Msg.Id); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.DeleteSandboxResponse{}), nil
 }

@@ -17,8 +17,8 @@ var _ reinsv1connect.TenantServiceHandler = (*Tenants)(nil)
 // adminOnly refuses a tenant's token.
 func adminOnly(ctx context.Context) error {
 	if t := tenant(ctx); t != "" {
-		return errdefs.ToConnect(fmt.Errorf("managing tenants needs the admin token (the data dir's admin.token); this token is tenant %s's: %w",
-			t, errdefs.ErrPermissionDenied))
+		return fmt.Errorf("managing tenants needs the admin token (the data dir's admin.token); this token is tenant %s's: %w",
+			t, errdefs.ErrPermissionDenied)
 	}
 	return nil
 }
@@ -28,11 +28,11 @@ func (t *Tenants) Create(ctx context.Context, req *connect.Request[reinsv1.Creat
 		return nil, err
 	}
 	if err := t.Store.CreateTenant(ctx, store.Tenant{Name: req.Msg.Name, Quota: QuotaFromProto(req.Msg.Quota)}); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	tn, err := t.Store.GetTenant(ctx, req.Msg.Name)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.CreateTenantResponse{Tenant: t.toProto(tn)}), nil
 }
@@ -43,7 +43,7 @@ func (t *Tenants) List(ctx context.Context, req *connect.Request[reinsv1.ListTen
 	}
 	list, err := t.Store.ListTenants(ctx)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	resp := &reinsv1.ListTenantsResponse{}
 	for _, tn := range list {
@@ -59,7 +59,7 @@ func (t *Tenants) Token(ctx context.Context, req *connect.Request[reinsv1.Tenant
 	tok := NewToken()
 	tn, err := t.Store.SetTenantToken(ctx, req.Msg.Name, HashToken(tok))
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.TenantTokenResponse{Tenant: t.toProto(tn), Token: tok}), nil
 }
@@ -69,11 +69,11 @@ func (t *Tenants) SetQuota(ctx context.Context, req *connect.Request[reinsv1.Set
 		return nil, err
 	}
 	if err := t.Store.SetTenantQuota(ctx, req.Msg.Name, QuotaFromProto(req.Msg.Quota)); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	tn, err := t.Store.GetTenant(ctx, req.Msg.Name)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.SetTenantQuotaResponse{Tenant: t.toProto(tn)}), nil
 }
@@ -84,15 +84,15 @@ func (t *Tenants) SetPolicy(ctx context.Context, req *connect.Request[reinsv1.Se
 	}
 	if req.Msg.Policy != "" && t.CheckPolicy != nil {
 		if err := t.CheckPolicy(req.Msg.Policy); err != nil {
-			return nil, errdefs.ToConnect(err)
+			return nil, err
 		}
 	}
 	if err := t.Store.SetTenantPolicy(ctx, req.Msg.Name, req.Msg.Policy); err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	tn, err := t.Store.GetTenant(ctx, req.Msg.Name)
 	if err != nil {
-		return nil, errdefs.ToConnect(err)
+		return nil, err
 	}
 	return connect.NewResponse(&reinsv1.SetTenantPolicyResponse{Tenant: t.toProto(tn)}), nil
 }

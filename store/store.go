@@ -66,11 +66,14 @@ type RunUpdate struct {
 // in UTC with at least microsecond precision. An unknown run id is
 // errdefs.ErrNotFound. storetest.Run checks all of this.
 type Store interface {
-	// CreateRun stores a new run with an empty log. A zero CreatedAt
-	// becomes now, a zero UpdatedAt CreatedAt, an empty Status "queued";
-	// LastSeq is ignored. A taken id, by any tenant, is
-	// errdefs.ErrAlreadyExists.
-	CreateRun(ctx context.Context, run Run) error
+	// CreateRun stores a new run and the first events of its log,
+	// numbered from 1, in one transaction: the run never exists without
+	// them, even after a crash. A zero CreatedAt becomes now, a zero
+	// UpdatedAt CreatedAt, an empty Status "queued"; LastSeq is ignored
+	// (it becomes len(events)), and so are the events' RunID and Seq; an
+	// event's zero Time becomes CreatedAt. A taken id, by any tenant, is
+	// errdefs.ErrAlreadyExists; an event is checked as Append checks it.
+	CreateRun(ctx context.Context, run Run, events ...Event) error
 	// GetRun returns run id. With a non-empty tenant, another tenant's run
 	// is errdefs.ErrNotFound, exactly as a missing one: existence never
 	// leaks across tenants.

@@ -23,13 +23,8 @@ func (s *Store) Append(ctx context.Context, runID string, afterSeq int64, events
 	if afterSeq < 0 {
 		return 0, fmt.Errorf("append to run %s: negative seq %d: %w", runID, afterSeq, errdefs.ErrInvalidArgument)
 	}
-	for i, e := range events {
-		if e.Type == "" {
-			return 0, fmt.Errorf("append to run %s: event %d has no type: %w", runID, i, errdefs.ErrInvalidArgument)
-		}
-		if err := checkJSON(fmt.Sprintf("run %s event %d (%s) data", runID, i, e.Type), e.Data); err != nil {
-			return 0, err
-		}
+	if err := checkEvents(runID, events); err != nil {
+		return 0, err
 	}
 	if err := checkJSON("run "+runID+" summary", update.Summary); err != nil {
 		return 0, err
@@ -49,12 +44,8 @@ func (s *Store) Append(ctx context.Context, runID string, afterSeq int64, events
 			return fmt.Errorf("append to run %s after seq %d: its log ends at seq %d, reload it and retry: %w",
 				runID, afterSeq, cur, errdefs.ErrFailedPrecondition)
 		}
-		insert := tx.StmtContext(ctx, s.st.insertEvent)
-		for i, e := range events {
-			_, err := insert.ExecContext(ctx, runID, afterSeq+int64(i)+1, e.Type, nanos(eventTime(e, t)), jsonText(e.Data))
-			if err != nil {
-				return s.dbErr(fmt.Errorf("append to run %s: %w", runID, err))
-			}
+		if err := s.insertEvents(ctx, tx, runID, afterSeq, events, t); err != nil {
+			return err
 		}
 		_, err = tx.StmtContext(ctx, s.st.updateRun).ExecContext(ctx,
 			last, nanos(t), nullString(update.Status), jsonText(update.Summary), runID)
@@ -67,6 +58,31 @@ func (s *Store) Append(ctx context.Context, runID string, afterSeq int64, events
 		return 0, err
 	}
 	return last, nil
+}
+
+// checkEvents refuses an event with no type or with malformed data.
+func checkEvents(runID string, events []store.Event) error {
+	for i, e := range events {
+		if e.Type == "" {
+			return fmt.Errorf("append to run %s: event %d has no type: %w", runID, i, errdefs.ErrInvalidArgument)
+		}
+		if err := checkJSON(fmt.Sprintf("run %s event %d (%s) data", runID, i, e.Type), e.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertEvents writes events numbered afterSeq+1, …; a zero Time is t0.
+func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, runID string, afterSeq int64, events []store.Event, t0 time.Time) error {
+	insert := tx.StmtContext(ctx, s.st.insertEvent)
+	for i, e := range events {
+		_, err := insert.ExecContext(ctx, runID, afterSeq+int64(i)+1, e.Type, nanos(eventTime(e, t0)), jsonText(e.Data))
+		if err != nil {
+			return s.dbErr(fmt.Errorf("append to run %s: %w", runID, err))
+		}
+	}
+	return nil
 }
 
 func eventTime(e store.Event, t0 time.Time) time.Time {

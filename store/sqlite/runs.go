@@ -17,11 +17,12 @@ const defaultListLimit = 100
 
 const runColumns = `id, tenant, status, spec, summary, created_at, updated_at, last_seq`
 
-// CreateRun stores a new run with an empty log. A zero CreatedAt is set to
-// now, a zero UpdatedAt to CreatedAt, an empty Status to "queued"; LastSeq
-// is ignored (a new log is empty). An id already taken, by any tenant, is
-// errdefs.ErrAlreadyExists.
-func (s *Store) CreateRun(ctx context.Context, run store.Run) error {
+// CreateRun stores a new run and its first events (seq 1, 2, …) in one
+// transaction. A zero CreatedAt is set to now, a zero UpdatedAt to
+// CreatedAt, an empty Status to "queued", an event's zero Time to
+// CreatedAt; LastSeq is ignored (it is len(events)). An id already taken,
+// by any tenant, is errdefs.ErrAlreadyExists, and then no event is written.
+func (s *Store) CreateRun(ctx context.Context, run store.Run, events ...store.Event) error {
 	if run.ID == "" {
 		return fmt.Errorf("create run: empty id: %w", errdefs.ErrInvalidArgument)
 	}
@@ -29,6 +30,9 @@ func (s *Store) CreateRun(ctx context.Context, run store.Run) error {
 		return err
 	}
 	if err := checkJSON("run "+run.ID+" summary", run.Summary); err != nil {
+		return err
+	}
+	if err := checkEvents(run.ID, events); err != nil {
 		return err
 	}
 	if run.Status == "" {
@@ -51,6 +55,17 @@ func (s *Store) CreateRun(ctx context.Context, run store.Run) error {
 			return s.dbErr(fmt.Errorf("create run %s: %w", run.ID, err))
 		} else if n == 0 {
 			return fmt.Errorf("run %s: %w", run.ID, errdefs.ErrAlreadyExists)
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		if err := s.insertEvents(ctx, tx, run.ID, 0, events, run.CreatedAt); err != nil {
+			return err
+		}
+		_, err = tx.StmtContext(ctx, s.st.updateRun).ExecContext(ctx,
+			len(events), nanos(run.UpdatedAt), nil, nil, run.ID)
+		if err != nil {
+			return s.dbErr(fmt.Errorf("create run %s: %w", run.ID, err))
 		}
 		return nil
 	})

@@ -35,6 +35,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"CreateDefaults", testCreateDefaults},
 		{"CreateDuplicate", testCreateDuplicate},
 		{"CreateInvalid", testCreateInvalid},
+		{"CreateWithEvents", testCreateWithEvents},
+		{"CreateWithEventsRefused", testCreateWithEventsRefused},
 		{"UnknownIDs", testUnknownIDs},
 		{"TenantIsolation", testTenantIsolation},
 		{"ListOrder", testListOrder},
@@ -261,6 +263,59 @@ func testCreateInvalid(t *testing.T, s store.Store) {
 	if err != nil || len(runs) != 0 {
 		t.Fatalf("after refused creates: ListRuns = %v, %v; want none", ids(runs), err)
 	}
+}
+
+// A run created with its first events has them from the start: no reader
+// ever sees the run with an empty log.
+func testCreateWithEvents(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	run := newRun("r1", "acme", ts(0))
+	run.Status = "running"
+	run.LastSeq = 9 // ignored
+	if err := s.CreateRun(ctx, run, ev("run_created", `{"spec":{}}`),
+		store.Event{Type: "note", Time: ts(5), Data: json.RawMessage(`[1]`)}); err != nil {
+		t.Fatalf("CreateRun with 2 events: %v", err)
+	}
+	run.LastSeq = 2
+	sameRun(t, get(t, s, "r1"), run)
+	events := checkLog(t, s, "r1", 2)
+	if events[0].Type != "run_created" || !events[0].Time.Equal(ts(0)) {
+		t.Fatalf("first event: %s at %v, want run_created at the run's creation %v", events[0].Type, events[0].Time, ts(0))
+	}
+	sameJSON(t, "first event", events[0].Data, json.RawMessage(`{"spec":{}}`))
+	if events[1].Type != "note" || !events[1].Time.Equal(ts(5)) {
+		t.Fatalf("second event: %s at %v, want note at %v", events[1].Type, events[1].Time, ts(5))
+	}
+	_, err := s.Append(ctx, "r1", 0, []store.Event{ev("x", `{}`)}, store.RunUpdate{})
+	wantKind(t, "Append after 0 to a run created with 2 events", err, errdefs.ErrFailedPrecondition)
+	appendOK(t, s, "r1", 2, []store.Event{ev("x", `{}`)}, store.RunUpdate{})
+	checkLog(t, s, "r1", 3)
+}
+
+// A refused create writes nothing: neither a run without its events nor
+// events without their run.
+func testCreateWithEventsRefused(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	create(t, s, newRun("r1", "acme", ts(0)))
+	err := s.CreateRun(ctx, newRun("r1", "other", ts(1)), ev("run_created", `{}`))
+	wantKind(t, "CreateRun with events of a taken id", err, errdefs.ErrAlreadyExists)
+	checkLog(t, s, "r1", 0)
+
+	err = s.CreateRun(ctx, newRun("r2", "acme", ts(2)), ev("run_created", `{}`), ev("bad", `{"a":`))
+	wantKind(t, "CreateRun with a malformed event", err, errdefs.ErrInvalidArgument)
+	err = s.CreateRun(ctx, newRun("r3", "acme", ts(3)), ev("run_created", `{}`), store.Event{Data: json.RawMessage(`{}`)})
+	wantKind(t, "CreateRun with an event of no type", err, errdefs.ErrInvalidArgument)
+	for _, id := range []string{"r2", "r3"} {
+		_, err = s.GetRun(ctx, "", id)
+		wantKind(t, "GetRun of a run whose create was refused", err, errdefs.ErrNotFound)
+		_, err = s.Events(ctx, id, 0, 0)
+		wantKind(t, "Events of a run whose create was refused", err, errdefs.ErrNotFound)
+	}
+	runs, err := s.ListRuns(ctx, store.RunFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameIDs(t, "ListRuns after refused creates", runs, "r1")
 }
 
 func testUnknownIDs(t *testing.T, s store.Store) {
