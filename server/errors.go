@@ -112,5 +112,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // handlerOptions are the options of every Connect handler the server
 // builds.
 func (s *Server) handlerOptions(opts ...connect.HandlerOption) []connect.HandlerOption {
-	return append([]connect.HandlerOption{connect.WithInterceptors(s.errs)}, opts...)
+	return append([]connect.HandlerOption{connect.WithInterceptors(s.errs), connect.WithReadMaxBytes(MaxMessage)}, opts...)
 }
+
+// MaxMessage is the largest request message the API reads (16 MiB: a run
+// spec with an inline script of at most 4 MiB, a system prompt and a
+// policy fit many times over). A bigger one is refused as
+// resource_exhausted before it is read whole: one request must not hold
+// the service's memory. Bulk bytes go through the executor calls (Upload
+// streams chunks).
+const MaxMessage = 16 << 20

@@ -238,9 +238,12 @@ func (m *Manager) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 	case spec.TTL < 0 || spec.IdleTimeout < 0:
 		return spec, fmt.Errorf("ttl and idle timeout must not be negative: %w", errdefs.ErrInvalidArgument)
 	}
+	if err := checkSizes(spec); err != nil {
+		return spec, err
+	}
 	for _, kv := range spec.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return spec, fmt.Errorf("env %q is not KEY=VALUE: %w", kv, errdefs.ErrInvalidArgument)
+			return spec, fmt.Errorf("env %q is not KEY=VALUE: %w", truncate(kv, 80), errdefs.ErrInvalidArgument)
 		}
 	}
 	if spec.Workdir != "" {
@@ -252,6 +255,34 @@ func (m *Manager) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 		spec.Workdir = w
 	}
 	return spec, nil
+}
+
+// Bounds on what a spec may carry: it is kept in memory and in every
+// listing, and it is the user's to fill.
+const (
+	maxLabels     = 64
+	maxLabelBytes = 1024 // a key and its value
+	maxEnv        = 1024
+	maxEnvBytes   = 256 << 10 // all of it
+)
+
+func checkSizes(spec sandbox.Spec) error {
+	if len(spec.Labels) > maxLabels {
+		return fmt.Errorf("%d labels: at most %d: %w", len(spec.Labels), maxLabels, errdefs.ErrInvalidArgument)
+	}
+	for k, v := range spec.Labels {
+		if k == "" || len(k)+len(v) > maxLabelBytes {
+			return fmt.Errorf("label %q: want a non-empty key, and at most %d bytes of key and value: %w", truncate(k, 80), maxLabelBytes, errdefs.ErrInvalidArgument)
+		}
+	}
+	n := 0
+	for _, kv := range spec.Env {
+		n += len(kv)
+	}
+	if len(spec.Env) > maxEnv || n > maxEnvBytes {
+		return fmt.Errorf("env of %d variables and %d bytes: at most %d and %s: %w", len(spec.Env), n, maxEnv, sandbox.FormatBytes(maxEnvBytes), errdefs.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // cleanWorkdir returns the absolute, clean form of a working directory
@@ -517,7 +548,7 @@ func (m *Manager) lookup(tenant, id string) (*box, error) {
 	b, ok := m.boxes[id]
 	m.mu.Unlock()
 	if !ok || tenant != "" && b.tenant != tenant {
-		return nil, fmt.Errorf("sandbox %s not found: %w", id, errdefs.ErrNotFound)
+		return nil, fmt.Errorf("sandbox %s not found: %w", truncate(id, 64), errdefs.ErrNotFound)
 	}
 	return b, nil
 }

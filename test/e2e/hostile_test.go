@@ -11,7 +11,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -367,4 +369,69 @@ func TestHostileControlDir(t *testing.T) {
 			}
 		})
 	}
+}
+
+// repeatByte reads as an endless run of one byte, without holding it.
+type repeatByte byte
+
+func (r repeatByte) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
+}
+
+// peakRSS is the service's peak resident memory (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			var kb int64
+			fmt.Sscan(f[1], &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// TestHostileHugeRequest (from the red-team review): a tenant's 96 MiB
+// request, and a sandbox spec with thousands of labels, are refused
+// before they are held in the service's memory, with an error that does
+// not echo them back; the service's peak memory stays far below the
+// request's size.
+func TestHostileHugeRequest(t *testing.T) {
+	s := startService(t)
+	tok := s.newTenant("mallory")
+	const size = 96 << 20
+	body := io.MultiReader(strings.NewReader(`{"id":"`), io.LimitReader(repeatByte('A'), size), strings.NewReader(`"}`))
+	req, err := http.NewRequest("POST", s.url+"/reins.v1.SandboxService/Get", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		reply, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || len(reply) > 4096 {
+			t.Errorf("a %d MiB request: HTTP %d, %d bytes of reply", size>>20, resp.StatusCode, len(reply))
+		}
+	}
+	if peak := peakRSS(t, s.cmd.Process.Pid); peak > 200<<20 {
+		t.Errorf("the service's peak memory reached %d MiB after a %d MiB request", peak>>20, size>>20)
+	}
+	labels := []string{"sandbox", "create"}
+	for i := range 5000 {
+		labels = append(labels, "--label", fmt.Sprintf("k%d=%s", i, strings.Repeat("v", 100)))
+	}
+	if r := s.asTenant(tok, labels...); r.code == 0 || !strings.Contains(r.stderr, "labels") {
+		t.Errorf("a sandbox with 5000 labels: %s", r)
+	}
+	// The service serves on.
+	s.must("sandbox", "ls")
 }
