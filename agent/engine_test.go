@@ -3,9 +3,11 @@ package agent_test
 import (
 	"go.uber.org/goleak"
 
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -724,5 +726,38 @@ func TestInvalidCallNeverReachesThePolicy(t *testing.T) {
 	}
 	if e.sbs.n != 0 {
 		t.Errorf("an invalid call made a sandbox")
+	}
+}
+
+// TestSaveArtifact: a file is streamed into the blob store whole, across
+// several ranges; one over the artifact limit is refused, with nothing
+// stored, and the run goes on.
+func TestSaveArtifact(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(
+		turn("", call("bash", map[string]any{"command": "head -c 9437184 /dev/urandom > big.bin && truncate -s 300M huge.bin"})),
+		turn("", call("save_artifact", map[string]any{"path": "big.bin"})),
+		map[string]any{"expect": "saved big.bin (9437184 bytes)", "tool_calls": []any{call("save_artifact", map[string]any{"path": "huge.bin"})}},
+		map[string]any{"expect": "over the 256 MiB artifact limit", "text": "ok"},
+	)
+	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	row, _ := e.finish(eng, id)
+	if row.Status != "succeeded" {
+		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)
+	}
+	arts, err := eng.Artifacts(context.Background(), "", id)
+	if err != nil || len(arts) != 1 || arts[0].Size != 9437184 {
+		t.Fatalf("artifacts: %+v %v", arts, err)
+	}
+	rc, _, err := eng.OpenArtifact(context.Background(), "", id, "big.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, _ := io.ReadAll(rc)
+	want, _ := os.ReadFile(filepath.Join(e.sbs.root("sb1"), "big.bin"))
+	if !bytes.Equal(got, want) {
+		t.Errorf("the artifact differs from the file (%d bytes, want %d)", len(got), len(want))
 	}
 }

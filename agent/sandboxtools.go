@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 	"sync/atomic"
@@ -335,30 +336,26 @@ func runGrep(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 	return tool.Result{Text: b.String()}, nil
 }
 
+// maxArtifact is the largest file save_artifact keeps.
+const maxArtifact = 256 << 20
+
 func runSaveArtifact(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
 	var in struct{ Path, Name string }
 	json.Unmarshal(input, &in)
 	if in.Name == "" {
 		in.Name = path.Base(in.Path)
 	}
-	var buf bytes.Buffer
-	var offset uint64
-	for {
-		resp, err := sb.client.ReadFileRange(ctx, in.Path, offset, 16<<20)
-		if err != nil {
-			return errResult(err)
-		}
-		if resp.Size > 256<<20 {
-			return tool.Result{IsError: true, Text: fmt.Sprintf("%s is %d bytes, over the 256 MiB artifact limit", in.Path, resp.Size)}, nil
-		}
-		buf.Write(resp.Data)
-		offset += uint64(len(resp.Data))
-		if resp.Eof || len(resp.Data) == 0 {
-			break
-		}
-	}
-	digest, size, err := sb.engine.cfg.Blobs.Put(ctx, &buf)
-	if err != nil {
+	// Streamed into the blob store a range at a time, counting what
+	// arrives (not what the executor says the size is): the service holds
+	// one range, whatever the sandbox sends.
+	src := &fileRanges{ctx: ctx, sb: sb, path: in.Path}
+	digest, size, err := sb.engine.cfg.Blobs.Put(ctx, src)
+	switch {
+	case errors.Is(err, errArtifactTooBig):
+		return tool.Result{IsError: true, Text: fmt.Sprintf("%s is over the %d MiB artifact limit", in.Path, maxArtifact>>20)}, nil
+	case src.err != nil:
+		return errResult(src.err)
+	case err != nil:
 		return tool.Result{}, err
 	}
 	a := Artifact{Name: in.Name, Digest: digest, Size: size, Source: sb.name + ":" + in.Path}
@@ -366,6 +363,43 @@ func runSaveArtifact(ctx context.Context, sb *sandboxCall, input json.RawMessage
 		return tool.Result{}, err
 	}
 	return tool.Result{Text: fmt.Sprintf("saved %s (%d bytes) as artifact %q", in.Path, size, in.Name)}, nil
+}
+
+var errArtifactTooBig = errors.New("artifact too big")
+
+// fileRanges reads a sandbox file through ReadFile ranges, as an
+// io.Reader of at most maxArtifact bytes. err keeps a failure of the
+// executor's, for the model.
+type fileRanges struct {
+	ctx    context.Context
+	sb     *sandboxCall
+	path   string
+	offset uint64
+	buf    []byte
+	eof    bool
+	err    error
+}
+
+func (r *fileRanges) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.eof {
+			return 0, io.EOF
+		}
+		resp, err := r.sb.client.ReadFileRange(r.ctx, r.path, r.offset, 4<<20)
+		if err != nil {
+			r.err = err
+			return 0, err
+		}
+		if resp.Size > maxArtifact || r.offset+uint64(len(resp.Data)) > maxArtifact {
+			return 0, errArtifactTooBig
+		}
+		r.buf = resp.Data
+		r.offset += uint64(len(resp.Data))
+		r.eof = resp.Eof || len(resp.Data) == 0
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
 }
 
 // errResult turns a file error into a result the model reads (not found,
