@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -36,6 +37,7 @@ type serveConfig struct {
 	DefaultBackend string
 	LogLevel       string
 	Defaults       sandbox.Limits
+	TenantMax      sandbox.Limits
 	CheckInterval  time.Duration
 	AnswerTimeout  time.Duration
 	DefaultModel   string
@@ -46,7 +48,8 @@ type serveConfig struct {
 
 func serveCmd() *cobra.Command {
 	var cfg serveConfig
-	var mem, disk sizeFlag
+	var mem, disk, maxMem, maxDisk sizeFlag
+	maxMem.v, maxDisk.v = 8<<30, 64<<30
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the reins service (the API, sandboxes, runs)",
@@ -67,6 +70,7 @@ are read from this process's environment:
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.Defaults.MemoryBytes, cfg.Defaults.DiskBytes = mem.v, disk.v
+			cfg.TenantMax.MemoryBytes, cfg.TenantMax.DiskBytes = maxMem.v, maxDisk.v
 			return serve(cfg)
 		},
 	}
@@ -84,6 +88,10 @@ are read from this process's environment:
 	f.StringVar(&cfg.ConfigFile, "config", "", "JSON file configuring trusted tools (sql, email, http) and model prices")
 	f.StringVar(&cfg.DefaultModel, "default-model", "anthropic:claude-sonnet-4-5", "model of runs that name none")
 	f.DurationVar(&cfg.AnswerTimeout, "executor-timeout", 20*time.Second, "how long a call waits for a sandbox's executor to start answering")
+	f.Float64Var(&cfg.TenantMax.CPUs, "tenant-max-cpus", float64(runtime.NumCPU()), "most CPUs a tenant's sandbox may ask for (the default is this host's)")
+	f.Var(&maxMem, "tenant-max-memory", "most memory a tenant's sandbox may ask for")
+	f.Var(&maxDisk, "tenant-max-disk", "largest disk a tenant's sandbox may ask for (disks are sparse: the host's free space is not checked)")
+	f.Int64Var(&cfg.TenantMax.Pids, "tenant-max-pids", 32768, "most processes a tenant's sandbox may ask for")
 	f.IntVar(&cfg.TenantQuota.Sandboxes, "tenant-max-sandboxes", 10, "sandboxes (not stopped) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
 	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
 	return c
@@ -145,6 +153,7 @@ func serve(cfg serveConfig) error {
 		DefaultBackend: cfg.DefaultBackend,
 		Images:         manager.ImageStore(images),
 		Defaults:       cfg.Defaults,
+		TenantMax:      cfg.TenantMax,
 		CheckInterval:  cfg.CheckInterval,
 		AnswerTimeout:  cfg.AnswerTimeout,
 		MaxSandboxes:   tenants.MaxSandboxes,

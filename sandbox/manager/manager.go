@@ -71,6 +71,9 @@ type Config struct {
 	DefaultImage   string
 	Images         Images
 	Defaults       sandbox.Limits // limits for fields a Spec leaves zero
+	// TenantMax caps what a tenant's sandbox may ask for (zero fields:
+	// the absolute ceilings alone); the admin is held only to those.
+	TenantMax sandbox.Limits
 	// CheckInterval is how often running sandboxes are checked for death,
 	// TTL and idleness. Default 1s.
 	CheckInterval time.Duration
@@ -257,6 +260,47 @@ func (m *Manager) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 	return spec, nil
 }
 
+// Ceilings no sandbox passes: an ext4 file (the disk) of at most 16 TiB,
+// and no more processes than the kernel's pid space.
+const (
+	maxDisk = 16 << 40
+	maxPids = 4 << 20
+)
+
+// checkCeilings refuses limits over the absolute ceilings, or over
+// TenantMax for a tenant's sandbox, before anything is made on the host.
+func (m *Manager) checkCeilings(tenant string, l sandbox.Limits) error {
+	c := sandbox.Limits{DiskBytes: maxDisk, Pids: maxPids}
+	if tenant != "" {
+		t := m.cfg.TenantMax
+		c.CPUs, c.MemoryBytes = t.CPUs, t.MemoryBytes
+		if t.DiskBytes > 0 && t.DiskBytes < c.DiskBytes {
+			c.DiskBytes = t.DiskBytes
+		}
+		if t.Pids > 0 && t.Pids < c.Pids {
+			c.Pids = t.Pids
+		}
+	}
+	over := func(what, asked, most string) error {
+		if tenant == "" {
+			return fmt.Errorf("%s %s is more than any sandbox may have (%s): %w", what, asked, most, errdefs.ErrInvalidArgument)
+		}
+		return fmt.Errorf("%s %s is more than a tenant's sandbox may have (%s, set by reins serve --tenant-max-%s): %w",
+			what, asked, most, what, errdefs.ErrInvalidArgument)
+	}
+	switch {
+	case c.CPUs > 0 && l.CPUs > c.CPUs:
+		return over("cpus", fmt.Sprintf("%g", l.CPUs), fmt.Sprintf("%g", c.CPUs))
+	case c.MemoryBytes > 0 && l.MemoryBytes > c.MemoryBytes:
+		return over("memory", sandbox.FormatBytes(l.MemoryBytes), sandbox.FormatBytes(c.MemoryBytes))
+	case l.DiskBytes > c.DiskBytes:
+		return over("disk", sandbox.FormatBytes(l.DiskBytes), sandbox.FormatBytes(c.DiskBytes))
+	case l.Pids > c.Pids:
+		return over("pids", fmt.Sprint(l.Pids), fmt.Sprint(c.Pids))
+	}
+	return nil
+}
+
 // Bounds on what a spec may carry: it is kept in memory and in every
 // listing, and it is the user's to fill.
 const (
@@ -342,6 +386,9 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	}
 	spec, err := m.normalize(spec)
 	if err != nil {
+		return Record{}, false, err
+	}
+	if err := m.checkCeilings(tenant, spec.Limits); err != nil {
 		return Record{}, false, err
 	}
 	limit, err := m.limit(ctx, tenant)

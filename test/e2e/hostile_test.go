@@ -435,3 +435,29 @@ func TestHostileHugeRequest(t *testing.T) {
 	// The service serves on.
 	s.must("sandbox", "ls")
 }
+
+// TestHostileLimits (from the red-team review): a tenant cannot ask for
+// more than the operator allows (--tenant-max-*), nor anyone for a disk
+// past what ext4 holds; the refusal comes before anything is made and
+// names no host path.
+func TestHostileLimits(t *testing.T) {
+	s := startService(t, "--tenant-max-memory", "2G", "--tenant-max-disk", "8G")
+	tok := s.newTenant("greedy")
+	for _, args := range [][]string{{"--disk", "8T"}, {"--memory", "64G"}, {"--cpus", "64"}, {"--pids", "10000000"}} {
+		r := s.asTenant(tok, append([]string{"sandbox", "create"}, args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, "more than a tenant's sandbox may have") || strings.Contains(r.stderr, s.dataDir) {
+			t.Errorf("tenant create %v: %s", args, r)
+		}
+	}
+	if r := s.run("sandbox", "create", "--disk", "100T"); r.code == 0 || !strings.Contains(r.stderr, "more than any sandbox may have") || strings.Contains(r.stderr, s.dataDir) {
+		t.Errorf("admin create --disk 100T: %s", r)
+	}
+	if ls := s.asTenant(tok, "sandbox", "ls"); strings.Contains(ls.stdout, "stopped") {
+		t.Errorf("refused creates left records:\n%s", ls.stdout)
+	}
+	// Within the limits, it works.
+	id := strings.TrimSpace(s.asTenant(tok, "sandbox", "create", "--memory", "1G", "--disk", "4G").stdout)
+	if out := s.asTenant(tok, "sandbox", "exec", id, "--", "echo", "ok"); out.stdout != "ok\n" {
+		t.Errorf("a sandbox within the limits: %s", out)
+	}
+}
