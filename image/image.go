@@ -54,6 +54,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -138,6 +139,7 @@ type Store struct {
 	pins       pinSet
 
 	transport *httpGuard
+	tenantTr  http.RoundTripper // pulls for tenants (untrusted.go)
 }
 
 type options struct {
@@ -210,6 +212,7 @@ func NewStore(dir string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{dir: abs, opts: o, log: o.logger}
 	s.transport = s.newTransport()
+	s.tenantTr = s.untrustedTransport()
 	// Private, every directory of it: layers hold what images hold
 	// (set-user-ID programs, secrets), and nothing outside reins needs to
 	// reach them (overlayfs reads lower layers with the mounter's

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -215,6 +216,12 @@ func (s *Store) resolveRemote(ctx context.Context, r *parsedRef, report func(Pro
 		remote.WithAuthFromKeychain(s.opts.keychain),
 		remote.WithTransport(s.transport),
 		remote.WithPlatform(s.opts.platform),
+	}
+	if isUntrusted(ctx) {
+		// A tenant's pull: public registries only, and none of the
+		// operator's credentials.
+		opts[1] = remote.WithAuth(authn.Anonymous)
+		opts[2] = remote.WithTransport(s.tenantTr)
 	}
 	if s.opts.retry != nil {
 		opts = append(opts, remote.WithRetryBackoff(*s.opts.retry))

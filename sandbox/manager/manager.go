@@ -23,6 +23,7 @@ import (
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/client"
+	"github.com/reinsdev/reins/image"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/rootfs"
 )
@@ -399,7 +400,13 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	if err := m.admit(tenant, limit, nil); err != nil {
 		return Record{}, false, err
 	}
-	img, err := m.cfg.Images.Resolve(ctx, spec.Image, progress)
+	rctx := ctx
+	if tenant != "" {
+		// A tenant's image comes from a public registry, anonymously:
+		// the service dials no private address for it.
+		rctx = image.Untrusted(ctx)
+	}
+	img, err := m.cfg.Images.Resolve(rctx, spec.Image, progress)
 	if err != nil {
 		return Record{}, false, err
 	}

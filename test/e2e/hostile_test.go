@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -459,5 +460,29 @@ func TestHostileLimits(t *testing.T) {
 	id := strings.TrimSpace(s.asTenant(tok, "sandbox", "create", "--memory", "1G", "--disk", "4G").stdout)
 	if out := s.asTenant(tok, "sandbox", "exec", id, "--", "echo", "ok"); out.stdout != "ok\n" {
 		t.Errorf("a sandbox within the limits: %s", out)
+	}
+}
+
+// TestHostileImagePull (from the red-team review): a tenant's image ref
+// that names a registry on loopback makes the service dial nothing there
+// (it is no proxy into the host), and the refusal quotes no answer of it.
+func TestHostileImagePull(t *testing.T) {
+	var hits atomic.Int64
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "db_password=hunter2", http.StatusUnauthorized)
+	}))
+	defer internal.Close()
+	host := strings.TrimPrefix(internal.URL, "http://")
+	s := startService(t)
+	tok := s.newTenant("ssrf")
+	r := s.asTenant(tok, "sandbox", "create", "--image", host+"/foo:bar")
+	if r.code == 0 || hits.Load() != 0 || strings.Contains(r.stderr, "hunter2") {
+		t.Errorf("a tenant's pull from %s: %d requests reached it: %s", host, hits.Load(), r)
+	}
+	// The operator's pull does reach it (and fails there).
+	s.run("sandbox", "create", "--image", host+"/foo:bar")
+	if hits.Load() == 0 {
+		t.Errorf("the operator's pull did not reach %s: the test proves nothing", host)
 	}
 }
