@@ -197,11 +197,15 @@ func pendingImage(img v1.Image, phase string) (*pending, error) {
 }
 
 func (s *Store) resolveRemote(ctx context.Context, r *parsedRef, report func(Progress)) (*Image, error) {
-	if img, ok := s.cached(r.key, ""); ok {
+	// A tenant's image is fetched (its manifest; layers come from the
+	// cache by content) anonymously each time: one the operator pulled
+	// with credentials of its own is not the tenant's to use.
+	trusted := !isUntrusted(ctx)
+	if img, ok := s.cached(r.key, ""); ok && trusted {
 		return img, nil
 	}
 	// A digest names the same content wherever it was pulled from.
-	if d, ok := r.name.(name.Digest); ok {
+	if d, ok := r.name.(name.Digest); ok && trusted {
 		if ir, err := s.readImage(d.DigestStr()); err == nil {
 			if img, ok := s.imageFromRecord(r.key, ir); ok {
 				if err := s.record(r.key, "", ir); err != nil {

@@ -59,3 +59,22 @@ func TestUntrustedPullDialsNoPrivateAddress(t *testing.T) {
 		t.Errorf("the operator's pull of %s: %v", ref, err)
 	}
 }
+
+// TestUntrustedPullSkipsTheOperatorsCache: an image the operator pulled
+// (with credentials of its own, say) is not handed to a tenant from the
+// cache: the tenant's pull asks the registry itself, anonymously, and here
+// (a loopback registry) is refused.
+func TestUntrustedPullSkipsTheOperatorsCache(t *testing.T) {
+	reg := newTestRegistry(t)
+	ref := reg.push(t, "private/img:v1", testImage(t))
+	s := newStore(t)
+	img, err := s.Resolve(context.Background(), ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{ref, reg.host + "/private/img@" + img.Digest} {
+		if _, err := s.Resolve(Untrusted(context.Background()), r, nil); !errors.Is(err, ErrPrivateAddress) {
+			t.Errorf("a tenant's pull of the operator's cached %s: %v, want refused", r, err)
+		}
+	}
+}
