@@ -149,8 +149,9 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 // command ran) and then the executor went away; output is what the call
 // had gathered by then.
 type endedMidCall struct {
-	output string
-	err    error
+	output  string
+	err     error
+	started bool // the executor said the command started
 }
 
 func (e *endedMidCall) Error() string { return e.err.Error() }
@@ -184,6 +185,11 @@ func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why st
 		return tool.Result{}, err
 	}
 	e.log.Warn("sandbox replaced", "run", r.id, "sandbox", name, "old", oldID, "new", newID, "restored", restored)
+	if mid != nil && !mid.started && mid.output == "" {
+		return tool.Result{IsError: true, Text: fmt.Sprintf("[the sandbox %q ended during this call, before its command reported starting: %s. "+
+			"The command may or may not have run (it may be what ended the sandbox); it was not run again. A replacement is running; %s.]",
+			name, why, note)}, nil
+	}
 	if mid != nil {
 		// The command ran and the sandbox ended under it (often because
 		// of it): say so, with what it printed, rather than "not run".

@@ -158,10 +158,10 @@ func runBash(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 		text += fmt.Sprintf("[%d bytes of output were lost while the service restarted; the rest is shown]\n", lost)
 	}
 	if err != nil {
-		if pid.Load() != 0 {
-			return tool.Result{}, &endedMidCall{output: text, err: err}
-		}
-		return tool.Result{}, err
+		// The request went out: the command may have run (a sandbox
+		// killed by what it started can die before the executor says it
+		// started). The engine tells the model so if the sandbox is gone.
+		return tool.Result{}, &endedMidCall{output: text, err: err, started: pid.Load() != 0}
 	}
 	oomKills, limit := 0, int64(0)
 	if oomErr == nil {

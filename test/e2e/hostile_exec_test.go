@@ -171,7 +171,12 @@ func TestHostileExecSandboxEndsMidCall(t *testing.T) {
 		script := writeScript(t, bash("echo started; dd if=/dev/zero of=/dev/null bs=256M count=1"), map[string]any{"text": "done"})
 		r = s.run("run", "--model", "script:"+script, "--in", id, "use memory")
 		events := s.must("runs", "events", "--json", runIDOf(t, s))
-		if !strings.Contains(events, "ended while this command ran: killed: out of memory (limit 64 MiB)") || !strings.Contains(events, "started") {
+		// Under load the sentry can die before the executor's word that
+		// the command started gets out; the model is then told it may
+		// have run, with the same reason.
+		ranWith := strings.Contains(events, "ended while this command ran: killed: out of memory (limit 64 MiB)") && strings.Contains(events, "started")
+		mayHave := strings.Contains(events, "ended during this call, before its command reported starting: killed: out of memory (limit 64 MiB)")
+		if !ranWith && !mayHave {
 			t.Errorf("the model was not told the sandbox died of OOM during its command:\n%s\n%s", r, events)
 		}
 	})
