@@ -211,20 +211,52 @@ func runReadFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (t
 	if in.Limit <= 0 {
 		in.Limit = 2000
 	}
-	resp, err := sb.client.ReadFileRange(ctx, in.Path, 0, 16<<20)
+	// The executor picks the lines out: only they cross the socket.
+	resp, err := sb.client.ReadLines(ctx, in.Path, uint64(in.Offset), uint32(min(in.Limit, 100000)), 2000)
+	if errors.Is(err, errdefs.ErrUnimplemented) {
+		return readFileWhole(ctx, sb, in.Path, in.Offset, in.Limit) // an executor older than ReadLines
+	}
+	if err != nil {
+		return errResult(err)
+	}
+	if resp.Binary {
+		return tool.Result{IsError: true, Text: fmt.Sprintf("%s is a binary file (%d bytes); inspect it with bash (e.g. xxd, file)", in.Path, resp.Size)}, nil
+	}
+	var b strings.Builder
+	for i, l := range resp.Lines {
+		cut := ""
+		if l.Cut {
+			cut = " [… line cut]"
+		}
+		fmt.Fprintf(&b, "%6d\t%s%s\n", in.Offset+i, l.Text, cut)
+	}
+	total, end := int(resp.TotalLines), in.Offset-1+len(resp.Lines)
+	switch {
+	case in.Offset > total:
+		fmt.Fprintf(&b, "[the file has %d lines; offset %d is past its end]", total, in.Offset)
+	case end < total:
+		fmt.Fprintf(&b, "[lines %d-%d of %d; read on with offset %d]", in.Offset, end, total, end+1)
+	}
+	return tool.Result{Text: b.String()}, nil
+}
+
+// readFileWhole is read_file over ReadFile, for executors without
+// ReadLines: the first 16 MiB cross the socket and are cut here.
+func readFileWhole(ctx context.Context, sb *sandboxCall, path string, offset, limit int) (tool.Result, error) {
+	resp, err := sb.client.ReadFileRange(ctx, path, 0, 16<<20)
 	if err != nil {
 		return errResult(err)
 	}
 	if bytes.IndexByte(resp.Data[:min(len(resp.Data), 8000)], 0) >= 0 {
-		return tool.Result{IsError: true, Text: fmt.Sprintf("%s is a binary file (%d bytes); inspect it with bash (e.g. xxd, file)", in.Path, resp.Size)}, nil
+		return tool.Result{IsError: true, Text: fmt.Sprintf("%s is a binary file (%d bytes); inspect it with bash (e.g. xxd, file)", path, resp.Size)}, nil
 	}
 	lines := strings.SplitAfter(string(resp.Data), "\n")
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
 	var b strings.Builder
-	end := min(in.Offset-1+in.Limit, len(lines))
-	for i := in.Offset - 1; i < end; i++ {
+	end := min(offset-1+limit, len(lines))
+	for i := offset - 1; i < end; i++ {
 		line := strings.TrimSuffix(lines[i], "\n")
 		if len(line) > 2000 {
 			line = line[:2000] + " [… line cut]"
@@ -232,10 +264,10 @@ func runReadFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (t
 		fmt.Fprintf(&b, "%6d\t%s\n", i+1, line)
 	}
 	switch {
-	case in.Offset > len(lines):
-		fmt.Fprintf(&b, "[the file has %d lines; offset %d is past its end]", len(lines), in.Offset)
+	case offset > len(lines):
+		fmt.Fprintf(&b, "[the file has %d lines; offset %d is past its end]", len(lines), offset)
 	case end < len(lines):
-		fmt.Fprintf(&b, "[lines %d-%d of %d; read on with offset %d]", in.Offset, end, len(lines), end+1)
+		fmt.Fprintf(&b, "[lines %d-%d of %d; read on with offset %d]", offset, end, len(lines), end+1)
 	}
 	if !resp.Eof {
 		fmt.Fprintf(&b, "\n[only the first 16 MiB of %d bytes were read]", resp.Size)

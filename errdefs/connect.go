@@ -25,6 +25,7 @@ var kindNames = map[error]string{
 	ErrTooLarge: "too_large", ErrNoSpace: "no_space",
 	ErrResourceExhausted: "resource_exhausted", ErrFailedPrecondition: "failed_precondition",
 	ErrUnavailable: "unavailable", ErrCanceled: "canceled", ErrInternal: "internal",
+	ErrUnimplemented: "unimplemented",
 }
 
 var kindCodes = map[error]connect.Code{
@@ -34,6 +35,7 @@ var kindCodes = map[error]connect.Code{
 	ErrTooLarge: connect.CodeResourceExhausted, ErrNoSpace: connect.CodeResourceExhausted,
 	ErrResourceExhausted: connect.CodeResourceExhausted, ErrFailedPrecondition: connect.CodeFailedPrecondition,
 	ErrUnavailable: connect.CodeUnavailable, ErrCanceled: connect.CodeCanceled, ErrInternal: connect.CodeInternal,
+	ErrUnimplemented: connect.CodeUnimplemented,
 }
 
 // ToConnect turns err into a Connect error carrying its kind. A server
@@ -115,6 +117,8 @@ func fromConnect(ce *connect.Error) error {
 		return WithMessage(ErrUnavailable, ce.Message())
 	case connect.CodeCanceled:
 		return WithMessage(ErrCanceled, ce.Message())
+	case connect.CodeUnimplemented:
+		return WithMessage(ErrUnimplemented, ce.Message())
 	}
 	return WithMessage(ErrInternal, ce.Message())
 }

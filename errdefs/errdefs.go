@@ -24,6 +24,9 @@ var (
 	ErrUnavailable        = errors.New("unavailable")
 	ErrCanceled           = errors.New("canceled")
 	ErrInternal           = errors.New("internal error")
+	// ErrUnimplemented: the other side (an older executor, say) does not
+	// have the call.
+	ErrUnimplemented = errors.New("not implemented")
 )
 
 // kinds lists every kind, in the order Kind looks for them.
@@ -31,7 +34,7 @@ var kinds = []error{
 	ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrPermissionDenied,
 	ErrUnauthenticated, ErrTimeout, ErrTooLarge, ErrNoSpace,
 	ErrResourceExhausted, ErrFailedPrecondition, ErrUnavailable, ErrCanceled,
-	ErrInternal,
+	ErrInternal, ErrUnimplemented,
 }
 
 // Kind returns the first kind err wraps, or nil if it wraps none.

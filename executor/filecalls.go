@@ -39,6 +39,19 @@ func (s *Server) ReadFile(ctx context.Context, req *connect.Request[executorv1.R
 	return connect.NewResponse(&executorv1.ReadFileResponse{Data: data, Size: size, Eof: eof}), nil
 }
 
+func (s *Server) ReadLines(ctx context.Context, req *connect.Request[executorv1.ReadLinesRequest]) (*connect.Response[executorv1.ReadLinesResponse], error) {
+	m := req.Msg
+	lines, total, size, binary, err := s.fs.ReadLines(m.Path, m.FirstLine, int(m.MaxLines), int(m.MaxLineBytes))
+	if err != nil {
+		return nil, err
+	}
+	resp := &executorv1.ReadLinesResponse{TotalLines: total, Size: size, Binary: binary}
+	for _, l := range lines {
+		resp.Lines = append(resp.Lines, &executorv1.Line{Text: l.Text, Cut: l.Cut})
+	}
+	return connect.NewResponse(resp), nil
+}
+
 func (s *Server) WriteFile(ctx context.Context, req *connect.Request[executorv1.WriteFileRequest]) (*connect.Response[executorv1.WriteFileResponse], error) {
 	m := req.Msg
 	if err := s.fs.WriteFile(m.Path, m.Data, m.Mode, m.MakeParents); err != nil {

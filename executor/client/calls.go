@@ -185,6 +185,16 @@ func (c *Client) ReadFileRange(ctx context.Context, path string, offset, limit u
 	return resp.Msg, nil
 }
 
+// ReadLines reads lines first.. of a text file (at most max, each cut at
+// lineBytes; zeros take the executor's defaults), counting all its lines.
+func (c *Client) ReadLines(ctx context.Context, path string, first uint64, max, lineBytes uint32) (*executorv1.ReadLinesResponse, error) {
+	resp, err := c.rpc.ReadLines(ctx, connect.NewRequest(&executorv1.ReadLinesRequest{Path: path, FirstLine: first, MaxLines: max, MaxLineBytes: lineBytes}))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
 // WriteFile replaces a file atomically, making missing parent directories.
 // mode 0 keeps the mode of the file replaced (0644 for a new one).
 func (c *Client) WriteFile(ctx context.Context, path string, data []byte, mode uint32) error {

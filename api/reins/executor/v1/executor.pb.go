@@ -1841,6 +1841,194 @@ func (x *ReadFileResponse) GetEof() bool {
 	return false
 }
 
+type ReadLinesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	FirstLine     uint64                 `protobuf:"varint,2,opt,name=first_line,json=firstLine,proto3" json:"first_line,omitempty"`            // 1-based; default 1
+	MaxLines      uint32                 `protobuf:"varint,3,opt,name=max_lines,json=maxLines,proto3" json:"max_lines,omitempty"`               // default 2000, at most 100000
+	MaxLineBytes  uint32                 `protobuf:"varint,4,opt,name=max_line_bytes,json=maxLineBytes,proto3" json:"max_line_bytes,omitempty"` // longer lines are cut; default 2000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadLinesRequest) Reset() {
+	*x = ReadLinesRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadLinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadLinesRequest) ProtoMessage() {}
+
+func (x *ReadLinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadLinesRequest.ProtoReflect.Descriptor instead.
+func (*ReadLinesRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReadLinesRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ReadLinesRequest) GetFirstLine() uint64 {
+	if x != nil {
+		return x.FirstLine
+	}
+	return 0
+}
+
+func (x *ReadLinesRequest) GetMaxLines() uint32 {
+	if x != nil {
+		return x.MaxLines
+	}
+	return 0
+}
+
+func (x *ReadLinesRequest) GetMaxLineBytes() uint32 {
+	if x != nil {
+		return x.MaxLineBytes
+	}
+	return 0
+}
+
+type ReadLinesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lines         []*Line                `protobuf:"bytes,1,rep,name=lines,proto3" json:"lines,omitempty"`                              // from first_line on
+	TotalLines    uint64                 `protobuf:"varint,2,opt,name=total_lines,json=totalLines,proto3" json:"total_lines,omitempty"` // the file's lines (a last line without a newline counts)
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`                               // the file's size in bytes
+	Binary        bool                   `protobuf:"varint,4,opt,name=binary,proto3" json:"binary,omitempty"`                           // a NUL in its first 8000 bytes: no lines are returned
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadLinesResponse) Reset() {
+	*x = ReadLinesResponse{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadLinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadLinesResponse) ProtoMessage() {}
+
+func (x *ReadLinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadLinesResponse.ProtoReflect.Descriptor instead.
+func (*ReadLinesResponse) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ReadLinesResponse) GetLines() []*Line {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+func (x *ReadLinesResponse) GetTotalLines() uint64 {
+	if x != nil {
+		return x.TotalLines
+	}
+	return 0
+}
+
+func (x *ReadLinesResponse) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ReadLinesResponse) GetBinary() bool {
+	if x != nil {
+		return x.Binary
+	}
+	return false
+}
+
+type Line struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          []byte                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"` // without its newline
+	Cut           bool                   `protobuf:"varint,2,opt,name=cut,proto3" json:"cut,omitempty"`  // longer than max_line_bytes, cut there
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Line) Reset() {
+	*x = Line{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Line) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Line) ProtoMessage() {}
+
+func (x *Line) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Line.ProtoReflect.Descriptor instead.
+func (*Line) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Line) GetText() []byte {
+	if x != nil {
+		return x.Text
+	}
+	return nil
+}
+
+func (x *Line) GetCut() bool {
+	if x != nil {
+		return x.Cut
+	}
+	return false
+}
+
 type WriteFileRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1853,7 +2041,7 @@ type WriteFileRequest struct {
 
 func (x *WriteFileRequest) Reset() {
 	*x = WriteFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2053,7 @@ func (x *WriteFileRequest) String() string {
 func (*WriteFileRequest) ProtoMessage() {}
 
 func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2066,7 @@ func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileRequest.ProtoReflect.Descriptor instead.
 func (*WriteFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{29}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WriteFileRequest) GetPath() string {
@@ -1918,7 +2106,7 @@ type WriteFileResponse struct {
 
 func (x *WriteFileResponse) Reset() {
 	*x = WriteFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2118,7 @@ func (x *WriteFileResponse) String() string {
 func (*WriteFileResponse) ProtoMessage() {}
 
 func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2131,7 @@ func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileResponse.ProtoReflect.Descriptor instead.
 func (*WriteFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{30}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WriteFileResponse) GetSize() uint64 {
@@ -1965,7 +2153,7 @@ type EditFileRequest struct {
 
 func (x *EditFileRequest) Reset() {
 	*x = EditFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2165,7 @@ func (x *EditFileRequest) String() string {
 func (*EditFileRequest) ProtoMessage() {}
 
 func (x *EditFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2178,7 @@ func (x *EditFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditFileRequest.ProtoReflect.Descriptor instead.
 func (*EditFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{31}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EditFileRequest) GetPath() string {
@@ -2030,7 +2218,7 @@ type EditFileResponse struct {
 
 func (x *EditFileResponse) Reset() {
 	*x = EditFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2230,7 @@ func (x *EditFileResponse) String() string {
 func (*EditFileResponse) ProtoMessage() {}
 
 func (x *EditFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2243,7 @@ func (x *EditFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditFileResponse.ProtoReflect.Descriptor instead.
 func (*EditFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{32}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *EditFileResponse) GetReplacements() uint32 {
@@ -2076,7 +2264,7 @@ type MakeDirRequest struct {
 
 func (x *MakeDirRequest) Reset() {
 	*x = MakeDirRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2276,7 @@ func (x *MakeDirRequest) String() string {
 func (*MakeDirRequest) ProtoMessage() {}
 
 func (x *MakeDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2289,7 @@ func (x *MakeDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirRequest.ProtoReflect.Descriptor instead.
 func (*MakeDirRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{33}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MakeDirRequest) GetPath() string {
@@ -2133,7 +2321,7 @@ type MakeDirResponse struct {
 
 func (x *MakeDirResponse) Reset() {
 	*x = MakeDirResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2333,7 @@ func (x *MakeDirResponse) String() string {
 func (*MakeDirResponse) ProtoMessage() {}
 
 func (x *MakeDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2346,7 @@ func (x *MakeDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirResponse.ProtoReflect.Descriptor instead.
 func (*MakeDirResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{34}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{37}
 }
 
 type RemoveRequest struct {
@@ -2171,7 +2359,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2371,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2384,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{35}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RemoveRequest) GetPath() string {
@@ -2221,7 +2409,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2421,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2434,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{36}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{39}
 }
 
 type MoveRequest struct {
@@ -2260,7 +2448,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2460,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2473,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{37}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MoveRequest) GetSrc() string {
@@ -2317,7 +2505,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2517,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2530,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{38}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{41}
 }
 
 type GlobRequest struct {
@@ -2356,7 +2544,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2556,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2569,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{39}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -2415,7 +2603,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2615,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2628,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{40}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GlobResponse) GetPaths() []string {
@@ -2470,7 +2658,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2670,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2683,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{41}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -2543,7 +2731,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2743,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2756,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{42}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GrepResponse) GetMatches() []*GrepMatch {
@@ -2596,7 +2784,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2796,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2809,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{43}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -2658,7 +2846,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2858,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2871,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{44}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UploadRequest) GetMsg() isUploadRequest_Msg {
@@ -2736,7 +2924,7 @@ type UploadHeader struct {
 
 func (x *UploadHeader) Reset() {
 	*x = UploadHeader{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2936,7 @@ func (x *UploadHeader) String() string {
 func (*UploadHeader) ProtoMessage() {}
 
 func (x *UploadHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2949,7 @@ func (x *UploadHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
 func (*UploadHeader) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{45}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UploadHeader) GetDir() string {
@@ -2782,7 +2970,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +2982,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +2995,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{46}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UploadResponse) GetFiles() uint32 {
@@ -2840,7 +3028,7 @@ type DownloadRequest struct {
 
 func (x *DownloadRequest) Reset() {
 	*x = DownloadRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +3040,7 @@ func (x *DownloadRequest) String() string {
 func (*DownloadRequest) ProtoMessage() {}
 
 func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3053,7 @@ func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadRequest.ProtoReflect.Descriptor instead.
 func (*DownloadRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{47}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DownloadRequest) GetPath() string {
@@ -2885,7 +3073,7 @@ type DownloadResponse struct {
 
 func (x *DownloadResponse) Reset() {
 	*x = DownloadResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3085,7 @@ func (x *DownloadResponse) String() string {
 func (*DownloadResponse) ProtoMessage() {}
 
 func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3098,7 @@ func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadResponse.ProtoReflect.Descriptor instead.
 func (*DownloadResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{48}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DownloadResponse) GetData() []byte {
@@ -3051,7 +3239,22 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x10ReadFileResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x10\n" +
-	"\x03eof\x18\x03 \x01(\bR\x03eof\"q\n" +
+	"\x03eof\x18\x03 \x01(\bR\x03eof\"\x88\x01\n" +
+	"\x10ReadLinesRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"first_line\x18\x02 \x01(\x04R\tfirstLine\x12\x1b\n" +
+	"\tmax_lines\x18\x03 \x01(\rR\bmaxLines\x12$\n" +
+	"\x0emax_line_bytes\x18\x04 \x01(\rR\fmaxLineBytes\"\x8f\x01\n" +
+	"\x11ReadLinesResponse\x12-\n" +
+	"\x05lines\x18\x01 \x03(\v2\x17.reins.executor.v1.LineR\x05lines\x12\x1f\n" +
+	"\vtotal_lines\x18\x02 \x01(\x04R\n" +
+	"totalLines\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06binary\x18\x04 \x01(\bR\x06binary\",\n" +
+	"\x04Line\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\fR\x04text\x12\x10\n" +
+	"\x03cut\x18\x02 \x01(\bR\x03cut\"q\n" +
 	"\x10WriteFileRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
@@ -3122,7 +3325,7 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x11\n" +
 	"\rFILE_TYPE_DIR\x10\x02\x12\x15\n" +
 	"\x11FILE_TYPE_SYMLINK\x10\x03\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\x042\xac\r\n" +
+	"\x0fFILE_TYPE_OTHER\x10\x042\x84\x0e\n" +
 	"\bExecutor\x12J\n" +
 	"\x05Hello\x12\x1f.reins.executor.v1.HelloRequest\x1a .reins.executor.v1.HelloResponse\x12M\n" +
 	"\x06Health\x12 .reins.executor.v1.HealthRequest\x1a!.reins.executor.v1.HealthResponse\x12J\n" +
@@ -3137,6 +3340,7 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x04Stat\x12\x1e.reins.executor.v1.StatRequest\x1a\x1f.reins.executor.v1.StatResponse\x12P\n" +
 	"\aListDir\x12!.reins.executor.v1.ListDirRequest\x1a\".reins.executor.v1.ListDirResponse\x12S\n" +
 	"\bReadFile\x12\".reins.executor.v1.ReadFileRequest\x1a#.reins.executor.v1.ReadFileResponse\x12V\n" +
+	"\tReadLines\x12#.reins.executor.v1.ReadLinesRequest\x1a$.reins.executor.v1.ReadLinesResponse\x12V\n" +
 	"\tWriteFile\x12#.reins.executor.v1.WriteFileRequest\x1a$.reins.executor.v1.WriteFileResponse\x12S\n" +
 	"\bEditFile\x12\".reins.executor.v1.EditFileRequest\x1a#.reins.executor.v1.EditFileResponse\x12P\n" +
 	"\aMakeDir\x12!.reins.executor.v1.MakeDirRequest\x1a\".reins.executor.v1.MakeDirResponse\x12M\n" +
@@ -3160,7 +3364,7 @@ func file_reins_executor_v1_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_executor_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(FileType)(0),                 // 0: reins.executor.v1.FileType
 	(*ErrorDetail)(nil),           // 1: reins.executor.v1.ErrorDetail
@@ -3192,26 +3396,29 @@ var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(*ListDirResponse)(nil),       // 27: reins.executor.v1.ListDirResponse
 	(*ReadFileRequest)(nil),       // 28: reins.executor.v1.ReadFileRequest
 	(*ReadFileResponse)(nil),      // 29: reins.executor.v1.ReadFileResponse
-	(*WriteFileRequest)(nil),      // 30: reins.executor.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),     // 31: reins.executor.v1.WriteFileResponse
-	(*EditFileRequest)(nil),       // 32: reins.executor.v1.EditFileRequest
-	(*EditFileResponse)(nil),      // 33: reins.executor.v1.EditFileResponse
-	(*MakeDirRequest)(nil),        // 34: reins.executor.v1.MakeDirRequest
-	(*MakeDirResponse)(nil),       // 35: reins.executor.v1.MakeDirResponse
-	(*RemoveRequest)(nil),         // 36: reins.executor.v1.RemoveRequest
-	(*RemoveResponse)(nil),        // 37: reins.executor.v1.RemoveResponse
-	(*MoveRequest)(nil),           // 38: reins.executor.v1.MoveRequest
-	(*MoveResponse)(nil),          // 39: reins.executor.v1.MoveResponse
-	(*GlobRequest)(nil),           // 40: reins.executor.v1.GlobRequest
-	(*GlobResponse)(nil),          // 41: reins.executor.v1.GlobResponse
-	(*GrepRequest)(nil),           // 42: reins.executor.v1.GrepRequest
-	(*GrepResponse)(nil),          // 43: reins.executor.v1.GrepResponse
-	(*GrepMatch)(nil),             // 44: reins.executor.v1.GrepMatch
-	(*UploadRequest)(nil),         // 45: reins.executor.v1.UploadRequest
-	(*UploadHeader)(nil),          // 46: reins.executor.v1.UploadHeader
-	(*UploadResponse)(nil),        // 47: reins.executor.v1.UploadResponse
-	(*DownloadRequest)(nil),       // 48: reins.executor.v1.DownloadRequest
-	(*DownloadResponse)(nil),      // 49: reins.executor.v1.DownloadResponse
+	(*ReadLinesRequest)(nil),      // 30: reins.executor.v1.ReadLinesRequest
+	(*ReadLinesResponse)(nil),     // 31: reins.executor.v1.ReadLinesResponse
+	(*Line)(nil),                  // 32: reins.executor.v1.Line
+	(*WriteFileRequest)(nil),      // 33: reins.executor.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),     // 34: reins.executor.v1.WriteFileResponse
+	(*EditFileRequest)(nil),       // 35: reins.executor.v1.EditFileRequest
+	(*EditFileResponse)(nil),      // 36: reins.executor.v1.EditFileResponse
+	(*MakeDirRequest)(nil),        // 37: reins.executor.v1.MakeDirRequest
+	(*MakeDirResponse)(nil),       // 38: reins.executor.v1.MakeDirResponse
+	(*RemoveRequest)(nil),         // 39: reins.executor.v1.RemoveRequest
+	(*RemoveResponse)(nil),        // 40: reins.executor.v1.RemoveResponse
+	(*MoveRequest)(nil),           // 41: reins.executor.v1.MoveRequest
+	(*MoveResponse)(nil),          // 42: reins.executor.v1.MoveResponse
+	(*GlobRequest)(nil),           // 43: reins.executor.v1.GlobRequest
+	(*GlobResponse)(nil),          // 44: reins.executor.v1.GlobResponse
+	(*GrepRequest)(nil),           // 45: reins.executor.v1.GrepRequest
+	(*GrepResponse)(nil),          // 46: reins.executor.v1.GrepResponse
+	(*GrepMatch)(nil),             // 47: reins.executor.v1.GrepMatch
+	(*UploadRequest)(nil),         // 48: reins.executor.v1.UploadRequest
+	(*UploadHeader)(nil),          // 49: reins.executor.v1.UploadHeader
+	(*UploadResponse)(nil),        // 50: reins.executor.v1.UploadResponse
+	(*DownloadRequest)(nil),       // 51: reins.executor.v1.DownloadRequest
+	(*DownloadResponse)(nil),      // 52: reins.executor.v1.DownloadResponse
 }
 var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	10, // 0: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
@@ -3222,55 +3429,58 @@ var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	0,  // 5: reins.executor.v1.FileInfo.type:type_name -> reins.executor.v1.FileType
 	23, // 6: reins.executor.v1.StatResponse.info:type_name -> reins.executor.v1.FileInfo
 	23, // 7: reins.executor.v1.ListDirResponse.entries:type_name -> reins.executor.v1.FileInfo
-	44, // 8: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
-	46, // 9: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
-	2,  // 10: reins.executor.v1.Executor.Hello:input_type -> reins.executor.v1.HelloRequest
-	4,  // 11: reins.executor.v1.Executor.Health:input_type -> reins.executor.v1.HealthRequest
-	6,  // 12: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
-	8,  // 13: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
-	13, // 14: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
-	14, // 15: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
-	16, // 16: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
-	18, // 17: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
-	20, // 18: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
-	24, // 19: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
-	26, // 20: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
-	28, // 21: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
-	30, // 22: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
-	32, // 23: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
-	34, // 24: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
-	36, // 25: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
-	38, // 26: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
-	40, // 27: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
-	42, // 28: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
-	45, // 29: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
-	48, // 30: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
-	3,  // 31: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
-	5,  // 32: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
-	7,  // 33: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
-	9,  // 34: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
-	9,  // 35: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
-	15, // 36: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
-	17, // 37: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
-	19, // 38: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
-	21, // 39: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
-	25, // 40: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
-	27, // 41: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
-	29, // 42: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
-	31, // 43: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
-	33, // 44: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
-	35, // 45: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
-	37, // 46: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
-	39, // 47: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
-	41, // 48: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
-	43, // 49: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
-	47, // 50: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
-	49, // 51: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
-	31, // [31:52] is the sub-list for method output_type
-	10, // [10:31] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	32, // 8: reins.executor.v1.ReadLinesResponse.lines:type_name -> reins.executor.v1.Line
+	47, // 9: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
+	49, // 10: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
+	2,  // 11: reins.executor.v1.Executor.Hello:input_type -> reins.executor.v1.HelloRequest
+	4,  // 12: reins.executor.v1.Executor.Health:input_type -> reins.executor.v1.HealthRequest
+	6,  // 13: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
+	8,  // 14: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
+	13, // 15: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
+	14, // 16: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
+	16, // 17: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
+	18, // 18: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
+	20, // 19: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
+	24, // 20: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
+	26, // 21: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
+	28, // 22: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
+	30, // 23: reins.executor.v1.Executor.ReadLines:input_type -> reins.executor.v1.ReadLinesRequest
+	33, // 24: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
+	35, // 25: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
+	37, // 26: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
+	39, // 27: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
+	41, // 28: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
+	43, // 29: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
+	45, // 30: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
+	48, // 31: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
+	51, // 32: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
+	3,  // 33: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
+	5,  // 34: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
+	7,  // 35: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
+	9,  // 36: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
+	9,  // 37: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
+	15, // 38: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
+	17, // 39: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
+	19, // 40: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
+	21, // 41: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
+	25, // 42: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
+	27, // 43: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
+	29, // 44: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
+	31, // 45: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
+	34, // 46: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
+	36, // 47: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
+	38, // 48: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
+	40, // 49: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
+	42, // 50: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
+	44, // 51: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
+	46, // 52: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
+	50, // 53: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
+	52, // 54: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
+	33, // [33:55] is the sub-list for method output_type
+	11, // [11:33] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_reins_executor_v1_executor_proto_init() }
@@ -3285,7 +3495,7 @@ func file_reins_executor_v1_executor_proto_init() {
 		(*ExecEvent_Exited)(nil),
 		(*ExecEvent_Dropped)(nil),
 	}
-	file_reins_executor_v1_executor_proto_msgTypes[44].OneofWrappers = []any{
+	file_reins_executor_v1_executor_proto_msgTypes[47].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Data)(nil),
 	}
@@ -3295,7 +3505,7 @@ func file_reins_executor_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_executor_v1_executor_proto_rawDesc), len(file_reins_executor_v1_executor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   49,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

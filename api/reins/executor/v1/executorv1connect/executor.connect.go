@@ -66,6 +66,8 @@ const (
 	ExecutorListDirProcedure = "/reins.executor.v1.Executor/ListDir"
 	// ExecutorReadFileProcedure is the fully-qualified name of the Executor's ReadFile RPC.
 	ExecutorReadFileProcedure = "/reins.executor.v1.Executor/ReadFile"
+	// ExecutorReadLinesProcedure is the fully-qualified name of the Executor's ReadLines RPC.
+	ExecutorReadLinesProcedure = "/reins.executor.v1.Executor/ReadLines"
 	// ExecutorWriteFileProcedure is the fully-qualified name of the Executor's WriteFile RPC.
 	ExecutorWriteFileProcedure = "/reins.executor.v1.Executor/WriteFile"
 	// ExecutorEditFileProcedure is the fully-qualified name of the Executor's EditFile RPC.
@@ -115,6 +117,9 @@ type ExecutorClient interface {
 	ListDir(context.Context, *connect.Request[v1.ListDirRequest]) (*connect.Response[v1.ListDirResponse], error)
 	// ReadFile reads at most limit bytes from offset (max 16 MiB per call).
 	ReadFile(context.Context, *connect.Request[v1.ReadFileRequest]) (*connect.Response[v1.ReadFileResponse], error)
+	// ReadLines returns a range of a text file's lines, counting them all,
+	// whatever the file's size: only the lines asked for cross the socket.
+	ReadLines(context.Context, *connect.Request[v1.ReadLinesRequest]) (*connect.Response[v1.ReadLinesResponse], error)
 	// WriteFile replaces a file atomically (write to a temporary file, rename).
 	WriteFile(context.Context, *connect.Request[v1.WriteFileRequest]) (*connect.Response[v1.WriteFileResponse], error)
 	// EditFile replaces old with new; old must occur exactly once unless
@@ -216,6 +221,12 @@ func NewExecutorClient(httpClient connect.HTTPClient, baseURL string, opts ...co
 			connect.WithSchema(executorMethods.ByName("ReadFile")),
 			connect.WithClientOptions(opts...),
 		),
+		readLines: connect.NewClient[v1.ReadLinesRequest, v1.ReadLinesResponse](
+			httpClient,
+			baseURL+ExecutorReadLinesProcedure,
+			connect.WithSchema(executorMethods.ByName("ReadLines")),
+			connect.WithClientOptions(opts...),
+		),
 		writeFile: connect.NewClient[v1.WriteFileRequest, v1.WriteFileResponse](
 			httpClient,
 			baseURL+ExecutorWriteFileProcedure,
@@ -287,6 +298,7 @@ type executorClient struct {
 	stat          *connect.Client[v1.StatRequest, v1.StatResponse]
 	listDir       *connect.Client[v1.ListDirRequest, v1.ListDirResponse]
 	readFile      *connect.Client[v1.ReadFileRequest, v1.ReadFileResponse]
+	readLines     *connect.Client[v1.ReadLinesRequest, v1.ReadLinesResponse]
 	writeFile     *connect.Client[v1.WriteFileRequest, v1.WriteFileResponse]
 	editFile      *connect.Client[v1.EditFileRequest, v1.EditFileResponse]
 	makeDir       *connect.Client[v1.MakeDirRequest, v1.MakeDirResponse]
@@ -356,6 +368,11 @@ func (c *executorClient) ListDir(ctx context.Context, req *connect.Request[v1.Li
 // ReadFile calls reins.executor.v1.Executor.ReadFile.
 func (c *executorClient) ReadFile(ctx context.Context, req *connect.Request[v1.ReadFileRequest]) (*connect.Response[v1.ReadFileResponse], error) {
 	return c.readFile.CallUnary(ctx, req)
+}
+
+// ReadLines calls reins.executor.v1.Executor.ReadLines.
+func (c *executorClient) ReadLines(ctx context.Context, req *connect.Request[v1.ReadLinesRequest]) (*connect.Response[v1.ReadLinesResponse], error) {
+	return c.readLines.CallUnary(ctx, req)
 }
 
 // WriteFile calls reins.executor.v1.Executor.WriteFile.
@@ -432,6 +449,9 @@ type ExecutorHandler interface {
 	ListDir(context.Context, *connect.Request[v1.ListDirRequest]) (*connect.Response[v1.ListDirResponse], error)
 	// ReadFile reads at most limit bytes from offset (max 16 MiB per call).
 	ReadFile(context.Context, *connect.Request[v1.ReadFileRequest]) (*connect.Response[v1.ReadFileResponse], error)
+	// ReadLines returns a range of a text file's lines, counting them all,
+	// whatever the file's size: only the lines asked for cross the socket.
+	ReadLines(context.Context, *connect.Request[v1.ReadLinesRequest]) (*connect.Response[v1.ReadLinesResponse], error)
 	// WriteFile replaces a file atomically (write to a temporary file, rename).
 	WriteFile(context.Context, *connect.Request[v1.WriteFileRequest]) (*connect.Response[v1.WriteFileResponse], error)
 	// EditFile replaces old with new; old must occur exactly once unless
@@ -529,6 +549,12 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 		connect.WithSchema(executorMethods.ByName("ReadFile")),
 		connect.WithHandlerOptions(opts...),
 	)
+	executorReadLinesHandler := connect.NewUnaryHandler(
+		ExecutorReadLinesProcedure,
+		svc.ReadLines,
+		connect.WithSchema(executorMethods.ByName("ReadLines")),
+		connect.WithHandlerOptions(opts...),
+	)
 	executorWriteFileHandler := connect.NewUnaryHandler(
 		ExecutorWriteFileProcedure,
 		svc.WriteFile,
@@ -609,6 +635,8 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 			executorListDirHandler.ServeHTTP(w, r)
 		case ExecutorReadFileProcedure:
 			executorReadFileHandler.ServeHTTP(w, r)
+		case ExecutorReadLinesProcedure:
+			executorReadLinesHandler.ServeHTTP(w, r)
 		case ExecutorWriteFileProcedure:
 			executorWriteFileHandler.ServeHTTP(w, r)
 		case ExecutorEditFileProcedure:
@@ -682,6 +710,10 @@ func (UnimplementedExecutorHandler) ListDir(context.Context, *connect.Request[v1
 
 func (UnimplementedExecutorHandler) ReadFile(context.Context, *connect.Request[v1.ReadFileRequest]) (*connect.Response[v1.ReadFileResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.ReadFile is not implemented"))
+}
+
+func (UnimplementedExecutorHandler) ReadLines(context.Context, *connect.Request[v1.ReadLinesRequest]) (*connect.Response[v1.ReadLinesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.ReadLines is not implemented"))
 }
 
 func (UnimplementedExecutorHandler) WriteFile(context.Context, *connect.Request[v1.WriteFileRequest]) (*connect.Response[v1.WriteFileResponse], error) {
