@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,7 +23,6 @@ import (
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/server"
 	"github.com/reinsdev/reins/store"
-	"github.com/reinsdev/reins/store/blob"
 	"github.com/reinsdev/reins/store/sqlite"
 )
 
@@ -58,16 +56,7 @@ func (f *failing) Events(_ context.Context, id string, after int64, _ int) ([]st
 // a unary call and at the end of a stream alike; an error that already is
 // a Connect error passes unchanged.
 func TestErrorsReachTheWire(t *testing.T) {
-	dir := t.TempDir()
-	st, err := sqlite.Open(filepath.Join(dir, "reins.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, blobs := openStores(t, t.TempDir())
 	f := &failing{Store: st}
 	eng, err := agent.New(agent.Config{Store: f, Blobs: blobs, Models: scriptModels, Sandboxes: manager.Runs{}})
 	if err != nil {

@@ -47,9 +47,10 @@ type env struct {
 	t   *testing.T
 }
 
-func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
+// openStores opens a SQLite store and a blob store in dir, closed when
+// the test ends.
+func openStores(t *testing.T, dir string) (*sqlite.Store, *blob.Store) {
 	t.Helper()
-	dir := t.TempDir()
 	st, err := sqlite.Open(filepath.Join(dir, "reins.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +60,13 @@ func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, blobs
+}
+
+func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
+	t.Helper()
+	dir := t.TempDir()
+	st, blobs := openStores(t, dir)
 	tenants := &server.Tenants{Store: st, Defaults: defaults}
 
 	exe := filepath.Join(dir, "reins-executor")

@@ -112,9 +112,19 @@ func (f *Backend) Wait(ctx context.Context, id string) (sandbox.Status, error) {
 	}
 	select {
 	case <-p.done:
-		return sandbox.Status{ExitCode: p.code}, nil
+		return p.status(), nil
 	case <-ctx.Done():
 		return sandbox.Status{}, ctx.Err()
+	}
+}
+
+// status is how p is, or how it ended.
+func (p *proc) status() sandbox.Status {
+	select {
+	case <-p.done:
+		return sandbox.Status{ExitCode: p.code}
+	default:
+		return sandbox.Status{Running: true, Pid: p.cmd.Process.Pid}
 	}
 }
 
@@ -124,12 +134,7 @@ func (f *Backend) Status(ctx context.Context, id string) (sandbox.Status, error)
 	if err != nil {
 		return sandbox.Status{}, err
 	}
-	select {
-	case <-p.done:
-		return sandbox.Status{ExitCode: p.code}, nil
-	default:
-		return sandbox.Status{Running: true, Pid: p.cmd.Process.Pid}, nil
-	}
+	return p.status(), nil
 }
 
 // Kill sends SIGKILL to the process group and waits for the end.
