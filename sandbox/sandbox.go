@@ -132,6 +132,13 @@ type UsageReporter interface {
 	Usage(ctx context.Context, id string) (Usage, error)
 }
 
+// Versioner is implemented by backends that can name the runtime they run
+// sandboxes with and how ("runsc 0.0.0-…, platform systrap"), as users are
+// shown it.
+type Versioner interface {
+	Version() string
+}
+
 // Pauser is implemented by backends that can freeze a sandbox in place.
 type Pauser interface {
 	Pause(ctx context.Context, id string) error

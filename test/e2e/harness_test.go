@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/internal/testenv"
+	"github.com/reinsdev/reins/sandbox/gvisor"
 )
 
 var binDir string
@@ -71,7 +72,7 @@ type service struct {
 func requireSandboxes(t *testing.T) {
 	t.Helper()
 	testenv.RequiresRoot(t)
-	testenv.RequiresBinary(t, "runsc", "runsc")
+	testenv.RequiresRunsc(t, gvisor.DefaultRunsc())
 	testenv.RequiresBinary(t, "runc", "runc")
 }
 
