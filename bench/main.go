@@ -260,6 +260,30 @@ func (b *bench) exec(n int) error {
 	}
 	b.add("exec `true` through reins serve's API (p50)", ms(pct(api, 50)),
 		ms(pct(raw, 50))+" `runsc exec` true", ratio(pct(api, 50), pct(raw, 50)), "")
+	return b.syscalls(ex)
+}
+
+// syscalls: 200k syscalls (`dd bs=1` of 100 kB: a read and a write a
+// byte) inside the sandbox, beside the same dd on the host: what gVisor's
+// platform costs per syscall.
+func (b *bench) syscalls(ex *exclient.Client) error {
+	argv := []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=100000"}
+	var in, host []time.Duration
+	for i := 0; i < 3; i++ {
+		t0 := time.Now()
+		x, err := ex.Exec(b.ctx, &executorv1.ExecRequest{Argv: argv}, nil)
+		if err != nil || x == nil || x.ExitCode != 0 {
+			return fmt.Errorf("dd in the sandbox: %v %v", x, err)
+		}
+		in = append(in, time.Since(t0))
+		t0 = time.Now()
+		if o, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("dd on the host: %v: %s", err, o)
+		}
+		host = append(host, time.Since(t0))
+	}
+	b.add("200k syscalls: `dd bs=1 count=100000` (p50 of 3)", ms(pct(in, 50)), ms(pct(host, 50))+" the same dd on the host",
+		ratio(pct(in, 50), pct(host, 50)), "")
 	return nil
 }
 
