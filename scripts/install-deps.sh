@@ -8,6 +8,8 @@ set -eu
 # RUNSC_VERSION is gVisor's module version without the "v"; it must match
 # gvisor.Version (sandbox/gvisor), which a test checks.
 RUNSC_VERSION=0.0.0-20260905035102-160fafc42237
+# REINS_RUNSC_CACHE moves the cache (for trying the script); reins then
+# needs REINS_RUNSC=$REINS_RUNSC_CACHE/VERSION/runsc to find it.
 RUNSC_CACHE=${REINS_RUNSC_CACHE:-/var/cache/reins/runsc}
 
 need=""
@@ -46,8 +48,12 @@ if ! mkdir -p "$RUNSC_CACHE" 2>/dev/null || [ ! -w "$RUNSC_CACHE" ]; then
 	exit 1
 fi
 echo "building runsc $RUNSC_VERSION into $dest (about a minute)"
+# What a build killed with SIGKILL left, an hour on (a younger one may be
+# another build's, under way).
+find "$RUNSC_CACHE" -maxdepth 1 -name '.build.*' -mmin +60 -exec rm -rf {} + 2>/dev/null || true
 tmp=$(mktemp -d "$RUNSC_CACHE/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
 CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS= go install \
 	-ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
 	"gvisor.dev/gvisor/runsc@v$RUNSC_VERSION"
