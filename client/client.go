@@ -134,6 +134,17 @@ func (c *Client) Get(ctx context.Context, id string) (*reinsv1.Sandbox, error) {
 	return resp.Msg.Sandbox, nil
 }
 
+// Version asks the service for its build and its backends' runtimes.
+func (c *Client) Version(ctx context.Context) (*reinsv1.VersionResponse, error) {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	resp, err := c.sandboxes.Version(ctx, connect.NewRequest(&reinsv1.VersionRequest{}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg, nil
+}
+
 // List returns the sandboxes that carry every label given.
 func (c *Client) List(ctx context.Context, labels map[string]string) ([]*reinsv1.Sandbox, error) {
 	ctx, cancel := unaryDeadline(ctx)

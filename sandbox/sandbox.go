@@ -200,6 +200,13 @@ type Waiter interface {
 	Wait(ctx context.Context, id string) (Status, error)
 }
 
+// Versioner is implemented by backends that can name the runtime they run
+// sandboxes with and how ("runsc 0.0.0-…, platform systrap"), as users are
+// shown it.
+type Versioner interface {
+	Version() string
+}
+
 // Pauser is implemented by backends that can freeze a sandbox in place.
 type Pauser interface {
 	Pause(ctx context.Context, id string) error

@@ -1,13 +1,21 @@
 #!/bin/sh
-# Installs the Debian packages reins needs, if any is missing. Run as root
-# (apt-get); without root it says what to install.
+# Installs what reins needs: Debian packages, if any is missing, and gVisor's
+# runsc, built once from the Go module proxy at the pinned version into a
+# cache outside the clone. Run as root (apt-get, /var/cache); without root it
+# says what to install.
 set -eu
+
+# RUNSC_VERSION is gVisor's module version without the "v"; it must match
+# gvisor.Version (sandbox/gvisor), which a test checks.
+RUNSC_VERSION=0.0.0-20260905035102-160fafc42237
+# REINS_RUNSC_CACHE moves the cache (for trying the script); reins then
+# needs REINS_RUNSC=$REINS_RUNSC_CACHE/VERSION/runsc to find it.
+RUNSC_CACHE=${REINS_RUNSC_CACHE:-/var/cache/reins/runsc}
 
 need=""
 want() { # command package
 	command -v "$1" >/dev/null 2>&1 || need="$need $2"
 }
-want runsc runsc
 want runc runc
 want mkfs.ext4 e2fsprogs
 want ip iproute2
@@ -17,12 +25,38 @@ want debootstrap debootstrap
 dpkg -s busybox-static >/dev/null 2>&1 || need="$need busybox-static"
 command -v go >/dev/null 2>&1 || { echo "install Go 1.26 or newer (https://go.dev/dl) and put it on PATH" >&2; exit 1; }
 
-[ -z "$need" ] && exit 0
-if [ "$(id -u)" != 0 ]; then
-	echo "missing Debian packages:$need — run: sudo apt-get update && sudo apt-get install -y$need" >&2
+if [ -n "$need" ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "missing Debian packages:$need — run: sudo apt-get update && sudo apt-get install -y$need" >&2
+		exit 1
+	fi
+	echo "installing:$need"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q $need
+fi
+
+# runsc: Debian's is years old (ptrace only, statx breaks coreutils). Built
+# with cgo off, or it dies at start ("error executing umounter"). The
+# version is stamped in so `runsc --version` names it. Built into a
+# temporary directory beside the cache and renamed into place, so a killed
+# build leaves no half binary.
+dest="$RUNSC_CACHE/$RUNSC_VERSION"
+[ -x "$dest/runsc" ] && exit 0
+if ! mkdir -p "$RUNSC_CACHE" 2>/dev/null || [ ! -w "$RUNSC_CACHE" ]; then
+	echo "cannot write $RUNSC_CACHE: run make deps as root (it builds gVisor's runsc there)" >&2
 	exit 1
 fi
-echo "installing:$need"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q $need
+echo "building runsc $RUNSC_VERSION into $dest (about a minute)"
+# What a build killed with SIGKILL left, an hour on (a younger one may be
+# another build's, under way).
+find "$RUNSC_CACHE" -maxdepth 1 -name '.build.*' -mmin +60 -exec rm -rf {} + 2>/dev/null || true
+tmp=$(mktemp -d "$RUNSC_CACHE/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS= go install \
+	-ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
+	"gvisor.dev/gvisor/runsc@v$RUNSC_VERSION"
+"$tmp/runsc" --version >/dev/null
+mkdir -p "$dest"
+mv -f "$tmp/runsc" "$dest/runsc"

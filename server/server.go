@@ -36,6 +36,13 @@ type Server struct {
 	// tenants, when set, accepts tenants' tokens besides the admin's and
 	// serves the tenant API.
 	tenants *Tenants
+	version string
+}
+
+// WithVersion names the service's build in Version's answer.
+func (s *Server) WithVersion(v string) *Server {
+	s.version = v
+	return s
 }
 
 // WithRuns serves the run API too.
@@ -221,6 +228,16 @@ func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
 	}, nil
 }
 
+// Version names the service's build and each backend's runtime; any
+// caller with a token may ask.
+func (s *Server) Version(ctx context.Context, req *connect.Request[reinsv1.VersionRequest]) (*connect.Response[reinsv1.VersionResponse], error) {
+	resp := &reinsv1.VersionResponse{Version: s.version}
+	for _, b := range s.m.Backends() {
+		resp.Backends = append(resp.Backends, &reinsv1.Backend{Name: b.Name, Runtime: b.Runtime})
+	}
+	return connect.NewResponse(resp), nil
+}
+
 // RecordToProto converts a record for the wire. The executor token stays
 // on this side.
 func RecordToProto(r manager.Record) *reinsv1.Sandbox {
@@ -248,5 +265,6 @@ func RecordToProto(r manager.Record) *reinsv1.Sandbox {
 		ExpiresUnixNano: nano(r.ExpiresAt),
 		OomKills:        int32(r.OOMKills),
 		LastOomUnixNano: nano(r.LastOOM),
+		Runtime:         r.Runtime,
 	}
 }

@@ -455,6 +455,7 @@ func TestIsolation(t *testing.T) {
 		"Get":    func(id string) error { _, err := beta.Get(ctx, id); return err },
 		"Delete": func(id string) error { return beta.Delete(ctx, id) },
 		"Create": nil, "List": nil, // below; Create has no id
+		"Version": nil, // below; it names no tenant's things
 	}
 	checkCovers(t, reinsv1.File_reins_v1_sandbox_proto.Services().ByName("SandboxService"), sbCalls)
 	for name, call := range sbCalls {
@@ -465,6 +466,11 @@ func TestIsolation(t *testing.T) {
 	sbs, err := beta.List(ctx, nil)
 	if err != nil || len(sbs) != 0 {
 		t.Errorf("SandboxService.List with beta's token: %v, %v; want none", sbs, err)
+	}
+	// Any token may ask the version: the service's build and the
+	// backends' runtimes, the same for every tenant.
+	if v, err := beta.Version(ctx); err != nil || len(v.Backends) == 0 {
+		t.Errorf("SandboxService.Version with beta's token: %v, %v", v, err)
 	}
 	ex := executorv1.File_reins_executor_v1_executor_proto.Services().Get(0)
 	for i := range ex.Methods().Len() {

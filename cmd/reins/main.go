@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -77,9 +79,29 @@ var version = "dev"
 func versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version, and the service's with its runtimes if it is reachable",
 		Args:  usageArgs(cobra.NoArgs),
-		Run:   func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), "reins", version) },
+		Run: func(c *cobra.Command, _ []string) {
+			out := c.OutOrStdout()
+			fmt.Fprintln(out, "reins", version)
+			cl, err := client.FromEnv()
+			if err != nil {
+				return // no token: the client's version is all there is to say
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			v, err := cl.Version(ctx)
+			if err != nil {
+				fmt.Fprintf(c.ErrOrStderr(), "server at %s: %v\n", cl.URL, err)
+				return
+			}
+			fmt.Fprintf(out, "server %s at %s\n", v.Version, cl.URL)
+			w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			for _, b := range v.Backends {
+				fmt.Fprintf(w, "  %s\t%s\n", b.Name, b.Runtime)
+			}
+			w.Flush()
+		},
 	}
 }
 

@@ -207,6 +207,9 @@ func showCmd() *cobra.Command {
 			fmt.Fprintf(w, "image\t%s %s\nbackend\t%s\ncpus\t%g\nmemory\t%s\npids\t%d\ndisk\t%s\ncreated\t%s\n",
 				s.Image, sb.ImageDigest, s.Backend, s.Cpus, sandbox.FormatBytes(s.MemoryBytes), s.Pids,
 				sandbox.FormatBytes(s.DiskBytes), ago(sb.CreatedUnixNano))
+			if sb.Runtime != "" {
+				fmt.Fprintf(w, "runtime\t%s\n", sb.Runtime)
+			}
 			if sb.ExpiresUnixNano != 0 {
 				fmt.Fprintf(w, "expires\t%s\n", time.Unix(0, sb.ExpiresUnixNano).Format(time.RFC3339))
 			}

@@ -34,6 +34,7 @@ type serveConfig struct {
 	DataDir        string
 	Addr           string
 	ExecutorPath   string
+	RunscPath      string
 	DefaultBackend string
 	LogLevel       string
 	Defaults       sandbox.Limits
@@ -78,6 +79,7 @@ are read from this process's environment:
 	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/reins", "where reins keeps its state, images and sandboxes")
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:7070", "HOST:PORT to serve the API on")
 	f.StringVar(&cfg.ExecutorPath, "executor", "", "path of the static reins-executor binary (default: next to this binary)")
+	f.StringVar(&cfg.RunscPath, "runsc", "", "path of gVisor's runsc (default: $REINS_RUNSC, else the pinned build `make deps` puts in "+gvisor.CacheDir+")")
 	f.StringVar(&cfg.DefaultBackend, "default-backend", "gvisor", "backend for sandboxes that name none: gvisor or runc")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.Float64Var(&cfg.Defaults.CPUs, "default-cpus", 0, "CPUs of sandboxes that set none (default 1)")
@@ -132,7 +134,7 @@ func serve(cfg serveConfig) error {
 		}
 		cfg.ExecutorPath = filepath.Join(filepath.Dir(self), "reins-executor")
 	}
-	backends, err := openBackends(cfg.DataDir)
+	backends, err := openBackends(cfg.DataDir, cfg.RunscPath)
 	if err != nil {
 		return err
 	}
@@ -201,7 +203,7 @@ func serve(cfg serveConfig) error {
 		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler: server.New(m, token, log).WithTenants(tenants).WithRuns(&server.Runs{
+		Handler: server.New(m, token, log).WithVersion(version).WithTenants(tenants).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -228,10 +230,14 @@ func serve(cfg serveConfig) error {
 
 // openBackends sets up every backend this machine can run; the explicit
 // list is the registry (no self-registration).
-func openBackends(dataDir string) (map[string]sandbox.Backend, error) {
+func openBackends(dataDir, runsc string) (map[string]sandbox.Backend, error) {
 	out := map[string]sandbox.Backend{}
 	var problems []string
-	if b, err := gvisor.New(filepath.Join(dataDir, "runtime", "gvisor")); err == nil {
+	var opts []gvisor.Option
+	if runsc != "" {
+		opts = append(opts, gvisor.WithBinary(runsc))
+	}
+	if b, err := gvisor.New(filepath.Join(dataDir, "runtime", "gvisor"), opts...); err == nil {
 		out[b.Name()] = b
 	} else {
 		problems = append(problems, err.Error())
@@ -246,6 +252,11 @@ func openBackends(dataDir string) (map[string]sandbox.Backend, error) {
 	}
 	for _, p := range problems {
 		slog.Warn("backend unavailable", "err", p)
+	}
+	for name, b := range out {
+		if v, ok := b.(sandbox.Versioner); ok {
+			slog.Info("backend", "name", name, "runtime", v.Version())
+		}
 	}
 	return out, nil
 }

@@ -38,3 +38,15 @@ func RequiresBinary(t testing.TB, name, debianPackage string) string {
 	}
 	return p
 }
+
+// RequiresRunsc stops a test whose runsc is missing. path is
+// gvisor.DefaultRunsc(), the binary every test and the service use (the
+// pinned build `make deps` makes, or $REINS_RUNSC); it is passed in
+// because this package must not import the backends it tests.
+func RequiresRunsc(t testing.TB, path string) string {
+	t.Helper()
+	if fi, err := os.Stat(path); err != nil || fi.Mode()&0o111 == 0 {
+		Missing(t, "runsc %s: run `make deps` as root, which builds gVisor's runsc there (or set REINS_RUNSC)", path)
+	}
+	return path
+}

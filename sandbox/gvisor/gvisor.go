@@ -1,7 +1,9 @@
 // Package gvisor is the default sandbox backend: each sandbox runs under
 // gVisor's runsc, a user-space kernel between the sandbox and the host, with
-// no network but loopback and the ptrace platform (its KVM platform hangs on
-// the hosts reins runs on).
+// no network but loopback and the systrap platform (its KVM platform hangs
+// on the hosts reins runs on). The runsc is a pinned build of gVisor
+// (Version) that `make deps` puts in a cache outside the clone; DefaultRunsc
+// says where.
 //
 // Two things differ from runc, both because the whole sandbox is a few
 // host processes (the sentry and its gofer):
@@ -17,8 +19,12 @@
 package gvisor
 
 import (
+	"debug/buildinfo"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -36,12 +42,33 @@ var (
 	_ sandbox.Backend       = (*Backend)(nil)
 	_ sandbox.UsageReporter = (*Backend)(nil)
 	_ sandbox.Pauser        = (*Backend)(nil)
+	_ sandbox.Versioner     = (*Backend)(nil)
 )
 
 // Option changes how New sets up the backend.
 type Option func(*oci.Config)
 
-// WithBinary runs this runsc binary instead of the one in PATH.
+// Version is the gVisor module version (without the "v") that
+// scripts/install-deps.sh builds runsc from, which a test checks.
+const Version = "0.0.0-20260905035102-160fafc42237"
+
+// Platform is the runsc platform every sandbox runs on: systrap, runsc's
+// default. ptrace is several times slower per syscall and KVM hangs here.
+const Platform = "systrap"
+
+// CacheDir is where `make deps` builds runsc, one directory per Version.
+const CacheDir = "/var/cache/reins/runsc"
+
+// DefaultRunsc is the runsc binary reins serve, the tests and the benchmarks
+// use: $REINS_RUNSC if set, else the pinned build in CacheDir.
+func DefaultRunsc() string {
+	if p := os.Getenv("REINS_RUNSC"); p != "" {
+		return p
+	}
+	return filepath.Join(CacheDir, Version, "runsc")
+}
+
+// WithBinary runs this runsc binary instead of DefaultRunsc.
 func WithBinary(path string) Option { return func(c *oci.Config) { c.Runtime = path } }
 
 // WithShim starts this binary as each sandbox's shim instead of the
@@ -53,21 +80,27 @@ func WithFlags(flags ...string) Option {
 	return func(c *oci.Config) { c.GlobalArgs = append(c.GlobalArgs, flags...) }
 }
 
-// GlobalFlags are the runsc flags every sandbox runs with: no network but
-// loopback (a later egress proxy gives it one), and host unix sockets in
-// bind-mounted directories allowed both ways, which is how the service
-// reaches the executor.
-var GlobalFlags = []string{"--network=none", "--host-uds=all"}
+// GlobalFlags are the runsc flags every sandbox runs with:
+//   - no network but loopback (a later egress proxy gives it one);
+//   - host unix sockets in bind-mounted directories allowed both ways,
+//     which is how the service reaches the executor;
+//   - OVERLAY
+//   - each gofer in a new empty network namespace rather than one shared
+//     "null" namespace that runsc keeps bind-mounted in its --root: that
+//     mount outlives the service and makes the state dir unremovable.
+var GlobalFlags = []string{"--platform=" + Platform, "--network=none", "--host-uds=all", "--overlay2=none", "--gofer-network-namespace=new"}
 
 // Host tasks the sentry and gofer need besides those per guest process,
-// and host tasks per guest process (ptrace platform: a stub process and
-// sentry threads for each). Measured with runsc 20221219: about 40 at rest,
-// then 6-9 per guest process; the margin keeps the guest's RLIMIT_NPROC the
-// limit that bites, since the sentry crashes when the host refuses it a
-// thread.
+// and host tasks per guest process (systrap platform: a stub thread for
+// each guest task, and sentry threads that grow with the runnable ones).
+// Measured with runsc 0.0.0-20260905035102 (systrap): 24-31 at rest; 100
+// sleeping guest processes took it to 239 (2.1 each), 100 busy ones to 329
+// (3.1 each), and the count does not fall back when they end. The margin
+// keeps the guest's RLIMIT_NPROC the limit that bites, since the sentry
+// crashes when the host refuses it a thread.
 const (
-	sentryTasks   = 256
-	tasksPerGuest = 10
+	sentryTasks   = 64
+	tasksPerGuest = 4
 )
 
 // New returns a backend that keeps its records and runsc's state under
@@ -78,12 +111,13 @@ func New(stateDir string, opts ...Option) (*Backend, error) {
 		o(&cfg)
 	}
 	if cfg.Runtime == "" {
-		p, err := exec.LookPath("runsc")
-		if err != nil {
-			return nil, fmt.Errorf("runsc not found in PATH: install the Debian package runsc: %w", errdefs.ErrFailedPrecondition)
-		}
-		cfg.Runtime = p
+		cfg.Runtime = DefaultRunsc()
 	}
+	v, err := runscVersion(cfg.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Version = "runsc " + v + ", platform " + Platform
 	// runsc keeps a sandbox's state in <root>/<id>_sandbox:<id>.state.
 	cfg.StateFiles = func(id string) []string {
 		return []string{id + "_sandbox:" + id + ".state", id + "_sandbox:" + id + ".lock"}
@@ -94,6 +128,30 @@ func New(stateDir string, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	return &Backend{Runtime: rt}, nil
+}
+
+// runscVersion asks the binary its version once. A runsc built without
+// the version stamped in (plain `go install`) says VERSION_MISSING; its Go
+// build info still names the gVisor module's version.
+func runscVersion(path string) (string, error) {
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		if _, serr := os.Stat(path); serr != nil {
+			return "", fmt.Errorf("runsc %s not found: run `make deps` (as root), which builds gVisor %s there, or give its path (--runsc, REINS_RUNSC): %w", path, Version, errdefs.ErrFailedPrecondition)
+		}
+		return "", fmt.Errorf("runsc %s --version: %v: %w", path, err, errdefs.ErrFailedPrecondition)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	v, ok := strings.CutPrefix(strings.TrimSpace(first), "runsc version ")
+	if !ok {
+		return "", fmt.Errorf("runsc %s --version said %q, not \"runsc version ...\": %w", path, first, errdefs.ErrFailedPrecondition)
+	}
+	if v == "VERSION_MISSING" {
+		if bi, err := buildinfo.ReadFile(path); err == nil && bi.Main.Version != "" {
+			v = strings.TrimPrefix(bi.Main.Version, "v")
+		}
+	}
+	return v, nil
 }
 
 // adjust moves the pids limit inside the sandbox (see the package comment).

@@ -518,11 +518,34 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	m.log.Debug("sandbox boot", "sandbox", b.rec.ID, "mkfs", t1.Sub(t0), "mount", t2.Sub(t1),
 		"prepare", t3.Sub(t2), "backend_start", t4.Sub(t3), "executor_ready", time.Since(t4))
 	b.client = ex
+	b.rec.Runtime = runtimeOf(backend)
 	if err := m.setState(b, sandbox.StateRunning, "", ""); err != nil {
 		return err
 	}
 	m.watchDeath(b)
 	return nil
+}
+
+// BackendInfo names a backend and the runtime it runs sandboxes with.
+type BackendInfo struct {
+	Name    string
+	Runtime string // "" when the backend does not say
+}
+
+// Backends lists the backends this manager can run, by name.
+func (m *Manager) Backends() []BackendInfo {
+	var out []BackendInfo
+	for _, name := range slices.Sorted(maps.Keys(m.cfg.Backends)) {
+		out = append(out, BackendInfo{Name: name, Runtime: runtimeOf(m.cfg.Backends[name])})
+	}
+	return out
+}
+
+func runtimeOf(b sandbox.Backend) string {
+	if v, ok := b.(sandbox.Versioner); ok {
+		return v.Version()
+	}
+	return ""
 }
 
 // initLog returns the tail of the sandbox init's output, for error messages.

@@ -44,6 +44,9 @@ type Record struct {
 	PidStart uint64    `json:"pid_start,omitempty"`
 	OOMKills int       `json:"oom_kills,omitempty"`
 	LastOOM  time.Time `json:"last_oom,omitzero"`
+	// Runtime names what the backend ran it with when it last started
+	// ("runsc 0.0.0-…, platform systrap").
+	Runtime string `json:"runtime,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }

@@ -54,6 +54,9 @@ type Config struct {
 	// Shim is the binary started as the shim; it must call MaybeRunShim.
 	// Empty means this program's own binary.
 	Shim string
+	// Version names the runtime and how it runs sandboxes, as users are
+	// shown it ("runsc 0.0.0-…, platform systrap").
+	Version string
 }
 
 // startTimeout bounds a Start whose context has no deadline: a runtime
@@ -101,6 +104,9 @@ func New(cfg Config) (*Runtime, error) {
 
 // Name is the backend's name.
 func (r *Runtime) Name() string { return r.cfg.Name }
+
+// Version names the runtime (Config.Version).
+func (r *Runtime) Version() string { return r.cfg.Version }
 
 func (r *Runtime) dir(id string) string { return filepath.Join(r.records, id) }
 

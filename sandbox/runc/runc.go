@@ -19,6 +19,7 @@ package runc
 import (
 	"fmt"
 	"os/exec"
+	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -36,6 +37,7 @@ var (
 	_ sandbox.Backend       = (*Backend)(nil)
 	_ sandbox.UsageReporter = (*Backend)(nil)
 	_ sandbox.Pauser        = (*Backend)(nil)
+	_ sandbox.Versioner     = (*Backend)(nil)
 )
 
 // Option changes how New sets up the backend.
@@ -61,6 +63,11 @@ func New(stateDir string, opts ...Option) (*Backend, error) {
 			return nil, fmt.Errorf("runc not found in PATH: install the Debian package runc: %w", errdefs.ErrFailedPrecondition)
 		}
 		cfg.Runtime = p
+	}
+	// "runc version 1.1.5+ds1\ncommit: …": the first line names it.
+	if out, err := exec.Command(cfg.Runtime, "--version").Output(); err == nil {
+		first, _, _ := strings.Cut(string(out), "\n")
+		cfg.Version = strings.Replace(strings.TrimSpace(first), " version ", " ", 1)
 	}
 	// runc keeps a container's state in <root>/<id>/.
 	cfg.StateFiles = func(id string) []string { return []string{id} }

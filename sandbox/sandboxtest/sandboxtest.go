@@ -309,8 +309,8 @@ func (s *suite) testBundleHonoured(t *testing.T) {
 		ls /sys/class/net > $CTL/netdevs
 		if ip link show lo | grep -q UP; then echo up; else echo down; fi > $CTL/lo
 		nc -l -p 7777 > $CTL/lonc &
-		sleep 0.3
-		echo ping | nc -w 2 127.0.0.1 7777
+		# Until the listener is up (no sleep is long enough on a busy host).
+		for i in $(seq 100); do echo ping | nc -w 2 127.0.0.1 7777 && break; sleep 0.1; done
 		wait
 		ls / > $CTL/root
 	`)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/internal/testenv"
+	"github.com/reinsdev/reins/sandbox/gvisor"
 )
 
 var binDir string
@@ -71,7 +72,7 @@ type service struct {
 func requireSandboxes(t *testing.T) {
 	t.Helper()
 	testenv.RequiresRoot(t)
-	testenv.RequiresBinary(t, "runsc", "runsc")
+	testenv.RequiresRunsc(t, gvisor.DefaultRunsc())
 	testenv.RequiresBinary(t, "runc", "runc")
 }
 
@@ -90,9 +91,25 @@ func startService(t *testing.T, extra ...string) *service {
 	t.Cleanup(func() {
 		s.stop()
 		s.removeAll()
+		if m := mountsUnder(dataDir); len(m) > 0 {
+			t.Errorf("mounts left under the data dir after every sandbox was removed:\n%s", strings.Join(m, "\n"))
+		}
 		os.RemoveAll(dataDir)
 	})
 	return s
+}
+
+// mountsUnder lists the mount points at or below dir (runsc's null-netns
+// bind, a sandbox's disk or rootfs).
+func mountsUnder(dir string) []string {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }
 
 func (s *service) start() {

@@ -10,8 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/reinsdev/reins/internal/testenv"
+	"github.com/reinsdev/reins/sandbox/gvisor"
 )
 
 var backends = []string{"gvisor", "runc"}
@@ -362,5 +368,117 @@ func TestExecInterrupt(t *testing.T) {
 	err = cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 || !strings.Contains(string(rest), "got INT") {
 		t.Errorf("after Ctrl-C: %v, output %q", err, rest)
+	}
+}
+
+// TestExecTTY: with -t, Ctrl-C and Ctrl-D typed at the client's terminal
+// reach the command's terminal in the sandbox, whose line discipline makes
+// them SIGINT and end-of-file (Debian's 2022 runsc lost both).
+func TestExecTTY(t *testing.T) {
+	s := startService(t)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s.t = t
+			id := s.create("--backend", backend)
+			for _, tc := range []struct {
+				name, script, key string
+				code              int
+			}{
+				{"ctrl-c", `echo ready; sleep 1000; echo after`, "\x03", 130},
+				{"ctrl-d", `echo ready; cat; echo eof`, "\x04", 0},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					out, code := s.execTTY(t, id, tc.script, tc.key)
+					if code != tc.code || strings.Contains(out, "after") || (tc.name == "ctrl-d" && !strings.Contains(out, "eof")) {
+						t.Errorf("after %q: exit %d, output %q; want exit %d", tc.key, code, out, tc.code)
+					}
+				})
+			}
+		})
+	}
+}
+
+// execTTY runs `reins sandbox exec -t ID -- sh -c script` on a pseudo
+// terminal, types key once the script says "ready", and returns what the
+// terminal showed and the exit code.
+func (s *service) execTTY(t *testing.T, id, script, key string) (string, int) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	cmd := exec.Command(filepath.Join(binDir, "reins"), "sandbox", "exec", "-t", id, "--", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "REINS_URL="+s.url, "REINS_TOKEN="+s.token)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var mu sync.Mutex
+	var shown bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			mu.Lock()
+			shown.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	eventually(t, 2*time.Minute, "the command says ready", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(shown.String(), "ready"), shown.String()
+	})
+	if _, err := ptmx.Write([]byte(key)); err != nil {
+		t.Fatal(err)
+	}
+	var werr error
+	select {
+	case werr = <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("exec -t still runs after %q; the terminal shows %q", key, shown.String())
+	}
+	ptmx.Close()
+	<-read
+	code := 0
+	if ee, ok := werr.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if werr != nil {
+		t.Fatal(werr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return shown.String(), code
+}
+
+// TestDebianCoreutils: GNU coreutils work in the debian image under gVisor
+// (Debian's 2022 runsc failed statx, so `ls -la /` and `stat /` said
+// "Invalid argument"). Building the image takes about a minute.
+func TestDebianCoreutils(t *testing.T) {
+	testenv.RequiresBinary(t, "debootstrap", "debootstrap")
+	s := startService(t)
+	id := s.create("--image", "debian")
+	for _, argv := range [][]string{{"ls", "-la", "/"}, {"stat", "/"}, {"stat", "-c", "%s %U", "/etc/debian_version"}} {
+		r := s.run(append([]string{"sandbox", "exec", id, "--"}, argv...)...)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("%s: %s", strings.Join(argv, " "), r)
+		}
+	}
+	if out := s.must("sandbox", "show", id); !strings.Contains(out, "runsc "+gvisor.Version+", platform systrap") && os.Getenv("REINS_RUNSC") == "" {
+		t.Errorf("sandbox show does not name the pinned runsc:\n%s", out)
 	}
 }

@@ -231,6 +231,7 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 			return unary(sc.Delete(ctx, connect.NewRequest(&reinsv1.DeleteSandboxRequest{Id: id})))
 		},
 		"Create": nil, "List": nil, // Create names no id; List below
+		"Version": nil, // below: it names no tenant's things
 	}
 	tenantCovers(t, reinsv1.File_reins_v1_sandbox_proto.Services().ByName("SandboxService"), sbCalls)
 	for name, call := range sbCalls {
@@ -240,6 +241,10 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 	}
 	if resp, err := sc.List(ctx, connect.NewRequest(&reinsv1.ListSandboxesRequest{})); err != nil || len(resp.Msg.Sandboxes) != 0 {
 		t.Errorf("SandboxService.List: %v, %v; want none", resp, err)
+	}
+	// Any token may ask the version; the answer is the same for all.
+	if resp, err := sc.Version(ctx, connect.NewRequest(&reinsv1.VersionRequest{})); err != nil || len(resp.Msg.Backends) == 0 {
+		t.Errorf("SandboxService.Version: %v, %v", resp, err)
 	}
 
 	ex := executorv1.File_reins_executor_v1_executor_proto.Services().Get(0)

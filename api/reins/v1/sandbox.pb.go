@@ -167,6 +167,7 @@ type Sandbox struct {
 	ExpiresUnixNano int64                  `protobuf:"varint,9,opt,name=expires_unix_nano,json=expiresUnixNano,proto3" json:"expires_unix_nano,omitempty"`    // TTL deadline, 0 if none
 	OomKills        int32                  `protobuf:"varint,10,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`                          // processes the memory limit killed so far
 	LastOomUnixNano int64                  `protobuf:"varint,11,opt,name=last_oom_unix_nano,json=lastOomUnixNano,proto3" json:"last_oom_unix_nano,omitempty"` // when the last one was noticed
+	Runtime         string                 `protobuf:"bytes,12,opt,name=runtime,proto3" json:"runtime,omitempty"`                                             // what the backend last started it with, e.g. "runsc 0.0.0-20260905035102-160fafc42237, platform systrap"
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -276,6 +277,13 @@ func (x *Sandbox) GetLastOomUnixNano() int64 {
 		return x.LastOomUnixNano
 	}
 	return 0
+}
+
+func (x *Sandbox) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
 }
 
 type Progress struct {
@@ -736,6 +744,146 @@ func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
 	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
+type VersionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionRequest) Reset() {
+	*x = VersionRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionRequest) ProtoMessage() {}
+
+func (x *VersionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
+func (*VersionRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
+}
+
+type VersionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"` // reins serve's build
+	Backends      []*Backend             `protobuf:"bytes,2,rep,name=backends,proto3" json:"backends,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionResponse) Reset() {
+	*x = VersionResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionResponse) ProtoMessage() {}
+
+func (x *VersionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
+func (*VersionResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *VersionResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *VersionResponse) GetBackends() []*Backend {
+	if x != nil {
+		return x.Backends
+	}
+	return nil
+}
+
+type Backend struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`       // "gvisor", "runc"
+	Runtime       string                 `protobuf:"bytes,2,opt,name=runtime,proto3" json:"runtime,omitempty"` // e.g. "runsc 0.0.0-20260905035102-160fafc42237, platform systrap"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Backend) Reset() {
+	*x = Backend{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Backend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Backend) ProtoMessage() {}
+
+func (x *Backend) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Backend.ProtoReflect.Descriptor instead.
+func (*Backend) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Backend) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Backend) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
+}
+
 var File_reins_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_reins_v1_sandbox_proto_rawDesc = "" +
@@ -757,7 +905,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\aworkdir\x18\v \x01(\tR\aworkdir\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfd\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x03\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04spec\x18\x02 \x01(\v2\x15.reins.v1.SandboxSpecR\x04spec\x12\x14\n" +
@@ -770,7 +918,8 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x11expires_unix_nano\x18\t \x01(\x03R\x0fexpiresUnixNano\x12\x1b\n" +
 	"\toom_kills\x18\n" +
 	" \x01(\x05R\boomKills\x12+\n" +
-	"\x12last_oom_unix_nano\x18\v \x01(\x03R\x0flastOomUnixNano\"x\n" +
+	"\x12last_oom_unix_nano\x18\v \x01(\x03R\x0flastOomUnixNano\x12\x18\n" +
+	"\aruntime\x18\f \x01(\tR\aruntime\"x\n" +
 	"\bProgress\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\tR\x04item\x12\x12\n" +
@@ -796,12 +945,20 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\tsandboxes\x18\x01 \x03(\v2\x11.reins.v1.SandboxR\tsandboxes\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse2\xb3\x02\n" +
+	"\x15DeleteSandboxResponse\"\x10\n" +
+	"\x0eVersionRequest\"Z\n" +
+	"\x0fVersionResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
+	"\bbackends\x18\x02 \x03(\v2\x11.reins.v1.BackendR\bbackends\"7\n" +
+	"\aBackend\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aruntime\x18\x02 \x01(\tR\aruntime2\xf3\x02\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
 	"\x04List\x12\x1e.reins.v1.ListSandboxesRequest\x1a\x1f.reins.v1.ListSandboxesResponse\x12I\n" +
-	"\x06Delete\x12\x1e.reins.v1.DeleteSandboxRequest\x1a\x1f.reins.v1.DeleteSandboxResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"\x06Delete\x12\x1e.reins.v1.DeleteSandboxRequest\x1a\x1f.reins.v1.DeleteSandboxResponse\x12>\n" +
+	"\aVersion\x12\x18.reins.v1.VersionRequest\x1a\x19.reins.v1.VersionResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_sandbox_proto_rawDescOnce sync.Once
@@ -815,7 +972,7 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_reins_v1_sandbox_proto_rawDescData
 }
 
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_reins_v1_sandbox_proto_goTypes = []any{
 	(*SandboxSpec)(nil),           // 0: reins.v1.SandboxSpec
 	(*Sandbox)(nil),               // 1: reins.v1.Sandbox
@@ -828,31 +985,37 @@ var file_reins_v1_sandbox_proto_goTypes = []any{
 	(*ListSandboxesResponse)(nil), // 8: reins.v1.ListSandboxesResponse
 	(*DeleteSandboxRequest)(nil),  // 9: reins.v1.DeleteSandboxRequest
 	(*DeleteSandboxResponse)(nil), // 10: reins.v1.DeleteSandboxResponse
-	nil,                           // 11: reins.v1.SandboxSpec.LabelsEntry
-	nil,                           // 12: reins.v1.ListSandboxesRequest.LabelsEntry
+	(*VersionRequest)(nil),        // 11: reins.v1.VersionRequest
+	(*VersionResponse)(nil),       // 12: reins.v1.VersionResponse
+	(*Backend)(nil),               // 13: reins.v1.Backend
+	nil,                           // 14: reins.v1.SandboxSpec.LabelsEntry
+	nil,                           // 15: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	11, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	14, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
 	0,  // 1: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
 	0,  // 2: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
 	2,  // 3: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
 	1,  // 4: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
 	1,  // 5: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	12, // 6: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	15, // 6: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
 	1,  // 7: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	3,  // 8: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	5,  // 9: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	7,  // 10: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	9,  // 11: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	4,  // 12: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	6,  // 13: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	8,  // 14: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	10, // 15: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	13, // 8: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	3,  // 9: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	5,  // 10: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	7,  // 11: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	9,  // 12: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	11, // 13: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	4,  // 14: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	6,  // 15: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	8,  // 16: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	10, // 17: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	12, // 18: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_sandbox_proto_init() }
@@ -870,7 +1033,7 @@ func file_reins_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

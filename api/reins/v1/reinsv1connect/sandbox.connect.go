@@ -50,6 +50,8 @@ const (
 	SandboxServiceListProcedure = "/reins.v1.SandboxService/List"
 	// SandboxServiceDeleteProcedure is the fully-qualified name of the SandboxService's Delete RPC.
 	SandboxServiceDeleteProcedure = "/reins.v1.SandboxService/Delete"
+	// SandboxServiceVersionProcedure is the fully-qualified name of the SandboxService's Version RPC.
+	SandboxServiceVersionProcedure = "/reins.v1.SandboxService/Version"
 )
 
 // SandboxServiceClient is a client for the reins.v1.SandboxService service.
@@ -61,6 +63,8 @@ type SandboxServiceClient interface {
 	List(context.Context, *connect.Request[v1.ListSandboxesRequest]) (*connect.Response[v1.ListSandboxesResponse], error)
 	// Delete stops a sandbox and removes everything it had.
 	Delete(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
+	// Version names the service's build and each backend's runtime.
+	Version(context.Context, *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the reins.v1.SandboxService service. By default,
@@ -98,15 +102,22 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("Delete")),
 			connect.WithClientOptions(opts...),
 		),
+		version: connect.NewClient[v1.VersionRequest, v1.VersionResponse](
+			httpClient,
+			baseURL+SandboxServiceVersionProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Version")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // sandboxServiceClient implements SandboxServiceClient.
 type sandboxServiceClient struct {
-	create *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
-	get    *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
-	list   *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
-	delete *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	create  *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
+	get     *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
+	list    *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
+	delete  *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	version *connect.Client[v1.VersionRequest, v1.VersionResponse]
 }
 
 // Create calls reins.v1.SandboxService.Create.
@@ -129,6 +140,11 @@ func (c *sandboxServiceClient) Delete(ctx context.Context, req *connect.Request[
 	return c.delete.CallUnary(ctx, req)
 }
 
+// Version calls reins.v1.SandboxService.Version.
+func (c *sandboxServiceClient) Version(ctx context.Context, req *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error) {
+	return c.version.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the reins.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	// Create makes a sandbox and streams progress (image pull, unpack, boot);
@@ -138,6 +154,8 @@ type SandboxServiceHandler interface {
 	List(context.Context, *connect.Request[v1.ListSandboxesRequest]) (*connect.Response[v1.ListSandboxesResponse], error)
 	// Delete stops a sandbox and removes everything it had.
 	Delete(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
+	// Version names the service's build and each backend's runtime.
+	Version(context.Context, *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -171,6 +189,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("Delete")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceVersionHandler := connect.NewUnaryHandler(
+		SandboxServiceVersionProcedure,
+		svc.Version,
+		connect.WithSchema(sandboxServiceMethods.ByName("Version")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateProcedure:
@@ -181,6 +205,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceListHandler.ServeHTTP(w, r)
 		case SandboxServiceDeleteProcedure:
 			sandboxServiceDeleteHandler.ServeHTTP(w, r)
+		case SandboxServiceVersionProcedure:
+			sandboxServiceVersionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -204,4 +230,8 @@ func (UnimplementedSandboxServiceHandler) List(context.Context, *connect.Request
 
 func (UnimplementedSandboxServiceHandler) Delete(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Delete is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Version(context.Context, *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Version is not implemented"))
 }
