@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reinsdev/reins/sandbox/gvisor"
 )
 
 // TestDeathIsNoticedAtOnce: a sandbox killed behind the service's back is
@@ -17,7 +19,7 @@ func TestDeathIsNoticedAtOnce(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			s.t = t
 			id := s.create("--backend", backend)
-			runtime := map[string]string{"gvisor": "runsc", "runc": "runc"}[backend]
+			runtime := map[string]string{"gvisor": gvisor.DefaultRunsc(), "runc": "runc"}[backend]
 			out, err := exec.Command(runtime, "--root", filepath.Join(s.dataDir, "runtime", backend, "runtime"), "kill", id, "KILL").CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s kill: %v: %s", runtime, err, out)
