@@ -45,19 +45,29 @@ func (s *Server) handleExec(mux *http.ServeMux) {
 // way, whatever the call's protocol.
 func (s *Server) withExecutor(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(SandboxHeader)
-		if id == "" {
-			s.writeError(w, r, fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument))
-			return
-		}
-		// Client also marks the sandbox active, for its idle timeout.
-		ex, err := s.m.Client(r.Context(), tenant(r.Context()), id)
-		if err != nil {
-			s.writeError(w, r, err)
+		id, ex, ok := s.executorOf(w, r)
+		if !ok {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), executorKey{}, target{id, ex})))
 	})
+}
+
+// executorOf finds the caller's sandbox named by SandboxHeader and its
+// executor client, or answers the call with the error and reports false.
+// Client also marks the sandbox active, for its idle timeout.
+func (s *Server) executorOf(w http.ResponseWriter, r *http.Request) (string, *client.Client, bool) {
+	id := r.Header.Get(SandboxHeader)
+	if id == "" {
+		s.writeError(w, r, fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument))
+		return "", nil, false
+	}
+	ex, err := s.m.Client(r.Context(), tenant(r.Context()), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return "", nil, false
+	}
+	return id, ex, true
 }
 
 type executorKey struct{}

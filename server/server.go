@@ -108,15 +108,8 @@ func (s *Server) auth(next http.Handler) http.Handler {
 // proxy forwards an executor call to the sandbox named by SandboxHeader,
 // swapping the user's token for the executor's.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get(SandboxHeader)
-	if id == "" {
-		s.writeError(w, r, fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument))
-		return
-	}
-	// Client also marks the sandbox active, for its idle timeout.
-	ex, err := s.m.Client(r.Context(), tenant(r.Context()), id)
-	if err != nil {
-		s.writeError(w, r, err)
+	id, ex, ok := s.executorOf(w, r)
+	if !ok {
 		return
 	}
 	rp := &httputil.ReverseProxy{

@@ -21,10 +21,12 @@ const (
 	DefaultLines     = 2000
 	MaxLines         = 100000
 	DefaultLineBytes = 2000
+	MaxLineBytes     = 1 << 20
 )
 
 // ReadLines returns at most count lines of the text file p from line first
-// (1-based), each cut at lineBytes, and counts all of the file's lines,
+// (1-based), each cut at lineBytes (at most 1 MiB), fewer when they add
+// up to MaxRead, and counts all of the file's lines,
 // reading it through once in the sandbox however large it is: only the
 // lines asked for leave the executor. A file with a NUL in its first 8000
 // bytes is binary: no lines, binary true.
@@ -43,6 +45,7 @@ func (f *FS) ReadLines(p string, first uint64, count, lineBytes int) (lines []Li
 	if lineBytes <= 0 {
 		lineBytes = DefaultLineBytes
 	}
+	lineBytes = min(lineBytes, MaxLineBytes)
 	file, err := f.tree.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, 0, false, pathError(abs, err)
@@ -64,11 +67,12 @@ func (f *FS) ReadLines(p string, first uint64, count, lineBytes int) (lines []Li
 	}
 	var n uint64 // lines seen
 	var cur []byte
+	kept := 0 // bytes of the lines kept: an answer holds at most MaxRead
 	cut := false
 	for {
 		chunk, err := r.ReadSlice('\n')
 		if len(chunk) > 0 {
-			want := n+1 >= first && n+1 < first+uint64(count)
+			want := n+1 >= first && n+1 < first+uint64(count) && kept < MaxRead
 			if want && !cut {
 				room := lineBytes - len(cur)
 				if len(chunk) > room {
@@ -82,6 +86,7 @@ func (f *FS) ReadLines(p string, first uint64, count, lineBytes int) (lines []Li
 				if want {
 					text := bytes.TrimSuffix(cur, []byte{'\n'})
 					lines = append(lines, Line{Text: bytes.Clone(text), Cut: cut})
+					kept += len(text)
 				}
 				cur, cut = cur[:0], false
 			}

@@ -73,6 +73,25 @@ func TestReadLines(t *testing.T) {
 	if err != nil || total != 3_000_000 || len(ls) != 2 || size != uint64(big.Len()) {
 		t.Errorf("big.txt (%d bytes): %d lines back, %d counted, %v", big.Len(), len(ls), total, err)
 	}
+	// A caller's limits cannot make the answer large: lines are cut at
+	// 1 MiB whatever is asked, and they stop at 16 MiB in all.
+	var wide bytes.Buffer
+	for range 40 {
+		wide.WriteString(strings.Repeat("w", 2<<20))
+		wide.WriteByte('\n')
+	}
+	write("wide.txt", wide.String())
+	ls, total, _, _, err = fs.ReadLines("wide.txt", 1, MaxLines, 1<<30)
+	kept := 0
+	for _, l := range ls {
+		if len(l.Text) > MaxLineBytes || !l.Cut {
+			t.Errorf("a 2 MiB line came back with %d bytes (cut %v)", len(l.Text), l.Cut)
+		}
+		kept += len(l.Text)
+	}
+	if err != nil || total != 40 || kept > MaxRead+MaxLineBytes || len(ls) == 0 || len(ls) >= 40 {
+		t.Errorf("wide.txt: %d lines, %d bytes back of %d lines, %v", len(ls), kept, total, err)
+	}
 	for _, p := range []string{"/", "nosuch", "../etc/passwd"} {
 		if _, _, _, _, err := fs.ReadLines(p, 1, 0, 0); err == nil {
 			t.Errorf("ReadLines(%q) succeeded", p)

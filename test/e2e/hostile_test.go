@@ -433,6 +433,13 @@ func TestHostileHugeRequest(t *testing.T) {
 	if r := s.asTenant(tok, labels...); r.code == 0 || !strings.Contains(r.stderr, "labels") {
 		t.Errorf("a sandbox with 5000 labels: %s", r)
 	}
+	env := []string{"sandbox", "create"}
+	for i := range 3 {
+		env = append(env, "--env", fmt.Sprintf("BIG%d=%s", i, strings.Repeat("e", 100<<10)))
+	}
+	if r := s.asTenant(tok, env...); r.code == 0 || !strings.Contains(r.stderr, "env of 3 variables") || len(r.stderr) > 4096 {
+		t.Errorf("a sandbox with 300 KiB of env: %.300s", r)
+	}
 	// The service serves on.
 	s.must("sandbox", "ls")
 }
