@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/policy"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/tool"
@@ -23,7 +24,7 @@ import (
 // ModelOpener turns a run's model into a Model and the name the provider
 // knows it by. It fails before any sandbox exists for an unknown provider
 // or a missing key, and refuses a tenant's model that names a host path.
-type ModelOpener func(ModelSpec) (Model, string, error)
+type ModelOpener func(ModelSpec) (model.Model, string, error)
 
 // ModelSpec is what a run's model is opened from.
 type ModelSpec struct {
@@ -240,7 +241,7 @@ type run struct {
 	id     string
 	tenant string
 	st     *state
-	models Model
+	models model.Model
 	name   string
 	policy *policy.Policy
 }
@@ -559,7 +560,7 @@ func (e *Engine) OpenArtifact(ctx context.Context, tenant, id, nameOrDigest stri
 
 // openModel opens the model of tenant's run: a provider's, or the recorded
 // responses of a run being verified ("replay:RUN", the tenant's own).
-func (e *Engine) openModel(ctx context.Context, tenant string, spec Spec) (Model, string, error) {
+func (e *Engine) openModel(ctx context.Context, tenant string, spec Spec) (model.Model, string, error) {
 	if id, ok := strings.CutPrefix(spec.Model, replayPrefix); ok {
 		m, err := e.openReplay(ctx, tenant, id)
 		return m, spec.Model, err

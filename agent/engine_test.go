@@ -1,8 +1,6 @@
 package agent_test
 
 import (
-	"go.uber.org/goleak"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor"
 	"github.com/reinsdev/reins/executor/client"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/blob"
@@ -199,7 +199,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) engine() *agent.Engine {
 	eng, err := agent.New(agent.Config{
 		Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
-		Models: func(spec agent.ModelSpec) (agent.Model, string, error) {
+		Models: func(spec agent.ModelSpec) (model.Model, string, error) {
 			p := strings.TrimPrefix(spec.Model, "script:")
 			m, err := script.Load(p)
 			return m, p, err
@@ -582,23 +582,23 @@ func TestCrashAtEveryPoint(t *testing.T) {
 // JSON (as an OpenAI-compatible server can send), then with text.
 type malformedModel struct{ seen string }
 
-func (m *malformedModel) Generate(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+func (m *malformedModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
 	if len(req.Messages) == 1 {
-		return &agent.Response{StopReason: agent.StopToolUse, Content: []agent.Block{{
-			Type: agent.BlockToolUse, ToolCallID: "c1", ToolName: "bash",
+		return &model.Response{StopReason: model.StopToolUse, Content: []model.Block{{
+			Type: model.BlockToolUse, ToolCallID: "c1", ToolName: "bash",
 			Input: json.RawMessage(`"{command: ls"`), InputError: "unexpected end of JSON input",
 		}}}, nil
 	}
 	last := req.Messages[len(req.Messages)-1]
 	m.seen = last.Content[0].Text
-	return &agent.Response{StopReason: agent.StopEndTurn, Content: []agent.Block{{Type: agent.BlockText, Text: "ok"}}}, nil
+	return &model.Response{StopReason: model.StopEndTurn, Content: []model.Block{{Type: model.BlockText, Text: "ok"}}}, nil
 }
 
 func TestMalformedToolCallGetsTheSchema(t *testing.T) {
 	e := newEnv(t)
 	m := &malformedModel{}
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
-		Models: func(agent.ModelSpec) (agent.Model, string, error) { return m, "fake", nil }})
+		Models: func(agent.ModelSpec) (model.Model, string, error) { return m, "fake", nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,7 +622,7 @@ func TestMalformedToolCallGetsTheSchema(t *testing.T) {
 func TestWaitingRunReleasesItsSandbox(t *testing.T) {
 	e := newEnv(t)
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs, ReleaseAfter: 200 * time.Millisecond,
-		Models: func(spec agent.ModelSpec) (agent.Model, string, error) {
+		Models: func(spec agent.ModelSpec) (model.Model, string, error) {
 			m, err := script.Load(strings.TrimPrefix(spec.Model, "script:"))
 			return m, spec.Model, err
 		}})
@@ -671,7 +671,7 @@ func TestTenantDefaultPolicy(t *testing.T) {
 	tenantPolicy := "tools:\n  bash: deny\n"
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
 		TenantPolicy: func(ctx context.Context, tenant string) (string, error) { return tenantPolicy, nil },
-		Models: func(spec agent.ModelSpec) (agent.Model, string, error) {
+		Models: func(spec agent.ModelSpec) (model.Model, string, error) {
 			m, err := script.Load(strings.TrimPrefix(spec.Model, "script:"))
 			return m, spec.Model, err
 		}})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -109,10 +110,10 @@ func (e *Engine) openReplay(ctx context.Context, tenant, id string) (*replayMode
 	return m, nil
 }
 
-func (m *replayModel) Generate(ctx context.Context, req *Request) (*Response, error) {
+func (m *replayModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
 	step := 0
 	for _, msg := range req.Messages {
-		if msg.Role == RoleAssistant {
+		if msg.Role == model.RoleAssistant {
 			step++
 		}
 	}
@@ -120,7 +121,7 @@ func (m *replayModel) Generate(ctx context.Context, req *Request) (*Response, er
 		return nil, fmt.Errorf("replay: the recorded run has %d model responses; step %d has none: %w", len(m.responses), step+1, errdefs.ErrFailedPrecondition)
 	}
 	r := m.responses[step]
-	return &Response{Content: r.Content, StopReason: r.StopReason, Usage: r.Usage}, nil
+	return &model.Response{Content: r.Content, StopReason: r.StopReason, Usage: r.Usage}, nil
 }
 
 // Verify starts a run that re-executes run id's recorded model responses

@@ -11,6 +11,7 @@ import (
 
 	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/store"
 )
@@ -23,7 +24,7 @@ var errHostPath = errdefs.WithMessage(errdefs.ErrPermissionDenied, "tenants name
 func (e *env) namingEngine(seen *[]agent.ModelSpec) *agent.Engine {
 	var mu sync.Mutex
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
-		Models: func(ms agent.ModelSpec) (agent.Model, string, error) {
+		Models: func(ms agent.ModelSpec) (model.Model, string, error) {
 			mu.Lock()
 			*seen = append(*seen, ms)
 			mu.Unlock()

@@ -1,6 +1,10 @@
 package agent
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/reinsdev/reins/model"
+)
 
 // Price is what a model charges, in US dollars per million tokens.
 type Price struct {
@@ -29,11 +33,11 @@ func DefaultPrices() Prices {
 	}
 }
 
-// Cost prices usage for model ("provider:name"); unknown models cost 0.
-func (p Prices) Cost(model string, u Usage) float64 {
-	price, ok := p[model]
+// Cost prices usage for the model spec ("provider:name"); unknown models cost 0.
+func (p Prices) Cost(spec string, u model.Usage) float64 {
+	price, ok := p[spec]
 	if !ok {
-		provider, _, _ := strings.Cut(model, ":")
+		provider, _, _ := strings.Cut(spec, ":")
 		price = p[provider+":*"]
 	}
 	return (float64(u.InputTokens)*price.Input + float64(u.OutputTokens)*price.Output +

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 )
 
 // Status is where a run is. Terminal statuses never change again.
@@ -132,12 +133,12 @@ type RunCreated struct {
 
 // ModelResponse is one answer of the model.
 type ModelResponse struct {
-	Step       int        `json:"step"`
-	Content    []Block    `json:"content"`
-	StopReason StopReason `json:"stop_reason"`
-	Usage      Usage      `json:"usage"`
-	CostUSD    float64    `json:"cost_usd"`
-	DurationMS int64      `json:"duration_ms"`
+	Step       int              `json:"step"`
+	Content    []model.Block    `json:"content"`
+	StopReason model.StopReason `json:"stop_reason"`
+	Usage      model.Usage      `json:"usage"`
+	CostUSD    float64          `json:"cost_usd"`
+	DurationMS int64            `json:"duration_ms"`
 }
 
 // ToolCall is the intent to call a tool, logged before the call.
@@ -200,12 +201,12 @@ type Note struct {
 
 // Finished closes a run's log.
 type Finished struct {
-	Status Status  `json:"status"`
-	Text   string  `json:"text,omitempty"` // the final answer
-	Reason string  `json:"reason,omitempty"`
-	Usage  Usage   `json:"usage"`
-	Cost   float64 `json:"cost_usd"`
-	Steps  int     `json:"steps"`
+	Status Status      `json:"status"`
+	Text   string      `json:"text,omitempty"` // the final answer
+	Reason string      `json:"reason,omitempty"`
+	Usage  model.Usage `json:"usage"`
+	Cost   float64     `json:"cost_usd"`
+	Steps  int         `json:"steps"`
 }
 
 // Summary is kept on the run's row for listings; the log stays the truth.
@@ -213,7 +214,7 @@ type Summary struct {
 	Model   string            `json:"model"`
 	Task    string            `json:"task"`
 	Steps   int               `json:"steps"`
-	Usage   Usage             `json:"usage"`
+	Usage   model.Usage       `json:"usage"`
 	Cost    float64           `json:"cost_usd"`
 	Text    string            `json:"text,omitempty"`
 	Reason  string            `json:"reason,omitempty"`

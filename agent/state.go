@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -18,9 +19,9 @@ type state struct {
 	lastSeq  int64
 	created  time.Time
 	steps    int
-	usage    Usage
+	usage    model.Usage
 	cost     float64
-	messages []Message
+	messages []model.Message
 
 	// The last model response, its calls, and what became of them.
 	last     *ModelResponse
@@ -77,7 +78,7 @@ func (s *state) apply(ev store.Event) error {
 			return bad(err)
 		}
 		s.spec, s.created = d.Spec, ev.Time
-		s.messages = []Message{{Role: RoleUser, Content: []Block{{Type: BlockText, Text: d.Spec.Task}}}}
+		s.messages = []model.Message{{Role: model.RoleUser, Content: []model.Block{{Type: model.BlockText, Text: d.Spec.Task}}}}
 	case EventModelResponse:
 		var d ModelResponse
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -91,7 +92,7 @@ func (s *state) apply(ev store.Event) error {
 		s.cost += d.CostUSD
 		s.intents, s.results, s.answers = map[string]ToolCall{}, map[string]ToolResult{}, map[string]HumanAnswer{}
 		s.asked, s.approvals = map[string]ApprovalRequested{}, map[string]ApprovalDecided{}
-		s.messages = append(s.messages, Message{Role: RoleAssistant, Content: d.Content})
+		s.messages = append(s.messages, model.Message{Role: model.RoleAssistant, Content: d.Content})
 	case EventToolCall:
 		var d ToolCall
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -181,13 +182,13 @@ func (s *state) apply(ev store.Event) error {
 }
 
 // calls are the tool calls of the last model response, in order.
-func (s *state) calls() []Block {
+func (s *state) calls() []model.Block {
 	if s.last == nil {
 		return nil
 	}
-	var out []Block
+	var out []model.Block
 	for _, b := range s.last.Content {
-		if b.Type == BlockToolUse {
+		if b.Type == model.BlockToolUse {
 			out = append(out, b)
 		}
 	}
@@ -211,13 +212,13 @@ func (s *state) flushResults() {
 	if len(calls) == 0 {
 		return
 	}
-	msg := Message{Role: RoleUser}
+	msg := model.Message{Role: model.RoleUser}
 	for _, c := range calls {
 		r, ok := s.results[c.ToolCallID]
 		if !ok {
 			r = ToolResult{Text: "no result was recorded for this call", IsError: true}
 		}
-		msg.Content = append(msg.Content, Block{Type: BlockToolResult, ToolCallID: c.ToolCallID,
+		msg.Content = append(msg.Content, model.Block{Type: model.BlockToolResult, ToolCallID: c.ToolCallID,
 			ToolName: c.ToolName, Text: r.Text, IsError: r.IsError})
 	}
 	s.messages = append(s.messages, msg)
@@ -226,8 +227,8 @@ func (s *state) flushResults() {
 // conversation returns the messages for the next model call: the log's
 // conversation with old tool outputs elided (with a marker the model sees)
 // so the context stays inside the window.
-func (s *state) conversation(keepFull, maxChars int) []Message {
-	msgs := make([]Message, len(s.messages))
+func (s *state) conversation(keepFull, maxChars int) []model.Message {
+	msgs := make([]model.Message, len(s.messages))
 	copy(msgs, s.messages)
 	if s.last != nil && len(s.calls()) > 0 && !s.pending() {
 		// Results of the last response are not flushed until the next
@@ -237,10 +238,10 @@ func (s *state) conversation(keepFull, maxChars int) []Message {
 		tmp.flushResults()
 		msgs = tmp.messages
 	}
-	if len(s.notes) > 0 && len(msgs) > 0 && msgs[len(msgs)-1].Role == RoleUser {
+	if len(s.notes) > 0 && len(msgs) > 0 && msgs[len(msgs)-1].Role == model.RoleUser {
 		last := msgs[len(msgs)-1]
-		blocks := append(append([]Block(nil), last.Content...), Block{Type: BlockText, Text: "[reins] " + strings.Join(s.notes, "\n[reins] ")})
-		msgs[len(msgs)-1] = Message{Role: RoleUser, Content: blocks}
+		blocks := append(append([]model.Block(nil), last.Content...), model.Block{Type: model.BlockText, Text: "[reins] " + strings.Join(s.notes, "\n[reins] ")})
+		msgs[len(msgs)-1] = model.Message{Role: model.RoleUser, Content: blocks}
 	}
 	// Count tool results from the end; elide those beyond keepFull, and
 	// more while the whole is too long.
@@ -253,13 +254,13 @@ func (s *state) conversation(keepFull, maxChars int) []Message {
 	seen := 0
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
-		if m.Role != RoleUser {
+		if m.Role != model.RoleUser {
 			continue
 		}
-		var blocks []Block
+		var blocks []model.Block
 		changed := false
 		for _, b := range m.Content {
-			if b.Type == BlockToolResult {
+			if b.Type == model.BlockToolResult {
 				seen++
 				if (seen > keepFull || total > maxChars) && len(b.Text) > 400 {
 					total -= len(b.Text) - 400
@@ -270,7 +271,7 @@ func (s *state) conversation(keepFull, maxChars int) []Message {
 			blocks = append(blocks, b)
 		}
 		if changed {
-			msgs[i] = Message{Role: m.Role, Content: blocks}
+			msgs[i] = model.Message{Role: m.Role, Content: blocks}
 		}
 	}
 	return msgs
@@ -283,7 +284,7 @@ func (s *state) finalText() string {
 	}
 	var parts []string
 	for _, b := range s.last.Content {
-		if b.Type == BlockText && strings.TrimSpace(b.Text) != "" {
+		if b.Type == model.BlockText && strings.TrimSpace(b.Text) != "" {
 			parts = append(parts, b.Text)
 		}
 	}
@@ -291,16 +292,11 @@ func (s *state) finalText() string {
 }
 
 // call returns the tool call block with id in the last response.
-func (s *state) call(id string) *Block {
+func (s *state) call(id string) *model.Block {
 	for _, c := range s.calls() {
 		if c.ToolCallID == id {
 			return &c
 		}
 	}
 	return nil
-}
-
-// total counts every token a run consumed, cached ones included.
-func (u Usage) total() int64 {
-	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/policy"
 	"github.com/reinsdev/reins/tool"
 )
@@ -94,7 +95,7 @@ func (e *Engine) policyFor(ctx context.Context, tenant string, spec Spec) (*poli
 // gate applies the policy to a call before its intent is logged. It
 // returns true when the call may run now (with its possibly edited input);
 // otherwise it has logged a denial or parked the run.
-func (e *Engine) gate(ctx context.Context, r *run, c Block) (json.RawMessage, bool, error) {
+func (e *Engine) gate(ctx context.Context, r *run, c model.Block) (json.RawMessage, bool, error) {
 	if d, ok := r.st.approvals[c.ToolCallID]; ok {
 		if !d.Approved {
 			return nil, false, nil // the denial's result is logged with the decision

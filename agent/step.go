@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/policy"
 	"github.com/reinsdev/reins/tool"
 )
@@ -52,8 +53,8 @@ func (e *Engine) overBudget(st *state) string {
 		return fmt.Sprintf("budget: the run used all %d steps (raise --max-steps)", s.MaxSteps)
 	case s.MaxCost > 0 && st.cost >= s.MaxCost:
 		return fmt.Sprintf("budget: the run cost $%.4f, over its limit of $%.4f (raise --max-cost)", st.cost, s.MaxCost)
-	case s.MaxTokens > 0 && st.usage.total() >= s.MaxTokens:
-		return fmt.Sprintf("budget: the run used %d tokens, over its limit of %d", st.usage.total(), s.MaxTokens)
+	case s.MaxTokens > 0 && st.usage.Total() >= s.MaxTokens:
+		return fmt.Sprintf("budget: the run used %d tokens, over its limit of %d", st.usage.Total(), s.MaxTokens)
 	case !st.created.IsZero() && time.Since(st.created) > time.Duration(s.Timeout):
 		return fmt.Sprintf("budget: the run took longer than its timeout of %s (raise --timeout)", time.Duration(s.Timeout))
 	}
@@ -69,7 +70,7 @@ func (e *Engine) askModel(ctx context.Context, r *run) error {
 		}
 		r.models, r.name = m, name
 	}
-	req := &Request{
+	req := &model.Request{
 		Model:    r.name,
 		System:   e.systemPrompt(r.st.spec),
 		Messages: r.st.conversation(8, e.cfg.MaxContextChars),
@@ -85,7 +86,7 @@ func (e *Engine) askModel(ctx context.Context, r *run) error {
 	// a JSON object.
 	for i := range resp.Content {
 		b := &resp.Content[i]
-		if b.Type == BlockToolUse && b.ToolCallID == "" {
+		if b.Type == model.BlockToolUse && b.ToolCallID == "" {
 			b.ToolCallID = fmt.Sprintf("call_%d_%d", r.st.steps+1, i)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/tool"
 	"github.com/reinsdev/reins/tool/trusted"
 )
@@ -52,13 +53,13 @@ func (e *Engine) toolNames(spec Spec) []string {
 
 // toolSpecs describes the run's tools to the model. With several
 // sandboxes, each sandbox tool takes a "sandbox" argument naming one.
-func (e *Engine) toolSpecs(spec Spec) []ToolSpec {
+func (e *Engine) toolSpecs(spec Spec) []model.ToolSpec {
 	var names []string
 	for n := range spec.Sandboxes {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var out []ToolSpec
+	var out []model.ToolSpec
 	for _, t := range e.tools() {
 		s := t.Spec()
 		if !allowed(spec, s.Name) {
@@ -68,10 +69,10 @@ func (e *Engine) toolSpecs(spec Spec) []ToolSpec {
 		if s.Side == tool.SideSandbox && len(names) > 1 {
 			schema = withSandboxArg(schema, names)
 		}
-		out = append(out, ToolSpec{Name: s.Name, Description: s.Description, InputSchema: schema})
+		out = append(out, model.ToolSpec{Name: s.Name, Description: s.Description, InputSchema: schema})
 	}
 	if allowed(spec, askHumanName) {
-		out = append(out, ToolSpec{Name: askHumanName, Description: askHumanSpec.Description, InputSchema: askHumanSpec.InputSchema})
+		out = append(out, model.ToolSpec{Name: askHumanName, Description: askHumanSpec.Description, InputSchema: askHumanSpec.InputSchema})
 	}
 	return out
 }

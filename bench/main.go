@@ -33,6 +33,7 @@ import (
 	"github.com/reinsdev/reins/client"
 	exclient "github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/gvisor"
@@ -416,7 +417,7 @@ func (b *bench) loop(steps, runs, stepsPerRun int) error {
 	}
 	eng, err := agent.New(agent.Config{
 		Store: st, Blobs: blobs, Sandboxes: manager.Runs{M: b.m}, Trusted: []tool.Tool{noop{}},
-		Models: func(spec agent.ModelSpec) (agent.Model, string, error) {
+		Models: func(spec agent.ModelSpec) (model.Model, string, error) {
 			p := strings.TrimPrefix(spec.Model, "script:")
 			m, err := script.Load(p)
 			return m, p, err

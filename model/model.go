@@ -1,9 +1,12 @@
-// Package model holds what the model providers share: parsing a model spec
-// ("anthropic:claude-sonnet-4-5") and the shape of their final errors.
+// Package model is the brain's vocabulary and what the model providers
+// share: the conversation (Message, Block), one call to a model (Request,
+// Response, Usage), the Model interface, parsing a model spec
+// ("anthropic:claude-sonnet-4-5") and the shape of the providers' final
+// errors.
 //
-// The providers themselves live in model/anthropic, model/openai and
-// model/script; each implements agent.Model. cmd picks one by the provider
-// name Parse returns.
+// The providers live in model/anthropic, model/openai and model/script; each
+// implements Model and imports this package, never the agent loop. cmd picks
+// one by the provider name Parse returns.
 package model
 
 import (

@@ -24,6 +24,7 @@ import (
 	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/fake"
@@ -121,7 +122,7 @@ func (noImages) Resolve(context.Context, string, func(manager.Progress)) (manage
 
 // scriptModels opens "script:hi" (says hi) and "script:ask" (asks a human,
 // so the run waits).
-func scriptModels(ms agent.ModelSpec) (agent.Model, string, error) {
+func scriptModels(ms agent.ModelSpec) (model.Model, string, error) {
 	spec := ms.Model
 	var turns []script.Turn
 	switch spec {

@@ -9,7 +9,7 @@ import (
 )
 
 // openModel is the registry of model providers: one place, by name.
-func openModel(spec agent.ModelSpec) (agent.Model, string, error) {
+func openModel(spec agent.ModelSpec) (model.Model, string, error) {
 	provider, name, err := model.Parse(spec.Model)
 	if err != nil {
 		return nil, "", err

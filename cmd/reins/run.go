@@ -19,6 +19,7 @@ import (
 	"github.com/reinsdev/reins/agent"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/model"
 )
 
 func runCmd() *cobra.Command {
@@ -153,7 +154,7 @@ type runView struct {
 	status *statusLine
 	start  time.Time
 	step   int
-	usage  agent.Usage
+	usage  model.Usage
 	cost   float64
 	calls  map[string]string // call id → short description
 	tty    bool
@@ -193,16 +194,16 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 		v.step, v.usage, v.cost = d.Step, v.usage.Add(d.Usage), v.cost+d.CostUSD
 		final := true
 		for _, b := range d.Content {
-			final = final && b.Type != agent.BlockToolUse
+			final = final && b.Type != model.BlockToolUse
 		}
 		for _, b := range d.Content {
 			switch b.Type {
-			case agent.BlockText:
+			case model.BlockText:
 				// The final answer is printed last, once.
 				if t := strings.TrimSpace(b.Text); t != "" && !final {
 					v.printf("%s\n", t)
 				}
-			case agent.BlockToolUse:
+			case model.BlockToolUse:
 				v.calls[b.ToolCallID] = describeCall(b.ToolName, b.Input)
 			}
 		}

@@ -1,4 +1,4 @@
-// Package anthropic is the agent.Model of Anthropic's Messages API, with
+// Package anthropic is the model.Model of Anthropic's Messages API, with
 // tool use and prompt caching.
 //
 // Caching: a request carries up to four cache_control breakpoints, on the
@@ -21,7 +21,6 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/retry"
@@ -56,7 +55,7 @@ type Model struct {
 	cfg    Config
 }
 
-var _ agent.Model = (*Model)(nil)
+var _ model.Model = (*Model)(nil)
 
 // New returns a Model. It fails, naming the variable, when no API key is
 // configured. It reads the environment only for the key and base URL: the
@@ -94,7 +93,7 @@ func New(cfg Config) (*Model, error) {
 }
 
 // Generate sends one request, retrying what is worth retrying.
-func (m *Model) Generate(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
 	params, err := m.params(req)
 	if err != nil {
 		return nil, err

@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/anthropic"
 	"github.com/reinsdev/reins/model/internal/fakehttp"
 	"github.com/reinsdev/reins/model/retry"
@@ -34,8 +34,8 @@ func newModel(t *testing.T, srv *fakehttp.Server) *anthropic.Model {
 	return m
 }
 
-func ask(text string) *agent.Request {
-	return &agent.Request{Messages: []agent.Message{{Role: agent.RoleUser, Content: []agent.Block{{Type: agent.BlockText, Text: text}}}}}
+func ask(text string) *model.Request {
+	return &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: []model.Block{{Type: model.BlockText, Text: text}}}}}
 }
 
 func TestText(t *testing.T) {
@@ -44,10 +44,10 @@ func TestText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &agent.Response{
-		Content:    []agent.Block{{Type: agent.BlockText, Text: "Hello! How can I help?"}},
-		StopReason: agent.StopEndTurn,
-		Usage:      agent.Usage{InputTokens: 12, OutputTokens: 8},
+	want := &model.Response{
+		Content:    []model.Block{{Type: model.BlockText, Text: "Hello! How can I help?"}},
+		StopReason: model.StopEndTurn,
+		Usage:      model.Usage{InputTokens: 12, OutputTokens: 8},
 	}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
@@ -71,32 +71,32 @@ func TestText(t *testing.T) {
 
 // conversation is a run two steps in: a tool call answered with text and a
 // screenshot, an earlier failed call, and tools with schemas.
-func conversation() *agent.Request {
-	return &agent.Request{
+func conversation() *model.Request {
+	return &model.Request{
 		Model:     "claude-opus-4-1",
 		MaxTokens: 2048,
 		System:    "You are a careful engineer. Use the tools.",
-		Tools: []agent.ToolSpec{
+		Tools: []model.ToolSpec{
 			{Name: "bash", Description: "Run a shell command.", InputSchema: json.RawMessage(
 				`{"type": "object", "properties": {"command": {"type": "string"}, "timeout_s": {"type": "integer"}}, "required": ["command"], "additionalProperties": false}`)},
 			{Name: "screenshot", Description: "Capture the screen.", InputSchema: json.RawMessage(`{"type": "object", "properties": {}}`)},
 		},
-		Messages: []agent.Message{
-			{Role: agent.RoleUser, Content: []agent.Block{{Type: agent.BlockText, Text: "Fix the failing test."}}},
-			{Role: agent.RoleAssistant, Content: []agent.Block{
-				{Type: agent.BlockText, Text: "Running the tests."},
-				{Type: agent.BlockToolUse, ToolCallID: "toolu_1", ToolName: "bash", Input: json.RawMessage(`{"command": "go test ./..."}`)},
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: []model.Block{{Type: model.BlockText, Text: "Fix the failing test."}}},
+			{Role: model.RoleAssistant, Content: []model.Block{
+				{Type: model.BlockText, Text: "Running the tests."},
+				{Type: model.BlockToolUse, ToolCallID: "toolu_1", ToolName: "bash", Input: json.RawMessage(`{"command": "go test ./..."}`)},
 			}},
-			{Role: agent.RoleUser, Content: []agent.Block{
-				{Type: agent.BlockToolResult, ToolCallID: "toolu_1", Text: "--- FAIL: TestAdd\nexit status 1", IsError: true},
+			{Role: model.RoleUser, Content: []model.Block{
+				{Type: model.BlockToolResult, ToolCallID: "toolu_1", Text: "--- FAIL: TestAdd\nexit status 1", IsError: true},
 			}},
-			{Role: agent.RoleAssistant, Content: []agent.Block{
-				{Type: agent.BlockText, Text: ""}, // dropped: the API refuses empty text
-				{Type: agent.BlockToolUse, ToolCallID: "toolu_2", ToolName: "screenshot", Input: json.RawMessage(`{}`)},
+			{Role: model.RoleAssistant, Content: []model.Block{
+				{Type: model.BlockText, Text: ""}, // dropped: the API refuses empty text
+				{Type: model.BlockToolUse, ToolCallID: "toolu_2", ToolName: "screenshot", Input: json.RawMessage(`{}`)},
 			}},
-			{Role: agent.RoleUser, Content: []agent.Block{
-				{Type: agent.BlockToolResult, ToolCallID: "toolu_2", Text: "1024x768", Content: []agent.Block{
-					{Type: agent.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="},
+			{Role: model.RoleUser, Content: []model.Block{
+				{Type: model.BlockToolResult, ToolCallID: "toolu_2", Text: "1024x768", Content: []model.Block{
+					{Type: model.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="},
 				}},
 			}},
 		},
@@ -109,13 +109,13 @@ func TestToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &agent.Response{
-		Content: []agent.Block{
-			{Type: agent.BlockText, Text: "The fix is in; rerunning the tests."},
-			{Type: agent.BlockToolUse, ToolCallID: "toolu_01D7FLrfh4GYq7yT1ULFeyMV", ToolName: "bash", Input: json.RawMessage(`{"command": "go test ./...", "timeout_s": 120}`)},
+	want := &model.Response{
+		Content: []model.Block{
+			{Type: model.BlockText, Text: "The fix is in; rerunning the tests."},
+			{Type: model.BlockToolUse, ToolCallID: "toolu_01D7FLrfh4GYq7yT1ULFeyMV", ToolName: "bash", Input: json.RawMessage(`{"command": "go test ./...", "timeout_s": 120}`)},
 		},
-		StopReason: agent.StopToolUse,
-		Usage:      agent.Usage{InputTokens: 35, OutputTokens: 61, CacheReadTokens: 4833, CacheWriteTokens: 1210},
+		StopReason: model.StopToolUse,
+		Usage:      model.Usage{InputTokens: 35, OutputTokens: 61, CacheReadTokens: 4833, CacheWriteTokens: 1210},
 	}
 	if diff := cmp.Diff(want, r, cmp.Transformer("compact", compact)); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
@@ -177,7 +177,7 @@ func TestMaxTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.StopReason != agent.StopMaxTokens {
+	if r.StopReason != model.StopMaxTokens {
 		t.Errorf("stop %q", r.StopReason)
 	}
 }

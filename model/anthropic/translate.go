@@ -6,8 +6,8 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 )
 
 // cachedUserTurns is how many of the last user turns carry a breakpoint;
@@ -15,7 +15,7 @@ import (
 const cachedUserTurns = 2
 
 // params translates a request to the SDK's.
-func (m *Model) params(req *agent.Request) (sdk.MessageNewParams, error) {
+func (m *Model) params(req *model.Request) (sdk.MessageNewParams, error) {
 	name := req.Model
 	if name == "" {
 		name = m.cfg.Model
@@ -70,7 +70,7 @@ func markUserTurns(msgs []sdk.MessageParam, n int) {
 }
 
 // tool translates a tool's spec; its schema must be a JSON object.
-func tool(t agent.ToolSpec) (sdk.ToolParam, error) {
+func tool(t model.ToolSpec) (sdk.ToolParam, error) {
 	var schema map[string]any
 	if len(t.InputSchema) > 0 {
 		if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
@@ -111,7 +111,7 @@ func asSlice(v any) []any {
 // message translates one message. Empty text blocks are dropped (the API
 // refuses them) and so is a message left with no blocks (the API merges the
 // neighbours it leaves side by side).
-func message(msg agent.Message) (sdk.MessageParam, bool, error) {
+func message(msg model.Message) (sdk.MessageParam, bool, error) {
 	var blocks []sdk.ContentBlockParamUnion
 	for _, b := range msg.Content {
 		cb, ok, err := block(msg.Role, b)
@@ -126,38 +126,38 @@ func message(msg agent.Message) (sdk.MessageParam, bool, error) {
 		return sdk.MessageParam{}, false, nil
 	}
 	switch msg.Role {
-	case agent.RoleUser:
+	case model.RoleUser:
 		return sdk.MessageParam{OfUser: &sdk.UserMessageParam{Content: blocks}}, true, nil
-	case agent.RoleAssistant:
+	case model.RoleAssistant:
 		return sdk.MessageParam{OfAssistant: &sdk.AssistantMessageParam{Content: blocks}}, true, nil
 	}
 	return sdk.MessageParam{}, false, fmt.Errorf("unknown role %q: %w", msg.Role, errdefs.ErrInvalidArgument)
 }
 
-func block(role agent.Role, b agent.Block) (sdk.ContentBlockParamUnion, bool, error) {
+func block(role model.Role, b model.Block) (sdk.ContentBlockParamUnion, bool, error) {
 	switch {
-	case b.Type == agent.BlockText:
+	case b.Type == model.BlockText:
 		if b.Text == "" {
 			return sdk.ContentBlockParamUnion{}, false, nil
 		}
 		return sdk.ContentBlockParamUnion{OfText: &sdk.TextBlockParam{Text: b.Text}}, true, nil
-	case b.Type == agent.BlockImage:
+	case b.Type == model.BlockImage:
 		return sdk.ContentBlockParamUnion{OfImage: image(b)}, true, nil
-	case b.Type == agent.BlockToolUse && role == agent.RoleAssistant:
+	case b.Type == model.BlockToolUse && role == model.RoleAssistant:
 		return sdk.ContentBlockParamUnion{OfToolUse: &sdk.ToolUseBlockParam{
 			ID: b.ToolCallID, Name: b.ToolName, Input: toolInput(b),
 		}}, true, nil
-	case b.Type == agent.BlockToolResult && role == agent.RoleUser:
+	case b.Type == model.BlockToolResult && role == model.RoleUser:
 		return sdk.ContentBlockParamUnion{OfToolResult: toolResult(b)}, true, nil
 	}
 	return sdk.ContentBlockParamUnion{}, false, fmt.Errorf("a %s block in a %s message: %w", b.Type, role, errdefs.ErrInvalidArgument)
 }
 
 // toolInput is a call's arguments object. A call whose arguments were not
-// an object (see agent.Block.InputError; another provider's model made
+// an object (see model.Block.InputError; another provider's model made
 // it) is replayed with none: the API takes only objects, and the result
 // that follows tells the model what went wrong.
-func toolInput(b agent.Block) json.RawMessage {
+func toolInput(b model.Block) json.RawMessage {
 	var obj map[string]json.RawMessage
 	if b.InputError != "" || json.Unmarshal(b.Input, &obj) != nil || obj == nil {
 		return json.RawMessage("{}")
@@ -165,13 +165,13 @@ func toolInput(b agent.Block) json.RawMessage {
 	return b.Input
 }
 
-func image(b agent.Block) *sdk.ImageBlockParam {
+func image(b model.Block) *sdk.ImageBlockParam {
 	return &sdk.ImageBlockParam{Source: sdk.ImageBlockParamSourceUnion{
 		OfBase64: &sdk.Base64ImageSourceParam{Data: b.Data, MediaType: sdk.Base64ImageSourceMediaType(b.MediaType)},
 	}}
 }
 
-func toolResult(b agent.Block) *sdk.ToolResultBlockParam {
+func toolResult(b model.Block) *sdk.ToolResultBlockParam {
 	r := &sdk.ToolResultBlockParam{ToolUseID: b.ToolCallID}
 	if b.IsError {
 		r.IsError = sdk.Bool(true)
@@ -181,9 +181,9 @@ func toolResult(b agent.Block) *sdk.ToolResultBlockParam {
 	}
 	for _, c := range b.Content {
 		switch {
-		case c.Type == agent.BlockText && c.Text != "":
+		case c.Type == model.BlockText && c.Text != "":
 			r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfText: &sdk.TextBlockParam{Text: c.Text}})
-		case c.Type == agent.BlockImage:
+		case c.Type == model.BlockImage:
 			r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfImage: image(c)})
 		}
 	}
@@ -191,10 +191,10 @@ func toolResult(b agent.Block) *sdk.ToolResultBlockParam {
 }
 
 // response translates the API's answer. Blocks other than text and tool
-// calls (thinking, server tools) are not part of agent.Response and are
+// calls (thinking, server tools) are not part of model.Response and are
 // left out.
-func response(msg *sdk.Message) *agent.Response {
-	r := &agent.Response{Usage: agent.Usage{
+func response(msg *sdk.Message) *model.Response {
+	r := &model.Response{Usage: model.Usage{
 		InputTokens:      msg.Usage.InputTokens,
 		OutputTokens:     msg.Usage.OutputTokens,
 		CacheReadTokens:  msg.Usage.CacheReadInputTokens,
@@ -204,26 +204,26 @@ func response(msg *sdk.Message) *agent.Response {
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":
-			r.Content = append(r.Content, agent.Block{Type: agent.BlockText, Text: b.Text})
+			r.Content = append(r.Content, model.Block{Type: model.BlockText, Text: b.Text})
 		case "tool_use":
 			input := b.Input
 			if len(input) == 0 || string(input) == "null" {
 				input = json.RawMessage("{}")
 			}
-			r.Content = append(r.Content, agent.Block{Type: agent.BlockToolUse, ToolCallID: b.ID, ToolName: b.Name, Input: input})
+			r.Content = append(r.Content, model.Block{Type: model.BlockToolUse, ToolCallID: b.ID, ToolName: b.Name, Input: input})
 			calls = true
 		}
 	}
 	switch msg.StopReason {
 	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
-		r.StopReason = agent.StopMaxTokens
+		r.StopReason = model.StopMaxTokens
 	case sdk.StopReasonToolUse:
-		r.StopReason = agent.StopToolUse
+		r.StopReason = model.StopToolUse
 	default:
-		r.StopReason = agent.StopEndTurn
+		r.StopReason = model.StopEndTurn
 	}
-	if calls && r.StopReason == agent.StopEndTurn {
-		r.StopReason = agent.StopToolUse
+	if calls && r.StopReason == model.StopEndTurn {
+		r.StopReason = model.StopToolUse
 	}
 	return r
 }

@@ -1,12 +1,12 @@
-// Package openai is the agent.Model of OpenAI's Chat Completions API with
+// Package openai is the model.Model of OpenAI's Chat Completions API with
 // tool calls, and of the servers that speak it (Ollama, vLLM, llama.cpp)
 // through Config.BaseURL or OPENAI_BASE_URL.
 //
-// Chat Completions differs from agent.Request in three ways this package
+// Chat Completions differs from model.Request in three ways this package
 // bridges: tool results become "tool" messages; images in tool results,
 // which tool messages cannot carry, go in a user message right after them;
 // and a tool call whose arguments are not a JSON object is returned with
-// agent.Block.InputError set instead of failing the call.
+// model.Block.InputError set instead of failing the call.
 package openai
 
 import (
@@ -23,7 +23,6 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/retry"
@@ -61,7 +60,7 @@ type Model struct {
 	official bool
 }
 
-var _ agent.Model = (*Model)(nil)
+var _ model.Model = (*Model)(nil)
 
 // New returns a Model. It fails, naming the variable, when the base URL is
 // OpenAI's own and no API key is configured.
@@ -99,7 +98,7 @@ func New(cfg Config) (*Model, error) {
 }
 
 // Generate sends one request, retrying what is worth retrying.
-func (m *Model) Generate(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
 	params, err := m.params(req)
 	if err != nil {
 		return nil, err

@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/internal/fakehttp"
 	"github.com/reinsdev/reins/model/openai"
 	"github.com/reinsdev/reins/model/retry"
@@ -36,8 +36,8 @@ func newModel(t *testing.T, srv *fakehttp.Server) *openai.Model {
 	return m
 }
 
-func ask(text string) *agent.Request {
-	return &agent.Request{Messages: []agent.Message{{Role: agent.RoleUser, Content: []agent.Block{{Type: agent.BlockText, Text: text}}}}}
+func ask(text string) *model.Request {
+	return &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: []model.Block{{Type: model.BlockText, Text: text}}}}}
 }
 
 func TestText(t *testing.T) {
@@ -46,10 +46,10 @@ func TestText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &agent.Response{
-		Content:    []agent.Block{{Type: agent.BlockText, Text: "Hello! How can I help?"}},
-		StopReason: agent.StopEndTurn,
-		Usage:      agent.Usage{InputTokens: 19, OutputTokens: 10},
+	want := &model.Response{
+		Content:    []model.Block{{Type: model.BlockText, Text: "Hello! How can I help?"}},
+		StopReason: model.StopEndTurn,
+		Usage:      model.Usage{InputTokens: 19, OutputTokens: 10},
 	}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
@@ -66,36 +66,36 @@ func TestText(t *testing.T) {
 
 // conversation is a run two steps in: a failed call, then a screenshot
 // whose image must move out of the tool message.
-func conversation() *agent.Request {
-	return &agent.Request{
+func conversation() *model.Request {
+	return &model.Request{
 		Model:     "gpt-4.1-mini",
 		MaxTokens: 2048,
 		System:    "You are a careful engineer. Use the tools.",
-		Tools: []agent.ToolSpec{
+		Tools: []model.ToolSpec{
 			{Name: "bash", Description: "Run a shell command.", InputSchema: json.RawMessage(
 				`{"type": "object", "properties": {"command": {"type": "string"}, "timeout_s": {"type": "integer"}}, "required": ["command"], "additionalProperties": false}`)},
 			{Name: "screenshot", Description: "Capture the screen.", InputSchema: json.RawMessage(`{"type": "object", "properties": {}}`)},
 		},
-		Messages: []agent.Message{
-			{Role: agent.RoleUser, Content: []agent.Block{{Type: agent.BlockText, Text: "Fix the failing test."}}},
-			{Role: agent.RoleAssistant, Content: []agent.Block{
-				{Type: agent.BlockText, Text: "Running the tests."},
-				{Type: agent.BlockToolUse, ToolCallID: "call_1", ToolName: "bash", Input: json.RawMessage(`{"command": "go test ./..."}`)},
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: []model.Block{{Type: model.BlockText, Text: "Fix the failing test."}}},
+			{Role: model.RoleAssistant, Content: []model.Block{
+				{Type: model.BlockText, Text: "Running the tests."},
+				{Type: model.BlockToolUse, ToolCallID: "call_1", ToolName: "bash", Input: json.RawMessage(`{"command": "go test ./..."}`)},
 				// A call the model botched earlier replays as it wrote it.
-				{Type: agent.BlockToolUse, ToolCallID: "call_2", ToolName: "bash", Input: json.RawMessage(`"{\"command\": \"ls"`), InputError: "the arguments are not valid JSON: unexpected end of JSON input"},
+				{Type: model.BlockToolUse, ToolCallID: "call_2", ToolName: "bash", Input: json.RawMessage(`"{\"command\": \"ls"`), InputError: "the arguments are not valid JSON: unexpected end of JSON input"},
 			}},
-			{Role: agent.RoleUser, Content: []agent.Block{
-				{Type: agent.BlockToolResult, ToolCallID: "call_1", Text: "--- FAIL: TestAdd\nexit status 1", IsError: true},
-				{Type: agent.BlockToolResult, ToolCallID: "call_2", Text: "the arguments were not valid JSON", IsError: true},
+			{Role: model.RoleUser, Content: []model.Block{
+				{Type: model.BlockToolResult, ToolCallID: "call_1", Text: "--- FAIL: TestAdd\nexit status 1", IsError: true},
+				{Type: model.BlockToolResult, ToolCallID: "call_2", Text: "the arguments were not valid JSON", IsError: true},
 			}},
-			{Role: agent.RoleAssistant, Content: []agent.Block{
-				{Type: agent.BlockToolUse, ToolCallID: "call_3", ToolName: "screenshot", Input: json.RawMessage(`{}`)},
+			{Role: model.RoleAssistant, Content: []model.Block{
+				{Type: model.BlockToolUse, ToolCallID: "call_3", ToolName: "screenshot", Input: json.RawMessage(`{}`)},
 			}},
-			{Role: agent.RoleUser, Content: []agent.Block{
-				{Type: agent.BlockToolResult, ToolCallID: "call_3", Text: "1024x768", Content: []agent.Block{
-					{Type: agent.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="},
+			{Role: model.RoleUser, Content: []model.Block{
+				{Type: model.BlockToolResult, ToolCallID: "call_3", Text: "1024x768", Content: []model.Block{
+					{Type: model.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="},
 				}},
-				{Type: agent.BlockText, Text: "Note: the build server is slow today."},
+				{Type: model.BlockText, Text: "Note: the build server is slow today."},
 			}},
 		},
 	}
@@ -107,14 +107,14 @@ func TestToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &agent.Response{
-		Content: []agent.Block{
-			{Type: agent.BlockText, Text: "The fix is in; rerunning the tests."},
-			{Type: agent.BlockToolUse, ToolCallID: "call_9pw1qnYScqvGrCH58HWCvFH6", ToolName: "bash", Input: json.RawMessage(`{"command":"go test ./...","timeout_s":120}`)},
+	want := &model.Response{
+		Content: []model.Block{
+			{Type: model.BlockText, Text: "The fix is in; rerunning the tests."},
+			{Type: model.BlockToolUse, ToolCallID: "call_9pw1qnYScqvGrCH58HWCvFH6", ToolName: "bash", Input: json.RawMessage(`{"command":"go test ./...","timeout_s":120}`)},
 		},
-		StopReason: agent.StopToolUse,
+		StopReason: model.StopToolUse,
 		// prompt_tokens counts the cached ones too; Usage's counts are disjoint.
-		Usage: agent.Usage{InputTokens: 6083 - 4864, OutputTokens: 61, CacheReadTokens: 4864},
+		Usage: model.Usage{InputTokens: 6083 - 4864, OutputTokens: 61, CacheReadTokens: 4864},
 	}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
@@ -163,19 +163,19 @@ func TestMalformedToolCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []agent.Block{
-		{Type: agent.BlockToolUse, ToolCallID: "call_a", ToolName: "bash", Input: json.RawMessage(`"{\"command\": \"ls -la"`),
+	want := []model.Block{
+		{Type: model.BlockToolUse, ToolCallID: "call_a", ToolName: "bash", Input: json.RawMessage(`"{\"command\": \"ls -la"`),
 			InputError: "the arguments are not valid JSON: unexpected end of JSON input"},
-		{Type: agent.BlockToolUse, ToolCallID: "call_b", ToolName: "read_file", Input: json.RawMessage(`"[\"main.go\"]"`),
+		{Type: model.BlockToolUse, ToolCallID: "call_b", ToolName: "read_file", Input: json.RawMessage(`"[\"main.go\"]"`),
 			InputError: "the arguments must be a JSON object, not an array"},
-		{Type: agent.BlockToolUse, ToolCallID: "call_c", ToolName: "list_files", Input: json.RawMessage(`{}`)},
-		{Type: agent.BlockToolUse, ToolCallID: "call_3", ToolName: "glob", Input: json.RawMessage(`{"pattern": "*.go"}`)},
+		{Type: model.BlockToolUse, ToolCallID: "call_c", ToolName: "list_files", Input: json.RawMessage(`{}`)},
+		{Type: model.BlockToolUse, ToolCallID: "call_3", ToolName: "glob", Input: json.RawMessage(`{"pattern": "*.go"}`)},
 	}
 	if diff := cmp.Diff(want, r.Content); diff != "" {
 		t.Errorf("blocks (-want +got):\n%s", diff)
 	}
 	// finish_reason "stop" with tool calls, as some servers send, is still tool use.
-	if r.StopReason != agent.StopToolUse {
+	if r.StopReason != model.StopToolUse {
 		t.Errorf("stop %q", r.StopReason)
 	}
 	// The blocks survive the event log.

@@ -7,12 +7,12 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 )
 
 // params translates a request to the SDK's.
-func (m *Model) params(req *agent.Request) (sdk.ChatCompletionNewParams, error) {
+func (m *Model) params(req *model.Request) (sdk.ChatCompletionNewParams, error) {
 	name := req.Model
 	if name == "" {
 		name = m.cfg.Model
@@ -48,9 +48,9 @@ func (m *Model) params(req *agent.Request) (sdk.ChatCompletionNewParams, error) 
 		var mps []sdk.ChatCompletionMessageParamUnion
 		var err error
 		switch msg.Role {
-		case agent.RoleUser:
+		case model.RoleUser:
 			mps, err = userMessages(msg.Content)
-		case agent.RoleAssistant:
+		case model.RoleAssistant:
 			mps, err = assistantMessage(msg.Content)
 		default:
 			err = fmt.Errorf("unknown role %q: %w", msg.Role, errdefs.ErrInvalidArgument)
@@ -63,7 +63,7 @@ func (m *Model) params(req *agent.Request) (sdk.ChatCompletionNewParams, error) 
 	return p, nil
 }
 
-func tool(t agent.ToolSpec) (sdk.ChatCompletionToolUnionParam, error) {
+func tool(t model.ToolSpec) (sdk.ChatCompletionToolUnionParam, error) {
 	var schema map[string]any
 	if len(t.InputSchema) > 0 {
 		if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
@@ -81,18 +81,18 @@ func tool(t agent.ToolSpec) (sdk.ChatCompletionToolUnionParam, error) {
 // messages, which must come first, right after the assistant's calls; its
 // text and images, and the images the tool results carried, follow in one
 // user message.
-func userMessages(blocks []agent.Block) ([]sdk.ChatCompletionMessageParamUnion, error) {
+func userMessages(blocks []model.Block) ([]sdk.ChatCompletionMessageParamUnion, error) {
 	var out []sdk.ChatCompletionMessageParamUnion
 	var parts []sdk.ChatCompletionContentPartUnionParam
 	for _, b := range blocks {
 		switch b.Type {
-		case agent.BlockText:
+		case model.BlockText:
 			if b.Text != "" {
 				parts = append(parts, textPart(b.Text))
 			}
-		case agent.BlockImage:
+		case model.BlockImage:
 			parts = append(parts, imagePart(b))
-		case agent.BlockToolResult:
+		case model.BlockToolResult:
 			text, images := toolResult(b)
 			out = append(out, sdk.ChatCompletionMessageParamUnion{OfTool: &sdk.ChatCompletionToolMessageParam{
 				ToolCallID: b.ToolCallID,
@@ -127,7 +127,7 @@ func userContent(parts []sdk.ChatCompletionContentPartUnionParam) sdk.ChatComple
 
 // toolResult is a tool result's text (tool messages have no error flag, so
 // an error says so in words) and its images as content parts.
-func toolResult(b agent.Block) (string, []sdk.ChatCompletionContentPartUnionParam) {
+func toolResult(b model.Block) (string, []sdk.ChatCompletionContentPartUnionParam) {
 	texts := []string{}
 	if b.Text != "" {
 		texts = append(texts, b.Text)
@@ -135,11 +135,11 @@ func toolResult(b agent.Block) (string, []sdk.ChatCompletionContentPartUnionPara
 	var images []sdk.ChatCompletionContentPartUnionParam
 	for _, c := range b.Content {
 		switch c.Type {
-		case agent.BlockText:
+		case model.BlockText:
 			if c.Text != "" {
 				texts = append(texts, c.Text)
 			}
-		case agent.BlockImage:
+		case model.BlockImage:
 			images = append(images, imagePart(c))
 		}
 	}
@@ -154,7 +154,7 @@ func textPart(s string) sdk.ChatCompletionContentPartUnionParam {
 	return sdk.ChatCompletionContentPartUnionParam{OfText: &sdk.ChatCompletionContentPartTextParam{Text: s}}
 }
 
-func imagePart(b agent.Block) sdk.ChatCompletionContentPartUnionParam {
+func imagePart(b model.Block) sdk.ChatCompletionContentPartUnionParam {
 	return sdk.ChatCompletionContentPartUnionParam{OfImageURL: &sdk.ChatCompletionContentPartImageParam{
 		ImageURL: sdk.ChatCompletionContentPartImageImageURLParam{URL: "data:" + b.MediaType + ";base64," + b.Data},
 	}}
@@ -167,16 +167,16 @@ func plural(n int, s string) string {
 	return fmt.Sprintf("%d %ss", n, s)
 }
 
-func assistantMessage(blocks []agent.Block) ([]sdk.ChatCompletionMessageParamUnion, error) {
+func assistantMessage(blocks []model.Block) ([]sdk.ChatCompletionMessageParamUnion, error) {
 	a := &sdk.ChatCompletionAssistantMessageParam{}
 	var texts []string
 	for _, b := range blocks {
 		switch b.Type {
-		case agent.BlockText:
+		case model.BlockText:
 			if b.Text != "" {
 				texts = append(texts, b.Text)
 			}
-		case agent.BlockToolUse:
+		case model.BlockToolUse:
 			a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
 				ID:       b.ToolCallID,
 				Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: b.ToolName, Arguments: arguments(b)},
@@ -196,7 +196,7 @@ func assistantMessage(blocks []agent.Block) ([]sdk.ChatCompletionMessageParamUni
 
 // arguments is a call's arguments as the model wrote them: the JSON object,
 // or, for a call with an InputError, the raw text that Input quotes.
-func arguments(b agent.Block) string {
+func arguments(b model.Block) string {
 	if b.InputError != "" {
 		var raw string
 		if json.Unmarshal(b.Input, &raw) == nil {
@@ -210,13 +210,13 @@ func arguments(b agent.Block) string {
 }
 
 // response translates the API's answer; it reads the first choice.
-func response(cc *sdk.ChatCompletion) (*agent.Response, error) {
+func response(cc *sdk.ChatCompletion) (*model.Response, error) {
 	if len(cc.Choices) == 0 {
 		return nil, fmt.Errorf("openai: the response has no choices: %w", errdefs.ErrUnavailable)
 	}
 	u := cc.Usage
 	cached, written := u.PromptTokensDetails.CachedTokens, u.PromptTokensDetails.CacheWriteTokens
-	r := &agent.Response{Usage: agent.Usage{
+	r := &model.Response{Usage: model.Usage{
 		InputTokens:      max(u.PromptTokens-cached-written, 0),
 		OutputTokens:     u.CompletionTokens,
 		CacheReadTokens:  cached,
@@ -224,10 +224,10 @@ func response(cc *sdk.ChatCompletion) (*agent.Response, error) {
 	}}
 	c := cc.Choices[0]
 	if c.Message.Content != "" {
-		r.Content = append(r.Content, agent.Block{Type: agent.BlockText, Text: c.Message.Content})
+		r.Content = append(r.Content, model.Block{Type: model.BlockText, Text: c.Message.Content})
 	}
 	if c.Message.Refusal != "" {
-		r.Content = append(r.Content, agent.Block{Type: agent.BlockText, Text: c.Message.Refusal})
+		r.Content = append(r.Content, model.Block{Type: model.BlockText, Text: c.Message.Refusal})
 	}
 	for i, tc := range c.Message.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {
@@ -238,29 +238,29 @@ func response(cc *sdk.ChatCompletion) (*agent.Response, error) {
 			id = fmt.Sprintf("call_%d", i)
 		}
 		input, inputErr := toolInput(tc.Function.Arguments)
-		r.Content = append(r.Content, agent.Block{
-			Type: agent.BlockToolUse, ToolCallID: id, ToolName: tc.Function.Name,
+		r.Content = append(r.Content, model.Block{
+			Type: model.BlockToolUse, ToolCallID: id, ToolName: tc.Function.Name,
 			Input: input, InputError: inputErr,
 		})
 	}
 	switch c.FinishReason {
 	case "length":
-		r.StopReason = agent.StopMaxTokens
+		r.StopReason = model.StopMaxTokens
 	case "tool_calls", "function_call":
-		r.StopReason = agent.StopToolUse
+		r.StopReason = model.StopToolUse
 	default:
-		r.StopReason = agent.StopEndTurn
+		r.StopReason = model.StopEndTurn
 	}
 	// Some servers say "stop" after calling tools.
-	if r.StopReason == agent.StopEndTurn && len(c.Message.ToolCalls) > 0 {
-		r.StopReason = agent.StopToolUse
+	if r.StopReason == model.StopEndTurn && len(c.Message.ToolCalls) > 0 {
+		r.StopReason = model.StopToolUse
 	}
 	return r, nil
 }
 
 // toolInput checks a call's arguments. Valid ones are returned as they
 // are; others are quoted as a JSON string with a note saying what is wrong
-// (see agent.Block.InputError). Empty arguments are an empty object, as
+// (see model.Block.InputError). Empty arguments are an empty object, as
 // models send for tools without parameters.
 func toolInput(args string) (json.RawMessage, string) {
 	trimmed := strings.TrimSpace(args)

@@ -1,4 +1,4 @@
-// Package script is a deterministic agent.Model that plays a JSON script,
+// Package script is a deterministic model.Model that plays a JSON script,
 // for tests, demos and bug reports. The real loop, sandboxes and tools run
 // under it; only the model's answers are fixed:
 //
@@ -28,8 +28,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 )
 
 // Turn is one scripted answer.
@@ -51,7 +51,7 @@ type Model struct {
 	turns []Turn
 }
 
-var _ agent.Model = (*Model)(nil)
+var _ model.Model = (*Model)(nil)
 
 // MaxBytes is the most of a script that is read or accepted: far more
 // than any real script, little enough that reading it costs nothing.
@@ -308,13 +308,13 @@ func invalid(format string, args ...any) error {
 func (m *Model) Turns() int { return len(m.turns) }
 
 // Generate plays the turn of the request's step.
-func (m *Model) Generate(ctx context.Context, req *agent.Request) (*agent.Response, error) {
+func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	step := 0
 	for _, msg := range req.Messages {
-		if msg.Role == agent.RoleAssistant {
+		if msg.Role == model.RoleAssistant {
 			step++
 		}
 	}
@@ -332,26 +332,26 @@ func (m *Model) Generate(ctx context.Context, req *agent.Request) (*agent.Respon
 				m.path, step+1, t.Expect, truncate(seen, 300)))
 		}
 	}
-	r := &agent.Response{StopReason: agent.StopEndTurn}
+	r := &model.Response{StopReason: model.StopEndTurn}
 	if t.Text != "" {
-		r.Content = append(r.Content, agent.Block{Type: agent.BlockText, Text: t.Text})
+		r.Content = append(r.Content, model.Block{Type: model.BlockText, Text: t.Text})
 	}
 	for i, c := range t.ToolCalls {
-		r.Content = append(r.Content, agent.Block{
-			Type: agent.BlockToolUse, ToolCallID: fmt.Sprintf("call_%d_%d", step, i),
+		r.Content = append(r.Content, model.Block{
+			Type: model.BlockToolUse, ToolCallID: fmt.Sprintf("call_%d_%d", step, i),
 			ToolName: c.Name, Input: c.Input,
 		})
-		r.StopReason = agent.StopToolUse
+		r.StopReason = model.StopToolUse
 	}
-	r.Usage = agent.Usage{InputTokens: tokens(requestSize(req)), OutputTokens: tokens(responseSize(r))}
+	r.Usage = model.Usage{InputTokens: tokens(requestSize(req)), OutputTokens: tokens(responseSize(r))}
 	return r, nil
 }
 
 // observation is the text of the last user message: the task, or the tool
 // results the previous turn's calls produced.
-func observation(msgs []agent.Message) string {
+func observation(msgs []model.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == agent.RoleUser {
+		if msgs[i].Role == model.RoleUser {
 			var b strings.Builder
 			writeText(&b, msgs[i].Content)
 			return b.String()
@@ -360,7 +360,7 @@ func observation(msgs []agent.Message) string {
 	return ""
 }
 
-func writeText(b *strings.Builder, blocks []agent.Block) {
+func writeText(b *strings.Builder, blocks []model.Block) {
 	for _, bl := range blocks {
 		if bl.Text != "" {
 			if b.Len() > 0 {
@@ -395,7 +395,7 @@ func tokens(bytes int) int64 {
 	return int64((bytes + 3) / 4)
 }
 
-func requestSize(req *agent.Request) int {
+func requestSize(req *model.Request) int {
 	n := len(req.System)
 	for _, t := range req.Tools {
 		n += len(t.Name) + len(t.Description) + len(t.InputSchema)
@@ -406,17 +406,17 @@ func requestSize(req *agent.Request) int {
 	return n
 }
 
-func responseSize(r *agent.Response) int { return blocksSize(r.Content) }
+func responseSize(r *model.Response) int { return blocksSize(r.Content) }
 
 // imageSize is what an image counts for: about what providers charge for a
 // screenshot, not the size of its base64.
 const imageSize = 4000
 
-func blocksSize(blocks []agent.Block) int {
+func blocksSize(blocks []model.Block) int {
 	n := 0
 	for _, b := range blocks {
 		n += len(b.Text) + len(b.ToolName) + len(b.Input) + blocksSize(b.Content)
-		if b.Type == agent.BlockImage {
+		if b.Type == model.BlockImage {
 			n += imageSize
 		}
 	}

@@ -11,19 +11,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 )
 
-func user(text string) agent.Message {
-	return agent.Message{Role: agent.RoleUser, Content: []agent.Block{{Type: agent.BlockText, Text: text}}}
+func user(text string) model.Message {
+	return model.Message{Role: model.RoleUser, Content: []model.Block{{Type: model.BlockText, Text: text}}}
 }
 
-func results(texts ...string) agent.Message {
-	m := agent.Message{Role: agent.RoleUser}
+func results(texts ...string) model.Message {
+	m := model.Message{Role: model.RoleUser}
 	for i, t := range texts {
-		m.Content = append(m.Content, agent.Block{Type: agent.BlockToolResult, ToolCallID: "call_" + string(rune('0'+i)), Text: t})
+		m.Content = append(m.Content, model.Block{Type: model.BlockToolResult, ToolCallID: "call_" + string(rune('0'+i)), Text: t})
 	}
 	return m
 }
@@ -35,21 +35,21 @@ func TestPlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	req := &agent.Request{Model: "ignored", Messages: []agent.Message{user("fix the failing test")}}
+	req := &model.Request{Model: "ignored", Messages: []model.Message{user("fix the failing test")}}
 
 	r, err := m.Generate(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []agent.Block{{Type: agent.BlockToolUse, ToolCallID: "call_0_0", ToolName: "bash", Input: json.RawMessage(`{"command": "go test ./..."}`)}}
+	want := []model.Block{{Type: model.BlockToolUse, ToolCallID: "call_0_0", ToolName: "bash", Input: json.RawMessage(`{"command": "go test ./..."}`)}}
 	if diff := cmp.Diff(want, r.Content); diff != "" {
 		t.Errorf("step 0 (-want +got):\n%s", diff)
 	}
-	if r.StopReason != agent.StopToolUse || r.Usage.InputTokens == 0 || r.Usage.OutputTokens == 0 {
+	if r.StopReason != model.StopToolUse || r.Usage.InputTokens == 0 || r.Usage.OutputTokens == 0 {
 		t.Errorf("step 0: stop %q, usage %+v", r.StopReason, r.Usage)
 	}
 
-	req.Messages = append(req.Messages, agent.Message{Role: agent.RoleAssistant, Content: r.Content},
+	req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, Content: r.Content},
 		results("--- FAIL: TestAdd\nFAIL"))
 	r, err = m.Generate(ctx, req)
 	if err != nil {
@@ -59,16 +59,16 @@ func TestPlay(t *testing.T) {
 		t.Errorf("step 1: %+v", r.Content)
 	}
 
-	req.Messages = append(req.Messages, agent.Message{Role: agent.RoleAssistant, Content: r.Content},
+	req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, Content: r.Content},
 		results("edited add.go", "ok  \texample.com/add\t0.01s"))
 	r, err = m.Generate(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]agent.Block{{Type: agent.BlockText, Text: "Fixed: Add subtracted instead of adding."}}, r.Content); diff != "" {
+	if diff := cmp.Diff([]model.Block{{Type: model.BlockText, Text: "Fixed: Add subtracted instead of adding."}}, r.Content); diff != "" {
 		t.Errorf("step 2 (-want +got):\n%s", diff)
 	}
-	if r.StopReason != agent.StopEndTurn {
+	if r.StopReason != model.StopEndTurn {
 		t.Errorf("step 2: stop %q", r.StopReason)
 	}
 
@@ -78,7 +78,7 @@ func TestPlay(t *testing.T) {
 		t.Errorf("replay: %+v, %v; want %+v", again, err, r)
 	}
 
-	req.Messages = append(req.Messages, agent.Message{Role: agent.RoleAssistant, Content: r.Content}, user("and now?"))
+	req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, Content: r.Content}, user("and now?"))
 	_, err = m.Generate(ctx, req)
 	if err == nil || !strings.Contains(err.Error(), "asked for turn 4, but the script has 3 turns") || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("past the end: %v", err)
@@ -91,9 +91,9 @@ func TestExpectFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := "=== RUN TestAdd\n" + strings.Repeat("x", 1000) + "\nPASS\nok example.com/add"
-	req := &agent.Request{Messages: []agent.Message{
+	req := &model.Request{Messages: []model.Message{
 		user("fix it"),
-		{Role: agent.RoleAssistant, Content: []agent.Block{{Type: agent.BlockToolUse, ToolCallID: "call_0_0", ToolName: "bash", Input: json.RawMessage(`{}`)}}},
+		{Role: model.RoleAssistant, Content: []model.Block{{Type: model.BlockToolUse, ToolCallID: "call_0_0", ToolName: "bash", Input: json.RawMessage(`{}`)}}},
 		results(long),
 	}}
 	_, err = m.Generate(context.Background(), req)
@@ -120,9 +120,9 @@ func TestExpectSeesNestedText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &agent.Request{Messages: []agent.Message{{Role: agent.RoleUser, Content: []agent.Block{{
-		Type: agent.BlockToolResult, Text: "hay",
-		Content: []agent.Block{{Type: agent.BlockText, Text: "a needle"}, {Type: agent.BlockImage, MediaType: "image/png", Data: "AAAA"}},
+	req := &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: []model.Block{{
+		Type: model.BlockToolResult, Text: "hay",
+		Content: []model.Block{{Type: model.BlockText, Text: "a needle"}, {Type: model.BlockImage, MediaType: "image/png", Data: "AAAA"}},
 	}}}}}
 	if _, err := m.Generate(context.Background(), req); err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestDefaultInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := m.Generate(context.Background(), &agent.Request{Messages: []agent.Message{user("go")}})
+	r, err := m.Generate(context.Background(), &model.Request{Messages: []model.Message{user("go")}})
 	if err != nil {
 		t.Fatal(err)
 	}

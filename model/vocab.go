@@ -1,11 +1,9 @@
-// Package agent is the brain's vocabulary and loop: a run is a log of events;
-// a step reads the log, asks the model, and runs the tools it calls, writing
-// each intent before acting and each result after.
-//
-// This file holds what a model provider implements. Providers live in
-// model/anthropic, model/openai and model/script and import this package,
-// never the reverse.
-package agent
+// This file is the brain's vocabulary: what a model provider implements and
+// the conversation it is given. The loop (package agent) and every provider
+// import it; it imports nothing of reins but errdefs and retry (the
+// dependency fence in model_test.go holds that).
+
+package model
 
 import (
 	"context"
@@ -95,6 +93,11 @@ type Usage struct {
 	OutputTokens     int64 `json:"output_tokens"`
 	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+}
+
+// Total counts every token, cached ones included.
+func (u Usage) Total() int64 {
+	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 }
 
 // Add returns the sum of two usages.
