@@ -17,6 +17,7 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/policy"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/tool"
 )
@@ -122,14 +123,14 @@ func newRunID() string {
 
 // Start checks spec, records a new run and starts it. Its model may not
 // be an internal one (replay:).
-func (e *Engine) Start(ctx context.Context, tenant string, spec Spec) (string, error) {
+func (e *Engine) Start(ctx context.Context, tenant string, spec runlog.Spec) (string, error) {
 	if err := CheckModelName(spec.Model); err != nil {
 		return "", err
 	}
 	return e.start(ctx, tenant, spec)
 }
 
-func (e *Engine) start(ctx context.Context, tenant string, spec Spec) (string, error) {
+func (e *Engine) start(ctx context.Context, tenant string, spec runlog.Spec) (string, error) {
 	if err := spec.Normalize(); err != nil {
 		return "", err
 	}
@@ -151,13 +152,13 @@ func (e *Engine) start(ctx context.Context, tenant string, spec Spec) (string, e
 	id := newRunID()
 	specJSON, _ := json.Marshal(spec)
 	now := time.Now()
-	sum, _ := json.Marshal(Summary{Model: spec.Model, Task: spec.Task, Started: now})
-	ev, _ := json.Marshal(RunCreated{Spec: spec})
+	sum, _ := json.Marshal(runlog.Summary{Model: spec.Model, Task: spec.Task, Started: now})
+	ev, _ := json.Marshal(runlog.RunCreated{Spec: spec})
 	// The run and its first event in one write: a crash leaves no run
 	// without a log.
-	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: id, Tenant: tenant, Status: string(StatusRunning),
+	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: id, Tenant: tenant, Status: string(runlog.StatusRunning),
 		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now},
-		store.Event{Type: EventRunCreated, Time: now, Data: ev}); err != nil {
+		store.Event{Type: runlog.EventRunCreated, Time: now, Data: ev}); err != nil {
 		return "", err
 	}
 	e.launch(id)
@@ -213,7 +214,7 @@ func (e *Engine) work(ctx context.Context, id string, w *worker) {
 		more, err := e.step(ctx, r)
 		if err == nil && more && w.pausing.Load() {
 			// A safe point: the last model or tool call is in the log.
-			if err := e.append(ctx, r, StatusPaused, typedEvent{EventPaused, Note{Message: "paused by a user"}}); err != nil {
+			if err := e.append(ctx, r, runlog.StatusPaused, typedEvent{runlog.EventPaused, runlog.Note{Message: "paused by a user"}}); err != nil {
 				log.Error("pausing", "err", err)
 			}
 			return
@@ -223,14 +224,14 @@ func (e *Engine) work(ctx context.Context, id string, w *worker) {
 		}
 		if err != nil {
 			if context.Cause(ctx) == errCancelled {
-				e.finish(context.Background(), r, StatusCancelled, "", "cancelled by a user")
+				e.finish(context.Background(), r, runlog.StatusCancelled, "", "cancelled by a user")
 				return
 			}
 			if ctx.Err() != nil {
 				return // the engine is stopping; the run continues on restart
 			}
 			log.Error("run failed", "err", err)
-			e.finish(context.Background(), r, StatusFailed, "", err.Error())
+			e.finish(context.Background(), r, runlog.StatusFailed, "", err.Error())
 		}
 		return
 	}
@@ -273,7 +274,7 @@ func (e *Engine) load(ctx context.Context, id string) (*run, error) {
 
 // append writes events to the run's log (and its summary row), then folds
 // them into the state. Status "" leaves the status as it is.
-func (e *Engine) append(ctx context.Context, r *run, status Status, events ...any) error {
+func (e *Engine) append(ctx context.Context, r *run, status runlog.Status, events ...any) error {
 	var evs []store.Event
 	now := time.Now()
 	for _, ev := range events {
@@ -333,21 +334,21 @@ func (e *Engine) summary(r *run, evs []store.Event) json.RawMessage {
 		ev.Seq = r.st.lastSeq + int64(i) + 1
 		// Only counters and the final text matter here.
 		switch ev.Type {
-		case EventModelResponse:
-			var d ModelResponse
+		case runlog.EventModelResponse:
+			var d runlog.ModelResponse
 			json.Unmarshal(ev.Data, &d)
 			st.steps, st.usage, st.cost = d.Step, st.usage.Add(d.Usage), st.cost+d.CostUSD
-		case EventSandboxCreated, EventSandboxReplaced:
-			var d SandboxEvent
+		case runlog.EventSandboxCreated, runlog.EventSandboxReplaced:
+			var d runlog.SandboxEvent
 			json.Unmarshal(ev.Data, &d)
 			st.sandboxes[d.Name] = d.ID
-		case EventFinished:
-			var d Finished
+		case runlog.EventFinished:
+			var d runlog.Finished
 			json.Unmarshal(ev.Data, &d)
 			st.finished = &d
 		}
 	}
-	sum := Summary{Model: st.spec.Model, Task: st.spec.Task, Steps: st.steps, Usage: st.usage,
+	sum := runlog.Summary{Model: st.spec.Model, Task: st.spec.Task, Steps: st.steps, Usage: st.usage,
 		Cost: st.cost, Sandbox: st.sandboxes, Started: st.created}
 	if st.finished != nil {
 		sum.Text, sum.Reason = st.finished.Text, st.finished.Reason
@@ -359,20 +360,20 @@ func (e *Engine) summary(r *run, evs []store.Event) json.RawMessage {
 func encodeEvent(ev any) (string, json.RawMessage, error) {
 	var typ string
 	switch ev.(type) {
-	case ModelResponse:
-		typ = EventModelResponse
-	case ToolCall:
-		typ = EventToolCall
-	case ToolResult:
-		typ = EventToolResult
-	case Waiting:
-		typ = EventWaiting
-	case HumanAnswer:
-		typ = EventHumanAnswer
-	case Finished:
-		typ = EventFinished
-	case Artifact:
-		typ = EventArtifact
+	case runlog.ModelResponse:
+		typ = runlog.EventModelResponse
+	case runlog.ToolCall:
+		typ = runlog.EventToolCall
+	case runlog.ToolResult:
+		typ = runlog.EventToolResult
+	case runlog.Waiting:
+		typ = runlog.EventWaiting
+	case runlog.HumanAnswer:
+		typ = runlog.EventHumanAnswer
+	case runlog.Finished:
+		typ = runlog.EventFinished
+	case runlog.Artifact:
+		typ = runlog.EventArtifact
 	case typedEvent:
 		t := ev.(typedEvent)
 		data, err := json.Marshal(t.data)
@@ -390,14 +391,14 @@ type typedEvent struct {
 	data any
 }
 
-func (e *Engine) finish(ctx context.Context, r *run, status Status, text, reason string) {
+func (e *Engine) finish(ctx context.Context, r *run, status runlog.Status, text, reason string) {
 	if r.st.finished != nil {
 		return
 	}
 	// The sandboxes go first, so that a finished run never leaves any
 	// (a crash in between finishes the run again on restart).
 	e.cfg.Sandboxes.Release(ctx, r.id)
-	f := Finished{Status: status, Text: text, Reason: reason, Usage: r.st.usage, Cost: r.st.cost, Steps: r.st.steps}
+	f := runlog.Finished{Status: status, Text: text, Reason: reason, Usage: r.st.usage, Cost: r.st.cost, Steps: r.st.steps}
 	if err := e.append(ctx, r, status, f); err != nil {
 		e.log.Error("recording the end of a run", "run", r.id, "err", err)
 		return
@@ -407,7 +408,7 @@ func (e *Engine) finish(ctx context.Context, r *run, status Status, text, reason
 
 // Recover continues every run that was running when the service stopped.
 func (e *Engine) Recover(ctx context.Context) error {
-	runs, err := e.cfg.Store.ListRuns(ctx, store.RunFilter{Statuses: []string{string(StatusQueued), string(StatusRunning)}, Limit: 100000})
+	runs, err := e.cfg.Store.ListRuns(ctx, store.RunFilter{Statuses: []string{string(runlog.StatusQueued), string(runlog.StatusRunning)}, Limit: 100000})
 	if err != nil {
 		return err
 	}
@@ -426,7 +427,7 @@ func (e *Engine) Cancel(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	if Status(row.Status).Terminal() {
+	if runlog.Status(row.Status).Terminal() {
 		return fmt.Errorf("run %s already ended (%s): %w", id, row.Status, errdefs.ErrFailedPrecondition)
 	}
 	e.mu.Lock()
@@ -442,7 +443,7 @@ func (e *Engine) Cancel(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	e.finish(ctx, r, StatusCancelled, "", "cancelled by a user")
+	e.finish(ctx, r, runlog.StatusCancelled, "", "cancelled by a user")
 	return nil
 }
 
@@ -453,7 +454,7 @@ func (e *Engine) Answer(ctx context.Context, tenant, id, actor, text string) err
 	if err != nil {
 		return err
 	}
-	if Status(row.Status) != StatusWaitingApproval {
+	if runlog.Status(row.Status) != runlog.StatusWaitingApproval {
 		return fmt.Errorf("run %s is %s, not waiting for an answer: %w", id, row.Status, errdefs.ErrFailedPrecondition)
 	}
 	r, err := e.load(ctx, id)
@@ -465,9 +466,9 @@ func (e *Engine) Answer(ctx context.Context, tenant, id, actor, text string) err
 	}
 	w := *r.st.waiting
 	call := r.st.intents[w.CallID]
-	if err := e.append(ctx, r, StatusRunning,
-		HumanAnswer{CallID: w.CallID, Text: text, Actor: actor},
-		ToolResult{Step: call.Step, CallID: w.CallID, Name: askHumanName, Text: text}); err != nil {
+	if err := e.append(ctx, r, runlog.StatusRunning,
+		runlog.HumanAnswer{CallID: w.CallID, Text: text, Actor: actor},
+		runlog.ToolResult{Step: call.Step, CallID: w.CallID, Name: askHumanName, Text: text}); err != nil {
 		return err
 	}
 	e.launch(id)
@@ -510,7 +511,7 @@ func (e *Engine) failpoint(name string) {
 
 // Artifacts lists what a run saved (save_artifact) and the whole outputs it
 // cut for the model.
-func (e *Engine) Artifacts(ctx context.Context, tenant, id string) ([]Artifact, error) {
+func (e *Engine) Artifacts(ctx context.Context, tenant, id string) ([]runlog.Artifact, error) {
 	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
 		return nil, err
 	}
@@ -518,25 +519,25 @@ func (e *Engine) Artifacts(ctx context.Context, tenant, id string) ([]Artifact, 
 	if err != nil {
 		return nil, err
 	}
-	var out []Artifact
+	var out []runlog.Artifact
 	for _, ev := range evs {
 		switch ev.Type {
-		case EventArtifact:
-			var a Artifact
+		case runlog.EventArtifact:
+			var a runlog.Artifact
 			json.Unmarshal(ev.Data, &a)
 			out = append(out, a)
 			continue
-		case EventToolResult:
+		case runlog.EventToolResult:
 		default:
 			continue
 		}
-		var res ToolResult
+		var res runlog.ToolResult
 		json.Unmarshal(ev.Data, &res)
 		if res.Artifact != "" {
-			out = append(out, Artifact{Name: fmt.Sprintf("output-step%d-%s.txt", res.Step, res.Name), Digest: res.Artifact, Size: int64(res.FullBytes)})
+			out = append(out, runlog.Artifact{Name: fmt.Sprintf("output-step%d-%s.txt", res.Step, res.Name), Digest: res.Artifact, Size: int64(res.FullBytes)})
 		}
 		for i, img := range res.Images {
-			out = append(out, Artifact{Name: fmt.Sprintf("image-step%d-%d.png", res.Step, i), Digest: img})
+			out = append(out, runlog.Artifact{Name: fmt.Sprintf("image-step%d-%d.png", res.Step, i), Digest: img})
 		}
 	}
 	return out, nil
@@ -544,10 +545,10 @@ func (e *Engine) Artifacts(ctx context.Context, tenant, id string) ([]Artifact, 
 
 // OpenArtifact opens an artifact of run id by name or digest. Only blobs
 // the run references can be opened, so one tenant never reads another's.
-func (e *Engine) OpenArtifact(ctx context.Context, tenant, id, nameOrDigest string) (io.ReadCloser, Artifact, error) {
+func (e *Engine) OpenArtifact(ctx context.Context, tenant, id, nameOrDigest string) (io.ReadCloser, runlog.Artifact, error) {
 	arts, err := e.Artifacts(ctx, tenant, id)
 	if err != nil {
-		return nil, Artifact{}, err
+		return nil, runlog.Artifact{}, err
 	}
 	for _, a := range arts {
 		if a.Name == nameOrDigest || a.Digest == nameOrDigest {
@@ -555,12 +556,12 @@ func (e *Engine) OpenArtifact(ctx context.Context, tenant, id, nameOrDigest stri
 			return rc, a, err
 		}
 	}
-	return nil, Artifact{}, fmt.Errorf("run %s has no artifact %q (see reins runs artifacts %s): %w", id, nameOrDigest, id, errdefs.ErrNotFound)
+	return nil, runlog.Artifact{}, fmt.Errorf("run %s has no artifact %q (see reins runs artifacts %s): %w", id, nameOrDigest, id, errdefs.ErrNotFound)
 }
 
 // openModel opens the model of tenant's run: a provider's, or the recorded
 // responses of a run being verified ("replay:RUN", the tenant's own).
-func (e *Engine) openModel(ctx context.Context, tenant string, spec Spec) (model.Model, string, error) {
+func (e *Engine) openModel(ctx context.Context, tenant string, spec runlog.Spec) (model.Model, string, error) {
 	if id, ok := strings.CutPrefix(spec.Model, replayPrefix); ok {
 		m, err := e.openReplay(ctx, tenant, id)
 		return m, spec.Model, err
@@ -610,7 +611,7 @@ func (e *Engine) Janitor(ctx context.Context) {
 }
 
 func (e *Engine) releaseWaiting(ctx context.Context) {
-	runs, err := e.cfg.Store.ListRuns(ctx, store.RunFilter{Statuses: []string{string(StatusPaused), string(StatusWaitingApproval)}, Limit: 10000})
+	runs, err := e.cfg.Store.ListRuns(ctx, store.RunFilter{Statuses: []string{string(runlog.StatusPaused), string(runlog.StatusWaitingApproval)}, Limit: 10000})
 	if err != nil {
 		return
 	}
@@ -626,7 +627,7 @@ func (e *Engine) releaseWaiting(ctx context.Context) {
 func (e *Engine) releaseRun(ctx context.Context, id string) {
 	defer e.lockRun(id)()
 	row, err := e.cfg.Store.GetRun(ctx, "", id)
-	if err != nil || (Status(row.Status) != StatusPaused && Status(row.Status) != StatusWaitingApproval) {
+	if err != nil || (runlog.Status(row.Status) != runlog.StatusPaused && runlog.Status(row.Status) != runlog.StatusWaitingApproval) {
 		return // decided meanwhile
 	}
 	e.mu.Lock()
@@ -645,7 +646,7 @@ func (e *Engine) releaseRun(ctx context.Context, id string) {
 			e.log.Warn("releasing a waiting run's sandbox", "run", id, "sandbox", sb, "err", err)
 			continue
 		}
-		evs = append(evs, typedEvent{EventSandboxSuspended, SandboxEvent{Name: name, ID: sb,
+		evs = append(evs, typedEvent{runlog.EventSandboxSuspended, runlog.SandboxEvent{Name: name, ID: sb,
 			Note: fmt.Sprintf("compute released after the run waited %s; its files are kept", e.cfg.ReleaseAfter)}})
 	}
 	if len(evs) > 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/blob"
 	"github.com/reinsdev/reins/store/sqlite"
@@ -258,8 +259,8 @@ func (e *env) finish(eng *agent.Engine, id string) (store.Run, []store.Event) {
 	return row, evs
 }
 
-func summary(t *testing.T, row store.Run) agent.Summary {
-	var s agent.Summary
+func summary(t *testing.T, row store.Run) runlog.Summary {
+	var s runlog.Summary
 	if err := json.Unmarshal(row.Summary, &s); err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func TestRunWithTools(t *testing.T) {
 		map[string]any{"expect": "2", "tool_calls": []any{call("read_file", map[string]any{"path": "notes/a.txt", "offset": 2})}},
 		map[string]any{"expect": "two", "text": "all done"},
 	)
-	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "take notes", Model: model})
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "take notes", Model: model})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,9 +307,9 @@ func TestRunWithTools(t *testing.T) {
 		}
 		json.Unmarshal(ev.Data, &d)
 		switch ev.Type {
-		case agent.EventToolCall:
+		case runlog.EventToolCall:
 			intents[d.CallID] = true
-		case agent.EventToolResult:
+		case runlog.EventToolResult:
 			if !intents[d.CallID] {
 				t.Errorf("result of %s logged before its intent", d.CallID)
 			}
@@ -328,7 +329,7 @@ func TestBadToolCallsAreToldToTheModel(t *testing.T) {
 		map[string]any{"expect": `unknown tool "no_such_tool"`, "tool_calls": []any{call("read_file", map[string]any{"path": "missing.txt"})}},
 		map[string]any{"expect": "missing.txt", "text": "ok"},
 	)
-	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +342,7 @@ func TestBadToolCallsAreToldToTheModel(t *testing.T) {
 func TestBadSpecsFailBeforeAnything(t *testing.T) {
 	e := newEnv(t)
 	eng := e.engine()
-	for _, spec := range []agent.Spec{
+	for _, spec := range []runlog.Spec{
 		{Task: "", Model: e.script(turn("x"))},
 		{Task: "x", Model: "script:/no/such/script.json"},
 		{Task: "x", Model: e.script(turn("x")), Tools: []string{"teleport"}},
@@ -364,12 +365,12 @@ func TestBudgets(t *testing.T) {
 	eng := e.engine()
 	loop := map[string]any{"tool_calls": []any{call("bash", map[string]any{"command": "true"})}}
 	model := e.script(loop, loop, loop, loop, loop)
-	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model, MaxSteps: 3})
+	id, _ := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model, MaxSteps: 3})
 	row, _ := e.finish(eng, id)
 	if sum := summary(t, row); row.Status != "failed" || !strings.Contains(sum.Reason, "3 steps") {
 		t.Errorf("max steps: %s %q", row.Status, sum.Reason)
 	}
-	id, _ = eng.Start(context.Background(), "", agent.Spec{Task: strings.Repeat("long task ", 2000), Model: model, MaxCost: 0.001})
+	id, _ = eng.Start(context.Background(), "", runlog.Spec{Task: strings.Repeat("long task ", 2000), Model: model, MaxCost: 0.001})
 	row, _ = e.finish(eng, id)
 	if sum := summary(t, row); row.Status != "failed" || !strings.Contains(sum.Reason, "over its limit") {
 		t.Errorf("max cost: %s %q", row.Status, sum.Reason)
@@ -383,7 +384,7 @@ func TestLargeOutputBecomesAnArtifact(t *testing.T) {
 		turn("", call("bash", map[string]any{"command": "seq 1 20000"})),
 		map[string]any{"expect": "saved as artifact", "text": "ok"},
 	)
-	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	id, _ := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model})
 	row, _ := e.finish(eng, id)
 	if row.Status != "succeeded" {
 		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)
@@ -418,7 +419,7 @@ func TestAskHumanParksTheRun(t *testing.T) {
 		turn("", call("ask_human", map[string]any{"question": "which color?"})),
 		map[string]any{"expect": "blue", "text": "blue it is"},
 	)
-	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	id, _ := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model})
 	row, _ := e.finish(eng, id)
 	if row.Status != "waiting_approval" {
 		t.Fatalf("status %s", row.Status)
@@ -442,7 +443,7 @@ func TestCancelKillsTheRunningTool(t *testing.T) {
 	e := newEnv(t)
 	eng := e.engine()
 	model := e.script(turn("", call("bash", map[string]any{"command": "echo started > marker; sleep 30; echo done > marker"})))
-	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	id, _ := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(filepath.Join(e.sbs.root("sb1"), "marker")); err == nil {
@@ -484,7 +485,7 @@ func TestLostSandboxIsReplaced(t *testing.T) {
 			e.sbs.kill("sb1")
 		}
 	}
-	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	id, _ := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model})
 	row, evs := e.finish(eng, id)
 	if row.Status != "succeeded" {
 		t.Fatalf("%s: %s; %v", row.Status, summary(t, row).Reason, types(evs))
@@ -527,7 +528,7 @@ func TestCrashAtEveryPoint(t *testing.T) {
 					}
 				}
 				eng := e.engine()
-				id, err := eng.Start(context.Background(), "", agent.Spec{Task: "count", Model: model})
+				id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "count", Model: model})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -545,8 +546,8 @@ func TestCrashAtEveryPoint(t *testing.T) {
 				results := map[string]int{}
 				unknown := 0
 				for _, ev := range evs {
-					if ev.Type == agent.EventToolResult {
-						var r agent.ToolResult
+					if ev.Type == runlog.EventToolResult {
+						var r runlog.ToolResult
 						json.Unmarshal(ev.Data, &r)
 						results[r.CallID]++
 						if r.Unknown {
@@ -603,7 +604,7 @@ func TestMalformedToolCallGetsTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: "fake:x"})
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: "fake:x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -638,7 +639,7 @@ func TestWaitingRunReleasesItsSandbox(t *testing.T) {
 		turn("", call("bash", map[string]any{"command": "cat kept.txt"})),
 		map[string]any{"expect": "still here", "text": "ok"},
 	)
-	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model, Policy: "tools:\n  bash: ask\n"})
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model, Policy: "tools:\n  bash: ask\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,7 +655,7 @@ func TestWaitingRunReleasesItsSandbox(t *testing.T) {
 	if suspended() != 1 {
 		t.Fatalf("the waiting run's sandbox was not suspended")
 	}
-	if err := eng.Decide(context.Background(), "", id, agent.ApprovalDecided{Approved: true, Actor: "t"}); err != nil {
+	if err := eng.Decide(context.Background(), "", id, runlog.ApprovalDecided{Approved: true, Actor: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	row, evs := e.finish(eng, id)
@@ -681,7 +682,7 @@ func TestTenantDefaultPolicy(t *testing.T) {
 	defer eng.Close()
 	model := e.script(turn("", call("bash", map[string]any{"command": "true"})),
 		map[string]any{"expect": "denied by policy", "text": "ok"})
-	id, err := eng.Start(context.Background(), "acme", agent.Spec{Task: "x", Model: model})
+	id, err := eng.Start(context.Background(), "acme", runlog.Spec{Task: "x", Model: model})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,14 +691,14 @@ func TestTenantDefaultPolicy(t *testing.T) {
 		t.Fatalf("the tenant's deny was not applied: %s %s", row.Status, summary(t, row).Reason)
 	}
 	// The run's own policy comes first.
-	id, _ = eng.Start(context.Background(), "acme", agent.Spec{Task: "x", Model: e.script(
+	id, _ = eng.Start(context.Background(), "acme", runlog.Spec{Task: "x", Model: e.script(
 		turn("", call("bash", map[string]any{"command": "echo allowed"})), map[string]any{"expect": "allowed", "text": "ok"}),
 		Policy: "tools:\n  bash: allow\n"})
 	if row, _ := e.finish(eng, id); row.Status != "succeeded" {
 		t.Errorf("the run's allow did not win: %s", summary(t, row).Reason)
 	}
 	tenantPolicy = "tools:\n  bash: sometimes\n"
-	if _, err := eng.Start(context.Background(), "acme", agent.Spec{Task: "x", Model: model}); err == nil || !strings.Contains(err.Error(), "acme") {
+	if _, err := eng.Start(context.Background(), "acme", runlog.Spec{Task: "x", Model: model}); err == nil || !strings.Contains(err.Error(), "acme") {
 		t.Errorf("a bad tenant policy: %v", err)
 	}
 }
@@ -710,13 +711,13 @@ func TestInvalidCallNeverReachesThePolicy(t *testing.T) {
 	eng := e.engine()
 	model := e.script(turn("", call("bash", map[string]any{"cmd": "rm -rf /"})),
 		map[string]any{"expect": "invalid arguments for bash", "text": "ok"})
-	id, err := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model, Policy: "tools:\n  bash: ask\n"})
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model, Policy: "tools:\n  bash: ask\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	row, evs := e.finish(eng, id)
 	for _, ev := range evs {
-		if ev.Type == agent.EventPolicyDecision || ev.Type == agent.EventApprovalRequested {
+		if ev.Type == runlog.EventPolicyDecision || ev.Type == runlog.EventApprovalRequested {
 			t.Fatalf("the policy saw an invalid call: %s %s", ev.Type, ev.Data)
 		}
 	}
@@ -741,7 +742,7 @@ func TestSaveArtifact(t *testing.T) {
 		map[string]any{"expect": "saved big.bin (9437184 bytes)", "tool_calls": []any{call("save_artifact", map[string]any{"path": "huge.bin"})}},
 		map[string]any{"expect": "over the 256 MiB artifact limit", "text": "ok"},
 	)
-	id, _ := eng.Start(context.Background(), "", agent.Spec{Task: "x", Model: model})
+	id, _ := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model})
 	row, _ := e.finish(eng, id)
 	if row.Status != "succeeded" {
 		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -32,7 +33,7 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 	if err != nil {
 		return "", err
 	}
-	var spec Spec
+	var spec runlog.Spec
 	if err := json.Unmarshal(row.Spec, &spec); err != nil {
 		return "", err
 	}
@@ -48,32 +49,32 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 	// A fork's own sandboxes: attached ones belong to the original.
 	for name, img := range spec.Sandboxes {
 		if strings.HasPrefix(img, AttachPrefix) {
-			spec.Sandboxes[name] = DefaultImage
+			spec.Sandboxes[name] = runlog.DefaultImage
 		}
 	}
 	newID := newRunID()
 	specJSON, _ := json.Marshal(spec)
 	now := time.Now()
-	sum, _ := json.Marshal(Summary{Model: spec.Model, Task: spec.Task, Started: now})
+	sum, _ := json.Marshal(runlog.Summary{Model: spec.Model, Task: spec.Task, Started: now})
 	var copied []store.Event
 	for _, ev := range evs {
 		switch ev.Type {
-		case EventRunCreated:
-			data, _ := json.Marshal(RunCreated{Spec: spec})
+		case runlog.EventRunCreated:
+			data, _ := json.Marshal(runlog.RunCreated{Spec: spec})
 			ev.Data = data
-		case EventFinished, EventPaused, EventResumed:
+		case runlog.EventFinished, runlog.EventPaused, runlog.EventResumed:
 			continue // the fork's own life decides these
 		}
 		copied = append(copied, store.Event{Type: ev.Type, Time: ev.Time, Data: ev.Data})
 	}
-	note := Forked{From: id, AtSeq: atSeq, Model: model, Message: fmt.Sprintf(
+	note := runlog.Forked{From: id, AtSeq: atSeq, Model: model, Message: fmt.Sprintf(
 		"This run continues run %s from event %d. Its sandboxes are new: files and processes of the original run are not there; "+
 			"recreate what you need.", id, atSeq)}
 	data, _ := json.Marshal(note)
-	copied = append(copied, store.Event{Type: EventForked, Time: now, Data: data})
+	copied = append(copied, store.Event{Type: runlog.EventForked, Time: now, Data: data})
 	// The fork and its copied history in one write: a crash leaves no run
 	// without a log.
-	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: newID, Tenant: row.Tenant, Status: string(StatusRunning),
+	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: newID, Tenant: row.Tenant, Status: string(runlog.StatusRunning),
 		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now}, copied...); err != nil {
 		return "", err
 	}
@@ -84,7 +85,7 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 // replayModel plays a run's recorded model responses, in order: the model of
 // a verification run.
 type replayModel struct {
-	responses []ModelResponse
+	responses []runlog.ModelResponse
 }
 
 const replayPrefix = "replay:"
@@ -101,8 +102,8 @@ func (e *Engine) openReplay(ctx context.Context, tenant, id string) (*replayMode
 	}
 	m := &replayModel{}
 	for _, ev := range evs {
-		if ev.Type == EventModelResponse {
-			var d ModelResponse
+		if ev.Type == runlog.EventModelResponse {
+			var d runlog.ModelResponse
 			json.Unmarshal(ev.Data, &d)
 			m.responses = append(m.responses, d)
 		}
@@ -132,13 +133,13 @@ func (e *Engine) Verify(ctx context.Context, tenant, id string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	var spec Spec
+	var spec runlog.Spec
 	json.Unmarshal(row.Spec, &spec)
 	spec.Model, spec.Script = replayPrefix+id, ""
 	spec.MaxCost, spec.MaxTokens = 0, 0
 	for name, img := range spec.Sandboxes {
 		if strings.HasPrefix(img, AttachPrefix) {
-			spec.Sandboxes[name] = DefaultImage
+			spec.Sandboxes[name] = runlog.DefaultImage
 		}
 	}
 	return e.start(ctx, row.Tenant, spec)
@@ -157,7 +158,7 @@ type Divergence struct {
 // Compare returns the first tool result that differs between runs a and b,
 // or nil when they match.
 func (e *Engine) Compare(ctx context.Context, tenant, a, b string) (*Divergence, error) {
-	results := func(id string) ([]ToolResult, error) {
+	results := func(id string) ([]runlog.ToolResult, error) {
 		if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
 			return nil, err
 		}
@@ -165,10 +166,10 @@ func (e *Engine) Compare(ctx context.Context, tenant, a, b string) (*Divergence,
 		if err != nil {
 			return nil, err
 		}
-		var out []ToolResult
+		var out []runlog.ToolResult
 		for _, ev := range evs {
-			if ev.Type == EventToolResult {
-				var r ToolResult
+			if ev.Type == runlog.EventToolResult {
+				var r runlog.ToolResult
 				json.Unmarshal(ev.Data, &r)
 				out = append(out, r)
 			}
@@ -184,7 +185,7 @@ func (e *Engine) Compare(ctx context.Context, tenant, a, b string) (*Divergence,
 		return nil, err
 	}
 	for i := 0; i < max(len(ra), len(rb)); i++ {
-		var x, y ToolResult
+		var x, y runlog.ToolResult
 		if i < len(ra) {
 			x = ra[i]
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -60,7 +61,7 @@ func inline(turns ...map[string]any) string {
 
 // oldRun records a run as an older version would have, with spec as it
 // was, and lets Recover start it: the checks at step time must hold.
-func (e *env) oldRun(tenant string, spec agent.Spec) string {
+func (e *env) oldRun(tenant string, spec runlog.Spec) string {
 	e.t.Helper()
 	if err := spec.Normalize(); err != nil {
 		e.t.Fatal(err)
@@ -69,13 +70,13 @@ func (e *env) oldRun(tenant string, spec agent.Spec) string {
 	id := "run_0123456789abcdef"
 	specJSON, _ := json.Marshal(spec)
 	now := time.Now()
-	if err := e.st.CreateRun(ctx, store.Run{ID: id, Tenant: tenant, Status: string(agent.StatusQueued),
+	if err := e.st.CreateRun(ctx, store.Run{ID: id, Tenant: tenant, Status: string(runlog.StatusQueued),
 		Spec: specJSON, Summary: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now}); err != nil {
 		e.t.Fatal(err)
 	}
-	ev, _ := json.Marshal(agent.RunCreated{Spec: spec})
-	if _, err := e.st.Append(ctx, id, 0, []store.Event{{Type: agent.EventRunCreated, Time: now, Data: ev}},
-		store.RunUpdate{Status: string(agent.StatusRunning)}); err != nil {
+	ev, _ := json.Marshal(runlog.RunCreated{Spec: spec})
+	if _, err := e.st.Append(ctx, id, 0, []store.Event{{Type: runlog.EventRunCreated, Time: now, Data: ev}},
+		store.RunUpdate{Status: string(runlog.StatusRunning)}); err != nil {
 		e.t.Fatal(err)
 	}
 	return id
@@ -90,13 +91,13 @@ func TestTenantModelNamesNoHostPath(t *testing.T) {
 	eng := e.namingEngine(&seen)
 	ctx := context.Background()
 
-	if _, err := eng.Start(ctx, "acme", agent.Spec{Task: "x", Model: e.script(turn("hi"))}); !errors.Is(err, errHostPath) {
+	if _, err := eng.Start(ctx, "acme", runlog.Spec{Task: "x", Model: e.script(turn("hi"))}); !errors.Is(err, errHostPath) {
 		t.Errorf("a tenant's script file: %v, want refused", err)
 	}
 	if runs, _ := e.st.ListRuns(ctx, store.RunFilter{}); len(runs) != 0 {
 		t.Errorf("a refused start made %d runs", len(runs))
 	}
-	id, err := eng.Start(ctx, "acme", agent.Spec{Task: "x", Model: "script:mine.json", Script: inline(turn("inline"))})
+	id, err := eng.Start(ctx, "acme", runlog.Spec{Task: "x", Model: "script:mine.json", Script: inline(turn("inline"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +112,12 @@ func TestTenantModelNamesNoHostPath(t *testing.T) {
 	}
 
 	// A script with a model that is not script: is refused.
-	if _, err := eng.Start(ctx, "acme", agent.Spec{Task: "x", Model: "openai:gpt-4.1", Script: inline(turn("x"))}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := eng.Start(ctx, "acme", runlog.Spec{Task: "x", Model: "openai:gpt-4.1", Script: inline(turn("x"))}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("a script with an openai model: %v, want invalid", err)
 	}
 
 	// An older version's log: the step refuses it too.
-	old := e.oldRun("acme", agent.Spec{Task: "x", Model: e.script(turn("from the host"))})
+	old := e.oldRun("acme", runlog.Spec{Task: "x", Model: e.script(turn("from the host"))})
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -134,12 +135,12 @@ func TestTenantImageNamesNoHostPath(t *testing.T) {
 	eng := e.namingEngine(&seen)
 	ctx := context.Background()
 	model := inline(turn("", call("bash", map[string]any{"command": "true"})), turn("done"))
-	_, err := eng.Start(ctx, "acme", agent.Spec{Task: "x", Model: "script:s", Script: model,
+	_, err := eng.Start(ctx, "acme", runlog.Spec{Task: "x", Model: "script:s", Script: model,
 		Sandboxes: map[string]string{"default": "oci:/etc"}})
 	if !errors.Is(err, errHostPath) {
 		t.Errorf("a tenant's oci: image: %v, want refused", err)
 	}
-	old := e.oldRun("acme", agent.Spec{Task: "x", Model: "script:s", Script: model, Sandboxes: map[string]string{"default": "oci:/etc"}})
+	old := e.oldRun("acme", runlog.Spec{Task: "x", Model: "script:s", Script: model, Sandboxes: map[string]string{"default": "oci:/etc"}})
 	if err := eng.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +149,8 @@ func TestTenantImageNamesNoHostPath(t *testing.T) {
 	_, evs := e.finish(eng, old)
 	refused := false
 	for _, ev := range evs {
-		var res agent.ToolResult
-		if ev.Type == agent.EventToolResult && json.Unmarshal(ev.Data, &res) == nil {
+		var res runlog.ToolResult
+		if ev.Type == runlog.EventToolResult && json.Unmarshal(ev.Data, &res) == nil {
 			refused = refused || (res.IsError && strings.Contains(res.Text, "tenants name no host path"))
 		}
 	}
@@ -170,7 +171,7 @@ func TestReplayIsInternal(t *testing.T) {
 	eng := e.namingEngine(&seen)
 	ctx := context.Background()
 	model := inline(turn("", call("bash", map[string]any{"command": "echo recorded"})), turn("done"))
-	acmeRun, err := eng.Start(ctx, "acme", agent.Spec{Task: "x", Model: "script:s", Script: model})
+	acmeRun, err := eng.Start(ctx, "acme", runlog.Spec{Task: "x", Model: "script:s", Script: model})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestReplayIsInternal(t *testing.T) {
 	var first string
 	for _, tenant := range []string{"", "acme", "beta"} {
 		for _, id := range []string{acmeRun, "run_00000000deadbeef", "nosuch"} {
-			_, err := eng.Start(ctx, tenant, agent.Spec{Task: "x", Model: "replay:" + id})
+			_, err := eng.Start(ctx, tenant, runlog.Spec{Task: "x", Model: "replay:" + id})
 			_, ferr := eng.Fork(ctx, tenant, acmeRun, 1, "replay:"+id, "")
 			for _, err := range []error{err, ferr} {
 				if !errors.Is(err, errdefs.ErrInvalidArgument) {

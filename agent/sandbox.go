@@ -11,6 +11,7 @@ import (
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/client"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/tool"
 )
 
@@ -51,7 +52,7 @@ type sandboxCall struct {
 }
 
 // sandboxName picks the sandbox a call is for.
-func sandboxName(spec Spec, input json.RawMessage) (string, error) {
+func sandboxName(spec runlog.Spec, input json.RawMessage) (string, error) {
 	var in struct {
 		Sandbox string `json:"sandbox"`
 	}
@@ -70,7 +71,7 @@ func sandboxName(spec Spec, input json.RawMessage) (string, error) {
 	return "", fmt.Errorf("name the sandbox with the \"sandbox\" argument: this run has %s", sandboxList(spec))
 }
 
-func sandboxList(spec Spec) string {
+func sandboxList(spec runlog.Spec) string {
 	var names []string
 	for n := range spec.Sandboxes {
 		names = append(names, fmt.Sprintf("%q", n))
@@ -81,7 +82,7 @@ func sandboxList(spec Spec) string {
 
 // callSandbox runs a sandbox tool, creating the sandbox on first use and
 // replacing it when it is found gone.
-func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent ToolCall, recovering bool) (tool.Result, error) {
+func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent runlog.ToolCall, recovering bool) (tool.Result, error) {
 	name, err := sandboxName(r.st.spec, intent.Input)
 	if err != nil {
 		return tool.Result{IsError: true, Text: err.Error()}, nil
@@ -100,7 +101,7 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 		} else if id, err = e.cfg.Sandboxes.Create(ctx, r.id, name, image); err != nil {
 			return tool.Result{}, fmt.Errorf("creating sandbox %q (%s): %w", name, image, err)
 		}
-		if err := e.append(ctx, r, "", typedEvent{EventSandboxCreated, SandboxEvent{Name: name, ID: id, Image: image}}); err != nil {
+		if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxCreated, runlog.SandboxEvent{Name: name, ID: id, Image: image}}); err != nil {
 			return tool.Result{}, err
 		}
 	}
@@ -112,7 +113,7 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 		}
 		return tool.Result{}, err
 	} else if woke {
-		if err := e.append(ctx, r, "", typedEvent{EventSandboxResumed, SandboxEvent{Name: name, ID: id,
+		if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxResumed, runlog.SandboxEvent{Name: name, ID: id,
 			Note: "started again on its files after the run waited"}}); err != nil {
 			return tool.Result{}, err
 		}
@@ -164,12 +165,12 @@ func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why st
 	if strings.HasPrefix(image, AttachPrefix) {
 		// The user's sandbox went; Replace copies its spec (and disk)
 		// while its record lasts, and otherwise this image is used.
-		image = DefaultImage
+		image = runlog.DefaultImage
 	}
 	if err := e.checkImage(r.tenant, image); err != nil {
 		return tool.Result{}, err
 	}
-	if err := e.append(ctx, r, "", typedEvent{EventSandboxLost, SandboxEvent{Name: name, ID: oldID, Reason: why}}); err != nil {
+	if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxLost, runlog.SandboxEvent{Name: name, ID: oldID, Reason: why}}); err != nil {
 		return tool.Result{}, err
 	}
 	newID, restored, err := e.cfg.Sandboxes.Replace(ctx, r.id, name, image, oldID)
@@ -180,7 +181,7 @@ func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why st
 	if !restored {
 		note = "its files could not be restored: it starts from the image " + image
 	}
-	if err := e.append(ctx, r, "", typedEvent{EventSandboxReplaced, SandboxEvent{Name: name, ID: newID, Previous: oldID,
+	if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxReplaced, runlog.SandboxEvent{Name: name, ID: newID, Previous: oldID,
 		Image: image, Reason: why, Note: note}}); err != nil {
 		return tool.Result{}, err
 	}

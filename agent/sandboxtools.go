@@ -15,6 +15,7 @@ import (
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/tool"
 )
@@ -390,7 +391,7 @@ func runSaveArtifact(ctx context.Context, sb *sandboxCall, input json.RawMessage
 	case err != nil:
 		return tool.Result{}, err
 	}
-	a := Artifact{Name: in.Name, Digest: digest, Size: size, Source: sb.name + ":" + in.Path}
+	a := runlog.Artifact{Name: in.Name, Digest: digest, Size: size, Source: sb.name + ":" + in.Path}
 	if err := sb.engine.append(ctx, sb.run, "", a); err != nil {
 		return tool.Result{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/model"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -15,7 +16,7 @@ import (
 // never holds anything the log does not.
 type state struct {
 	id       string
-	spec     Spec
+	spec     runlog.Spec
 	lastSeq  int64
 	created  time.Time
 	steps    int
@@ -24,20 +25,20 @@ type state struct {
 	messages []model.Message
 
 	// The last model response, its calls, and what became of them.
-	last     *ModelResponse
-	intents  map[string]ToolCall
+	last     *runlog.ModelResponse
+	intents  map[string]runlog.ToolCall
 	intentAt map[string]time.Time
-	results  map[string]ToolResult
+	results  map[string]runlog.ToolResult
 	// sandboxes maps a run's sandbox name to its current sandbox id.
 	sandboxes map[string]string
-	waiting   *Waiting
-	answers   map[string]HumanAnswer
-	finished  *Finished
-	artifacts []Artifact
+	waiting   *runlog.Waiting
+	answers   map[string]runlog.HumanAnswer
+	finished  *runlog.Finished
+	artifacts []runlog.Artifact
 
 	// Steering.
-	asked     map[string]ApprovalRequested
-	approvals map[string]ApprovalDecided
+	asked     map[string]runlog.ApprovalRequested
+	approvals map[string]runlog.ApprovalDecided
 	always    map[string]bool
 	untrusted bool // a result of an untrusted tool is in the conversation
 	paused    bool
@@ -50,21 +51,10 @@ type state struct {
 // person.
 func (s *state) awaitingApproval() bool { return len(s.pendingApprovals()) > 0 }
 
-// Artifact is a file a run saved out of a sandbox (or a large output).
-type Artifact struct {
-	Name   string `json:"name"`
-	Digest string `json:"digest"`
-	Size   int64  `json:"size"`
-	Source string `json:"source,omitempty"` // sandbox:path it came from
-}
-
-// EventArtifact records an artifact (Artifact).
-const EventArtifact = "artifact"
-
 func newState(id string) *state {
-	return &state{id: id, intents: map[string]ToolCall{}, intentAt: map[string]time.Time{}, results: map[string]ToolResult{},
-		sandboxes: map[string]string{}, answers: map[string]HumanAnswer{},
-		asked: map[string]ApprovalRequested{}, approvals: map[string]ApprovalDecided{}, always: map[string]bool{}}
+	return &state{id: id, intents: map[string]runlog.ToolCall{}, intentAt: map[string]time.Time{}, results: map[string]runlog.ToolResult{},
+		sandboxes: map[string]string{}, answers: map[string]runlog.HumanAnswer{},
+		asked: map[string]runlog.ApprovalRequested{}, approvals: map[string]runlog.ApprovalDecided{}, always: map[string]bool{}}
 }
 
 // apply folds one event into the state.
@@ -72,15 +62,15 @@ func (s *state) apply(ev store.Event) error {
 	s.lastSeq = ev.Seq
 	bad := func(err error) error { return fmt.Errorf("run %s event %d (%s): %w", s.id, ev.Seq, ev.Type, err) }
 	switch ev.Type {
-	case EventRunCreated:
-		var d RunCreated
+	case runlog.EventRunCreated:
+		var d runlog.RunCreated
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
 		s.spec, s.created = d.Spec, ev.Time
 		s.messages = []model.Message{{Role: model.RoleUser, Content: []model.Block{{Type: model.BlockText, Text: d.Spec.Task}}}}
-	case EventModelResponse:
-		var d ModelResponse
+	case runlog.EventModelResponse:
+		var d runlog.ModelResponse
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
@@ -90,18 +80,18 @@ func (s *state) apply(ev store.Event) error {
 		s.steps = d.Step
 		s.usage = s.usage.Add(d.Usage)
 		s.cost += d.CostUSD
-		s.intents, s.results, s.answers = map[string]ToolCall{}, map[string]ToolResult{}, map[string]HumanAnswer{}
-		s.asked, s.approvals = map[string]ApprovalRequested{}, map[string]ApprovalDecided{}
+		s.intents, s.results, s.answers = map[string]runlog.ToolCall{}, map[string]runlog.ToolResult{}, map[string]runlog.HumanAnswer{}
+		s.asked, s.approvals = map[string]runlog.ApprovalRequested{}, map[string]runlog.ApprovalDecided{}
 		s.messages = append(s.messages, model.Message{Role: model.RoleAssistant, Content: d.Content})
-	case EventToolCall:
-		var d ToolCall
+	case runlog.EventToolCall:
+		var d runlog.ToolCall
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
 		s.intents[d.CallID] = d
 		s.intentAt[d.CallID] = ev.Time
-	case EventToolResult:
-		var d ToolResult
+	case runlog.EventToolResult:
+		var d runlog.ToolResult
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
@@ -110,44 +100,44 @@ func (s *state) apply(ev store.Event) error {
 		if s.waiting != nil && s.waiting.CallID == d.CallID {
 			s.waiting = nil
 		}
-	case EventSandboxCreated, EventSandboxReplaced:
-		var d SandboxEvent
+	case runlog.EventSandboxCreated, runlog.EventSandboxReplaced:
+		var d runlog.SandboxEvent
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
 		s.sandboxes[d.Name] = d.ID
-	case EventSandboxLost:
-		var d SandboxEvent
+	case runlog.EventSandboxLost:
+		var d runlog.SandboxEvent
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
 		delete(s.sandboxes, d.Name)
-	case EventWaiting:
-		var d Waiting
+	case runlog.EventWaiting:
+		var d runlog.Waiting
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
 		s.waiting = &d
-	case EventHumanAnswer:
-		var d HumanAnswer
+	case runlog.EventHumanAnswer:
+		var d runlog.HumanAnswer
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
 		s.answers[d.CallID] = d
-	case EventArtifact:
-		var d Artifact
+	case runlog.EventArtifact:
+		var d runlog.Artifact
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
 		s.artifacts = append(s.artifacts, d)
-	case EventApprovalRequested:
-		var d ApprovalRequested
+	case runlog.EventApprovalRequested:
+		var d runlog.ApprovalRequested
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
 		s.asked[d.CallID] = d
-	case EventApprovalDecided:
-		var d ApprovalDecided
+	case runlog.EventApprovalDecided:
+		var d runlog.ApprovalDecided
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
@@ -155,24 +145,24 @@ func (s *state) apply(ev store.Event) error {
 		if d.Approved && d.Always {
 			s.always[s.asked[d.CallID].Tool] = true
 		}
-	case EventForked:
-		var d Forked
+	case runlog.EventForked:
+		var d runlog.Forked
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
 		// A fork has sandboxes of its own, made on first use.
 		s.sandboxes = map[string]string{}
 		s.notes = append(s.notes, d.Message)
-	case EventSandboxSuspended:
+	case runlog.EventSandboxSuspended:
 		s.suspended = true
-	case EventSandboxResumed:
+	case runlog.EventSandboxResumed:
 		s.suspended = false
-	case EventResumed:
+	case runlog.EventResumed:
 		s.paused = false
-	case EventPaused:
+	case runlog.EventPaused:
 		s.paused = true
-	case EventFinished:
-		var d Finished
+	case runlog.EventFinished:
+		var d runlog.Finished
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
@@ -216,7 +206,7 @@ func (s *state) flushResults() {
 	for _, c := range calls {
 		r, ok := s.results[c.ToolCallID]
 		if !ok {
-			r = ToolResult{Text: "no result was recorded for this call", IsError: true}
+			r = runlog.ToolResult{Text: "no result was recorded for this call", IsError: true}
 		}
 		msg.Content = append(msg.Content, model.Block{Type: model.BlockToolResult, ToolCallID: c.ToolCallID,
 			ToolName: c.ToolName, Text: r.Text, IsError: r.IsError})

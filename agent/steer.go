@@ -9,60 +9,11 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/policy"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/tool"
 )
 
-// Events of steering: approvals, pause and resume, forks.
-const (
-	EventPolicyDecision    = "policy_decision"    // PolicyDecision, before each call
-	EventApprovalRequested = "approval_requested" // ApprovalRequested: the run parks
-	EventApprovalDecided   = "approval_decided"   // ApprovalDecided
-	EventPaused            = "paused"             // Note
-	EventResumed           = "resumed"            // Note
-	EventForked            = "forked"             // Forked: the first event after a fork's copied history
-	EventSandboxSuspended  = "sandbox_suspended"  // SandboxEvent: compute released while the run waits
-	EventSandboxResumed    = "sandbox_resumed"    // SandboxEvent: started again on the same files
-)
-
-// PolicyDecision records what the policy said of a call, and which rule.
-type PolicyDecision struct {
-	CallID string        `json:"call_id"`
-	Tool   string        `json:"tool"`
-	Action policy.Action `json:"action"`
-	Rule   string        `json:"rule"`
-	Reason string        `json:"reason"`
-}
-
-// ApprovalRequested parks a run until a person decides a call.
-type ApprovalRequested struct {
-	CallID string          `json:"call_id"`
-	Tool   string          `json:"tool"`
-	Input  json.RawMessage `json:"input"`
-	Rule   string          `json:"rule"`
-	Reason string          `json:"reason"`
-}
-
-// ApprovalDecided is a person's decision on a call.
-type ApprovalDecided struct {
-	CallID   string          `json:"call_id"`
-	Approved bool            `json:"approved"`
-	Actor    string          `json:"actor"`
-	Edited   json.RawMessage `json:"edited_input,omitempty"` // arguments the person changed
-	Always   bool            `json:"always,omitempty"`       // approve this tool for the rest of the run
-	Reason   string          `json:"reason,omitempty"`       // a denial's reason, given to the model
-}
-
-// Forked opens a fork's own history.
-type Forked struct {
-	From    string `json:"from"`
-	AtSeq   int64  `json:"at_seq"`
-	Model   string `json:"model,omitempty"`
-	Message string `json:"message"`
-}
-
-// policyFor parses a run's policy against the engine's tools, over its
-// tenant's default policy.
-func (e *Engine) policyFor(ctx context.Context, tenant string, spec Spec) (*policy.Policy, error) {
+func (e *Engine) policyFor(ctx context.Context, tenant string, spec runlog.Spec) (*policy.Policy, error) {
 	specs := map[string]tool.Spec{askHumanName: askHumanSpec}
 	for _, t := range e.tools() {
 		specs[t.Spec().Name] = t.Spec()
@@ -122,18 +73,18 @@ func (e *Engine) gate(ctx context.Context, r *run, c model.Block) (json.RawMessa
 	}
 	dec := r.policy.Decide(policy.Call{Tool: t.Spec(), Input: c.Input},
 		policy.State{ReadUntrusted: r.st.untrusted, Always: r.st.always})
-	pd := PolicyDecision{CallID: c.ToolCallID, Tool: c.ToolName, Action: dec.Action, Rule: dec.Rule, Reason: dec.Reason}
+	pd := runlog.PolicyDecision{CallID: c.ToolCallID, Tool: c.ToolName, Action: string(dec.Action), Rule: dec.Rule, Reason: dec.Reason}
 	switch dec.Action {
 	case policy.Deny:
-		return nil, false, e.append(ctx, r, StatusRunning, typedEvent{EventPolicyDecision, pd},
-			ToolResult{Step: r.st.steps, CallID: c.ToolCallID, Name: c.ToolName, IsError: true,
+		return nil, false, e.append(ctx, r, runlog.StatusRunning, typedEvent{runlog.EventPolicyDecision, pd},
+			runlog.ToolResult{Step: r.st.steps, CallID: c.ToolCallID, Name: c.ToolName, IsError: true,
 				Text: fmt.Sprintf("denied by policy (rule %s): %s. Do not retry it; find another way or explain why it is needed.", dec.Rule, dec.Reason)})
 	case policy.Ask:
-		return nil, false, e.append(ctx, r, StatusWaitingApproval, typedEvent{EventPolicyDecision, pd},
-			typedEvent{EventApprovalRequested, ApprovalRequested{CallID: c.ToolCallID, Tool: c.ToolName, Input: c.Input, Rule: dec.Rule, Reason: dec.Reason}})
+		return nil, false, e.append(ctx, r, runlog.StatusWaitingApproval, typedEvent{runlog.EventPolicyDecision, pd},
+			typedEvent{runlog.EventApprovalRequested, runlog.ApprovalRequested{CallID: c.ToolCallID, Tool: c.ToolName, Input: c.Input, Rule: dec.Rule, Reason: dec.Reason}})
 	}
 	if dec.Rule != "" && dec.Rule != "default" {
-		if err := e.append(ctx, r, "", typedEvent{EventPolicyDecision, pd}); err != nil {
+		if err := e.append(ctx, r, "", typedEvent{runlog.EventPolicyDecision, pd}); err != nil {
 			return nil, false, err
 		}
 	}
@@ -141,7 +92,7 @@ func (e *Engine) gate(ctx context.Context, r *run, c model.Block) (json.RawMessa
 }
 
 // Pending is a call waiting for a person.
-type Pending = ApprovalRequested
+type Pending = runlog.ApprovalRequested
 
 // PendingApprovals lists the calls run id waits on.
 func (e *Engine) PendingApprovals(ctx context.Context, tenant, id string) ([]Pending, error) {
@@ -170,7 +121,7 @@ func (s *state) pendingApprovals() []Pending {
 
 // Decide approves or denies a pending call. callID "" picks the only (or
 // first) pending call. An edit must fit the tool's schema.
-func (e *Engine) Decide(ctx context.Context, tenant, id string, d ApprovalDecided) error {
+func (e *Engine) Decide(ctx context.Context, tenant, id string, d runlog.ApprovalDecided) error {
 	defer e.lockRun(id)()
 	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
 		return err
@@ -207,16 +158,16 @@ func (e *Engine) Decide(ctx context.Context, tenant, id string, d ApprovalDecide
 			return fmt.Errorf("the edited arguments do not fit %s's schema: %v (schema: %s): %w", p.Tool, err, compact(t.Spec().InputSchema), errdefs.ErrInvalidArgument)
 		}
 	}
-	events := []any{typedEvent{EventApprovalDecided, d}}
+	events := []any{typedEvent{runlog.EventApprovalDecided, d}}
 	if !d.Approved {
 		reason := d.Reason
 		if reason == "" {
 			reason = "no reason given"
 		}
-		events = append(events, ToolResult{Step: r.st.steps, CallID: d.CallID, Name: p.Tool, IsError: true,
+		events = append(events, runlog.ToolResult{Step: r.st.steps, CallID: d.CallID, Name: p.Tool, IsError: true,
 			Text: fmt.Sprintf("A person denied this call (%s): %s", d.Actor, reason)})
 	}
-	if err := e.append(ctx, r, StatusRunning, events...); err != nil {
+	if err := e.append(ctx, r, runlog.StatusRunning, events...); err != nil {
 		return err
 	}
 	e.launch(id)
@@ -231,10 +182,10 @@ func (e *Engine) Pause(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	switch Status(row.Status) {
-	case StatusPaused:
+	switch runlog.Status(row.Status) {
+	case runlog.StatusPaused:
 		return fmt.Errorf("run %s is already paused: %w", id, errdefs.ErrFailedPrecondition)
-	case StatusSucceeded, StatusFailed, StatusCancelled:
+	case runlog.StatusSucceeded, runlog.StatusFailed, runlog.StatusCancelled:
 		return fmt.Errorf("run %s already ended (%s): %w", id, row.Status, errdefs.ErrFailedPrecondition)
 	}
 	e.mu.Lock()
@@ -245,7 +196,7 @@ func (e *Engine) Pause(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	if w == nil {
-		return e.append(ctx, r, StatusPaused, typedEvent{EventPaused, Note{Message: "paused by a user"}})
+		return e.append(ctx, r, runlog.StatusPaused, typedEvent{runlog.EventPaused, runlog.Note{Message: "paused by a user"}})
 	}
 	// The worker pauses at its next safe point. (Only it appends to a
 	// running run's log; a pause asked for just before a crash is lost,
@@ -261,21 +212,21 @@ func (e *Engine) Resume(ctx context.Context, tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	if Status(row.Status) != StatusPaused {
+	if runlog.Status(row.Status) != runlog.StatusPaused {
 		return fmt.Errorf("run %s is %s, not paused: %w", id, row.Status, errdefs.ErrFailedPrecondition)
 	}
 	r, err := e.load(ctx, id)
 	if err != nil {
 		return err
 	}
-	status := StatusRunning
+	status := runlog.StatusRunning
 	if r.st.waiting != nil || r.st.awaitingApproval() {
-		status = StatusWaitingApproval
+		status = runlog.StatusWaitingApproval
 	}
-	if err := e.append(ctx, r, status, typedEvent{EventResumed, Note{Message: "resumed by a user"}}); err != nil {
+	if err := e.append(ctx, r, status, typedEvent{runlog.EventResumed, runlog.Note{Message: "resumed by a user"}}); err != nil {
 		return err
 	}
-	if status == StatusRunning {
+	if status == runlog.StatusRunning {
 		e.launch(id)
 	}
 	return nil
@@ -284,6 +235,6 @@ func (e *Engine) Resume(ctx context.Context, tenant, id string) error {
 // CheckPolicy parses a policy document against the engine's tools, as a run
 // or a tenant default would use it.
 func (e *Engine) CheckPolicy(text string) error {
-	_, err := e.policyFor(context.Background(), "", Spec{Policy: text})
+	_, err := e.policyFor(context.Background(), "", runlog.Spec{Policy: text})
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/policy"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/tool"
 )
 
@@ -26,13 +27,13 @@ func (e *Engine) step(ctx context.Context, r *run) (bool, error) {
 		return false, nil
 	}
 	if st.waiting != nil || st.awaitingApproval() {
-		if err := e.append(ctx, r, StatusWaitingApproval); err != nil {
+		if err := e.append(ctx, r, runlog.StatusWaitingApproval); err != nil {
 			return false, err
 		}
 		return false, nil
 	}
 	if reason := e.overBudget(st); reason != "" {
-		e.finish(ctx, r, StatusFailed, "", reason)
+		e.finish(ctx, r, runlog.StatusFailed, "", reason)
 		return false, nil
 	}
 	if st.pending() {
@@ -40,7 +41,7 @@ func (e *Engine) step(ctx context.Context, r *run) (bool, error) {
 	}
 	if st.last != nil && len(st.calls()) == 0 {
 		// The model answered without calling tools: that is the answer.
-		e.finish(ctx, r, StatusSucceeded, st.finalText(), "")
+		e.finish(ctx, r, runlog.StatusSucceeded, st.finalText(), "")
 		return false, nil
 	}
 	return true, e.askModel(ctx, r)
@@ -90,9 +91,9 @@ func (e *Engine) askModel(ctx context.Context, r *run) error {
 			b.ToolCallID = fmt.Sprintf("call_%d_%d", r.st.steps+1, i)
 		}
 	}
-	mr := ModelResponse{Step: r.st.steps + 1, Content: resp.Content, StopReason: resp.StopReason,
+	mr := runlog.ModelResponse{Step: r.st.steps + 1, Content: resp.Content, StopReason: resp.StopReason,
 		Usage: resp.Usage, CostUSD: e.cfg.Prices.Cost(r.st.spec.Model, resp.Usage), DurationMS: time.Since(t0).Milliseconds()}
-	if err := e.append(ctx, r, StatusRunning, mr); err != nil {
+	if err := e.append(ctx, r, runlog.StatusRunning, mr); err != nil {
 		return err
 	}
 	e.failpoint("after_model")
@@ -113,16 +114,16 @@ func (e *Engine) nextCall(ctx context.Context, r *run) error {
 		if err != nil || !ok {
 			return err
 		}
-		intent := ToolCall{Step: r.st.steps, CallID: c.ToolCallID, Name: c.ToolName, Input: input,
+		intent := runlog.ToolCall{Step: r.st.steps, CallID: c.ToolCallID, Name: c.ToolName, Input: input,
 			Key: fmt.Sprintf("%s/%d/%s", r.id, r.st.steps, c.ToolCallID)}
 		if c.ToolName == askHumanName {
 			var in struct {
 				Question string `json:"question"`
 			}
 			json.Unmarshal(c.Input, &in)
-			return e.append(ctx, r, StatusWaitingApproval, intent, Waiting{CallID: c.ToolCallID, Question: in.Question})
+			return e.append(ctx, r, runlog.StatusWaitingApproval, intent, runlog.Waiting{CallID: c.ToolCallID, Question: in.Question})
 		}
-		if err := e.append(ctx, r, StatusRunning, intent); err != nil {
+		if err := e.append(ctx, r, runlog.StatusRunning, intent); err != nil {
 			return err
 		}
 		e.failpoint("after_intent")
@@ -142,15 +143,15 @@ func (e *Engine) nextCall(ctx context.Context, r *run) error {
 // settle decides an intent that has no result after a restart: sandbox tools
 // are asked again by idempotency key where that cannot run them twice;
 // everything else is reported to the model as an unknown outcome.
-func (e *Engine) settle(ctx context.Context, r *run, intent ToolCall) error {
-	var res ToolResult
+func (e *Engine) settle(ctx context.Context, r *run, intent runlog.ToolCall) error {
+	var res runlog.ToolResult
 	if t := e.findTool(intent.Name); t != nil && settleSafe(t.Spec()) {
 		res = e.call(ctx, r, intent, true)
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
 	} else {
-		res = ToolResult{Step: intent.Step, CallID: intent.CallID, Name: intent.Name, IsError: true, Unknown: true,
+		res = runlog.ToolResult{Step: intent.Step, CallID: intent.CallID, Name: intent.Name, IsError: true, Unknown: true,
 			Text: "The service restarted while this call was running, and whether it completed is unknown. " +
 				"It was not run again. Check its effects before repeating it."}
 	}
@@ -160,9 +161,9 @@ func (e *Engine) settle(ctx context.Context, r *run, intent ToolCall) error {
 // call runs one tool call and returns its result; tool failures become
 // error results the model can read. With recovering, the call is a retry of
 // an intent logged before a crash.
-func (e *Engine) call(ctx context.Context, r *run, intent ToolCall, recovering bool) ToolResult {
+func (e *Engine) call(ctx context.Context, r *run, intent runlog.ToolCall, recovering bool) runlog.ToolResult {
 	t0 := time.Now()
-	res := ToolResult{Step: intent.Step, CallID: intent.CallID, Name: intent.Name}
+	res := runlog.ToolResult{Step: intent.Step, CallID: intent.CallID, Name: intent.Name}
 	t := e.findTool(intent.Name)
 	if t == nil || !allowed(r.st.spec, intent.Name) {
 		res.IsError, res.Text = true, fmt.Sprintf("unknown tool %q: use one of %s", intent.Name, strings.Join(e.toolNames(r.st.spec), ", "))
@@ -201,7 +202,7 @@ func (e *Engine) call(ctx context.Context, r *run, intent ToolCall, recovering b
 // the head and the tail with a pointer.
 const maxResultText = 30_000
 
-func (e *Engine) fitResult(ctx context.Context, r *run, res *ToolResult, out tool.Result) {
+func (e *Engine) fitResult(ctx context.Context, r *run, res *runlog.ToolResult, out tool.Result) {
 	res.Text = out.Text
 	for _, img := range out.Images {
 		if d, _, err := e.cfg.Blobs.Put(ctx, strings.NewReader(img)); err == nil {

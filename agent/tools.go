@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/reinsdev/reins/model"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/tool"
 	"github.com/reinsdev/reins/tool/trusted"
 )
@@ -34,11 +35,11 @@ func (e *Engine) findTool(name string) tool.Tool {
 	return nil
 }
 
-func allowed(spec Spec, name string) bool {
+func allowed(spec runlog.Spec, name string) bool {
 	return len(spec.Tools) == 0 || slices.Contains(spec.Tools, name)
 }
 
-func (e *Engine) toolNames(spec Spec) []string {
+func (e *Engine) toolNames(spec runlog.Spec) []string {
 	var names []string
 	for _, t := range e.tools() {
 		if allowed(spec, t.Spec().Name) {
@@ -53,7 +54,7 @@ func (e *Engine) toolNames(spec Spec) []string {
 
 // toolSpecs describes the run's tools to the model. With several
 // sandboxes, each sandbox tool takes a "sandbox" argument naming one.
-func (e *Engine) toolSpecs(spec Spec) []model.ToolSpec {
+func (e *Engine) toolSpecs(spec runlog.Spec) []model.ToolSpec {
 	var names []string
 	for n := range spec.Sandboxes {
 		names = append(names, n)
@@ -95,7 +96,7 @@ func withSandboxArg(schema json.RawMessage, names []string) json.RawMessage {
 	return out
 }
 
-func (e *Engine) systemPrompt(spec Spec) string {
+func (e *Engine) systemPrompt(spec runlog.Spec) string {
 	var b strings.Builder
 	if spec.System != "" {
 		b.WriteString(spec.System)

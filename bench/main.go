@@ -35,6 +35,7 @@ import (
 	"github.com/reinsdev/reins/image"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
@@ -447,7 +448,7 @@ func (b *bench) loop(steps, runs, stepsPerRun int) error {
 		return err
 	}
 	t0 = time.Now()
-	id, err := eng.Start(b.ctx, "", agent.Spec{Task: "loop", Model: model, MaxSteps: steps + 5})
+	id, err := eng.Start(b.ctx, "", runlog.Spec{Task: "loop", Model: model, MaxSteps: steps + 5})
 	if err != nil {
 		return err
 	}
@@ -468,7 +469,7 @@ func (b *bench) loop(steps, runs, stepsPerRun int) error {
 	ids := make([]string, runs)
 	t0 = time.Now()
 	for i := range ids {
-		if ids[i], err = eng.Start(b.ctx, "", agent.Spec{Task: "loop", Model: model, MaxSteps: stepsPerRun + 5}); err != nil {
+		if ids[i], err = eng.Start(b.ctx, "", runlog.Spec{Task: "loop", Model: model, MaxSteps: stepsPerRun + 5}); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -58,7 +59,7 @@ func (r *Runs) get(ctx context.Context, id string) (*reinsv1.Run, error) {
 		return nil, err
 	}
 	run := RunToProto(row)
-	if row.Status == string(agent.StatusWaitingApproval) || row.Status == string(agent.StatusPaused) {
+	if row.Status == string(runlog.StatusWaitingApproval) || row.Status == string(runlog.StatusPaused) {
 		pending, err := r.Engine.PendingApprovals(ctx, tenant(ctx), id)
 		if err != nil {
 			return nil, err
@@ -108,7 +109,7 @@ func (r *Runs) Events(ctx context.Context, req *connect.Request[reinsv1.RunEvent
 				return err
 			}
 			after = ev.Seq
-			if ev.Type == agent.EventFinished {
+			if ev.Type == runlog.EventFinished {
 				return nil
 			}
 		}
@@ -179,21 +180,21 @@ func (r *Runs) GetArtifact(ctx context.Context, req *connect.Request[reinsv1.Get
 }
 
 // SpecToAgent converts a wire run spec.
-func SpecToAgent(p *reinsv1.RunSpec) agent.Spec {
+func SpecToAgent(p *reinsv1.RunSpec) runlog.Spec {
 	if p == nil {
 		p = &reinsv1.RunSpec{}
 	}
-	return agent.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
+	return runlog.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
 		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
-		Timeout: agent.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy,
+		Timeout: runlog.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy,
 		Script: p.Script}
 }
 
 // RunToProto converts a run row for the wire.
 func RunToProto(row store.Run) *reinsv1.Run {
-	var spec agent.Spec
+	var spec runlog.Spec
 	json.Unmarshal(row.Spec, &spec)
-	var sum agent.Summary
+	var sum runlog.Summary
 	json.Unmarshal(row.Summary, &sum)
 	return &reinsv1.Run{
 		Id:     row.ID,
@@ -216,7 +217,7 @@ func RunToProto(row store.Run) *reinsv1.Run {
 }
 
 func (r *Runs) Approve(ctx context.Context, req *connect.Request[reinsv1.ApproveRequest]) (*connect.Response[reinsv1.ApproveResponse], error) {
-	d := agent.ApprovalDecided{CallID: req.Msg.CallId, Approved: true, Actor: actor(ctx), Always: req.Msg.Always}
+	d := runlog.ApprovalDecided{CallID: req.Msg.CallId, Approved: true, Actor: actor(ctx), Always: req.Msg.Always}
 	if req.Msg.Edit != "" {
 		if !json.Valid([]byte(req.Msg.Edit)) {
 			return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "--edit is not valid JSON: give the tool's arguments as a JSON object")
@@ -230,7 +231,7 @@ func (r *Runs) Approve(ctx context.Context, req *connect.Request[reinsv1.Approve
 }
 
 func (r *Runs) Deny(ctx context.Context, req *connect.Request[reinsv1.DenyRequest]) (*connect.Response[reinsv1.DenyResponse], error) {
-	d := agent.ApprovalDecided{CallID: req.Msg.CallId, Approved: false, Actor: actor(ctx), Reason: req.Msg.Reason}
+	d := runlog.ApprovalDecided{CallID: req.Msg.CallId, Approved: false, Actor: actor(ctx), Reason: req.Msg.Reason}
 	if err := r.Engine.Decide(ctx, tenant(ctx), req.Msg.Id, d); err != nil {
 		return nil, err
 	}
@@ -255,7 +256,7 @@ func (r *Runs) Fork(ctx context.Context, req *connect.Request[reinsv1.ForkRunReq
 	if err := agent.CheckModelName(req.Msg.Model); err != nil {
 		return nil, err
 	}
-	release, err := r.admitRun(ctx, agent.Spec{})
+	release, err := r.admitRun(ctx, runlog.Spec{})
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +273,7 @@ func (r *Runs) Fork(ctx context.Context, req *connect.Request[reinsv1.ForkRunReq
 }
 
 func (r *Runs) Verify(ctx context.Context, req *connect.Request[reinsv1.VerifyRunRequest]) (*connect.Response[reinsv1.VerifyRunResponse], error) {
-	release, err := r.admitRun(ctx, agent.Spec{})
+	release, err := r.admitRun(ctx, runlog.Spec{})
 	if err != nil {
 		return nil, err
 	}

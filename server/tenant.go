@@ -13,6 +13,7 @@ import (
 
 	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -128,14 +129,14 @@ func (t *Tenants) MaxSandboxes(ctx context.Context, name string) (int, error) {
 
 // activeRuns are the statuses of runs that count against a quota: every
 // one but the final ones.
-var activeRuns = []string{string(agent.StatusQueued), string(agent.StatusRunning),
-	string(agent.StatusWaitingApproval), string(agent.StatusPaused)}
+var activeRuns = []string{string(runlog.StatusQueued), string(runlog.StatusRunning),
+	string(runlog.StatusWaitingApproval), string(runlog.StatusPaused)}
 
 // admitRun checks that the caller may start a run with spec: the
 // sandboxes it attaches are the caller's, and its tenant is under its run
 // quota. Call release once the run's row exists (or the start failed), so
 // that concurrent starts are counted one after the other.
-func (r *Runs) admitRun(ctx context.Context, spec agent.Spec) (release func(), err error) {
+func (r *Runs) admitRun(ctx context.Context, spec runlog.Spec) (release func(), err error) {
 	name := tenant(ctx)
 	if r.server == nil {
 		return func() {}, nil

@@ -20,6 +20,7 @@ import (
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/model"
+	"github.com/reinsdev/reins/runlog"
 )
 
 func runCmd() *cobra.Command {
@@ -69,7 +70,7 @@ command; a script FILE is read by this command and sent to the service.`,
 				if len(spec.Sandboxes) > 0 {
 					return usageError{errors.New("use either --image/--in or --sandbox NAME=IMAGE, not both")}
 				}
-				spec.Sandboxes = map[string]string{agent.DefaultSandbox: image}
+				spec.Sandboxes = map[string]string{runlog.DefaultSandbox: image}
 			}
 			if systemFile != "" {
 				data, err := os.ReadFile(systemFile)
@@ -141,7 +142,7 @@ func watchRun(ctx context.Context, cl *client.Client, id string, out io.Writer, 
 		return printJSON(out, run)
 	}
 	v.footer(run)
-	if run.Status != string(agent.StatusSucceeded) {
+	if run.Status != string(runlog.StatusSucceeded) {
 		return exitError{1}
 	}
 	return nil
@@ -188,8 +189,8 @@ func (v *runView) header(id string) {
 func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *reinsv1.RunEvent) {
 	data := []byte(ev.Data)
 	switch ev.Type {
-	case agent.EventModelResponse:
-		var d agent.ModelResponse
+	case runlog.EventModelResponse:
+		var d runlog.ModelResponse
 		json.Unmarshal(data, &d)
 		v.step, v.usage, v.cost = d.Step, v.usage.Add(d.Usage), v.cost+d.CostUSD
 		final := true
@@ -207,63 +208,63 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 				v.calls[b.ToolCallID] = describeCall(b.ToolName, b.Input)
 			}
 		}
-	case agent.EventToolCall:
-		var d agent.ToolCall
+	case runlog.EventToolCall:
+		var d runlog.ToolCall
 		json.Unmarshal(data, &d)
 		v.printf("%s %s\n", v.style("36", "▸"), v.calls[d.CallID])
-	case agent.EventToolResult:
-		var d agent.ToolResult
+	case runlog.EventToolResult:
+		var d runlog.ToolResult
 		json.Unmarshal(data, &d)
 		mark := v.style("32", "  ✓")
 		if d.IsError {
 			mark = v.style("31", "  ✗")
 		}
 		v.printf("%s %s\n", mark, summarize(d.Text, 3))
-	case agent.EventSandboxCreated:
-		var d agent.SandboxEvent
+	case runlog.EventSandboxCreated:
+		var d runlog.SandboxEvent
 		json.Unmarshal(data, &d)
 		if strings.HasPrefix(d.Image, agent.AttachPrefix) {
 			v.printf("%s sandbox %s attached: %s\n", v.style("35", "◆"), d.Name, d.ID)
 		} else {
 			v.printf("%s sandbox %s (%s) created: %s\n", v.style("35", "◆"), d.Name, d.Image, d.ID)
 		}
-	case agent.EventSandboxLost:
-		var d agent.SandboxEvent
+	case runlog.EventSandboxLost:
+		var d runlog.SandboxEvent
 		json.Unmarshal(data, &d)
 		v.printf("%s sandbox %s lost: %s\n", v.style("33", "◆"), d.Name, d.Reason)
-	case agent.EventSandboxReplaced:
-		var d agent.SandboxEvent
+	case runlog.EventSandboxReplaced:
+		var d runlog.SandboxEvent
 		json.Unmarshal(data, &d)
 		v.printf("%s sandbox %s replaced by %s: %s\n", v.style("33", "◆"), d.Name, d.ID, d.Note)
-	case agent.EventWaiting:
-		var d agent.Waiting
+	case runlog.EventWaiting:
+		var d runlog.Waiting
 		json.Unmarshal(data, &d)
 		v.ask(ctx, cl, id, d.Question)
-	case agent.EventArtifact:
-		var d agent.Artifact
+	case runlog.EventArtifact:
+		var d runlog.Artifact
 		json.Unmarshal(data, &d)
 		v.printf("%s artifact %s (%d bytes)\n", v.style("35", "◆"), d.Name, d.Size)
-	case agent.EventApprovalRequested:
-		var d agent.ApprovalRequested
+	case runlog.EventApprovalRequested:
+		var d runlog.ApprovalRequested
 		json.Unmarshal(data, &d)
 		v.approve(ctx, cl, id, d)
-	case agent.EventApprovalDecided:
-		var d agent.ApprovalDecided
+	case runlog.EventApprovalDecided:
+		var d runlog.ApprovalDecided
 		json.Unmarshal(data, &d)
 		verdict := v.style("32", "approved")
 		if !d.Approved {
 			verdict = v.style("31", "denied") + ": " + d.Reason
 		}
 		v.printf("  %s by %s\n", verdict, d.Actor)
-	case agent.EventPolicyDecision:
-		var d agent.PolicyDecision
+	case runlog.EventPolicyDecision:
+		var d runlog.PolicyDecision
 		json.Unmarshal(data, &d)
 		if d.Action == "deny" {
 			v.printf("%s %s denied by policy (%s): %s\n", v.style("31", "✗"), d.Tool, d.Rule, d.Reason)
 		}
-	case agent.EventPaused, agent.EventResumed, agent.EventForked:
+	case runlog.EventPaused, runlog.EventResumed, runlog.EventForked:
 		v.printf("%s %s\n", v.style("33", "◆"), strings.ReplaceAll(ev.Type, "_", " "))
-	case agent.EventFinished:
+	case runlog.EventFinished:
 		return
 	}
 	if !v.quiet {
@@ -273,7 +274,7 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 }
 
 // approve asks a person at the terminal to decide a held call.
-func (v *runView) approve(ctx context.Context, cl *client.Client, id string, d agent.ApprovalRequested) {
+func (v *runView) approve(ctx context.Context, cl *client.Client, id string, d runlog.ApprovalRequested) {
 	v.printf("%s %s %s\n  rule %s: %s\n", v.style("33;1", "? approve"), d.Tool, summarize(string(d.Input), 4), d.Rule, d.Reason)
 	if v.replay {
 		return
@@ -336,7 +337,7 @@ func (v *runView) ask(ctx context.Context, cl *client.Client, id, q string) {
 func (v *runView) footer(run *reinsv1.Run) {
 	v.printf("\n")
 	switch run.Status {
-	case string(agent.StatusSucceeded):
+	case string(runlog.StatusSucceeded):
 		if run.Text != "" {
 			v.printf("%s\n", run.Text)
 		}

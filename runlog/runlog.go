@@ -1,4 +1,8 @@
-package agent
+// Package runlog is the vocabulary of a run's log: the spec that opens a
+// run, its statuses, and each event's type and payload, as the loop writes
+// them and the service, the CLI and other readers decode them. It imports
+// nothing of reins but the model vocabulary and errdefs.
+package runlog
 
 import (
 	"encoding/json"
@@ -221,3 +225,65 @@ type Summary struct {
 	Sandbox map[string]string `json:"sandboxes,omitempty"` // name → id
 	Started time.Time         `json:"started"`
 }
+
+// Events of steering: approvals, pause and resume, forks.
+const (
+	EventPolicyDecision    = "policy_decision"    // PolicyDecision, before each call
+	EventApprovalRequested = "approval_requested" // ApprovalRequested: the run parks
+	EventApprovalDecided   = "approval_decided"   // ApprovalDecided
+	EventPaused            = "paused"             // Note
+	EventResumed           = "resumed"            // Note
+	EventForked            = "forked"             // Forked: the first event after a fork's copied history
+	EventSandboxSuspended  = "sandbox_suspended"  // SandboxEvent: compute released while the run waits
+	EventSandboxResumed    = "sandbox_resumed"    // SandboxEvent: started again on the same files
+)
+
+// PolicyDecision records what the policy said of a call, and which rule.
+type PolicyDecision struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	Action string `json:"action"` // a policy.Action: allow, deny, ask
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+}
+
+// ApprovalRequested parks a run until a person decides a call.
+type ApprovalRequested struct {
+	CallID string          `json:"call_id"`
+	Tool   string          `json:"tool"`
+	Input  json.RawMessage `json:"input"`
+	Rule   string          `json:"rule"`
+	Reason string          `json:"reason"`
+}
+
+// ApprovalDecided is a person's decision on a call.
+type ApprovalDecided struct {
+	CallID   string          `json:"call_id"`
+	Approved bool            `json:"approved"`
+	Actor    string          `json:"actor"`
+	Edited   json.RawMessage `json:"edited_input,omitempty"` // arguments the person changed
+	Always   bool            `json:"always,omitempty"`       // approve this tool for the rest of the run
+	Reason   string          `json:"reason,omitempty"`       // a denial's reason, given to the model
+}
+
+// Forked opens a fork's own history.
+type Forked struct {
+	From    string `json:"from"`
+	AtSeq   int64  `json:"at_seq"`
+	Model   string `json:"model,omitempty"`
+	Message string `json:"message"`
+}
+
+// policyFor parses a run's policy against the engine's tools, over its
+// tenant's default policy.
+
+// Artifact is a file a run saved out of a sandbox (or a large output).
+type Artifact struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+	Source string `json:"source,omitempty"` // sandbox:path it came from
+}
+
+// EventArtifact records an artifact (Artifact).
+const EventArtifact = "artifact"
