@@ -241,7 +241,7 @@ func (b *bench) exec(n int) error {
 		}
 		direct = append(direct, time.Since(t0))
 	}
-	srv := httptest.NewUnstartedServer(server.New(b.m, "t", nil).Handler())
+	srv := httptest.NewUnstartedServer(server.New(server.Over(b.m), "t", nil).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)

@@ -11,9 +11,7 @@ import (
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/api/reins/executor/v1/executorv1connect"
 	"github.com/reinsdev/reins/errdefs"
-	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/sandbox"
-	"github.com/reinsdev/reins/sandbox/manager"
 )
 
 // Exec and Attach are the two executor calls the service does not pass
@@ -56,13 +54,13 @@ func (s *Server) withExecutor(next http.Handler) http.Handler {
 // executorOf finds the caller's sandbox named by SandboxHeader and its
 // executor client, or answers the call with the error and reports false.
 // Client also marks the sandbox active, for its idle timeout.
-func (s *Server) executorOf(w http.ResponseWriter, r *http.Request) (string, *client.Client, bool) {
+func (s *Server) executorOf(w http.ResponseWriter, r *http.Request) (string, Executor, bool) {
 	id := r.Header.Get(SandboxHeader)
 	if id == "" {
 		s.writeError(w, r, fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument))
 		return "", nil, false
 	}
-	ex, err := s.m.Client(r.Context(), tenant(r.Context()), id)
+	ex, err := s.m.Executor(r.Context(), tenant(r.Context()), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return "", nil, false
@@ -74,7 +72,7 @@ type executorKey struct{}
 
 type target struct {
 	id string
-	ex *client.Client
+	ex Executor
 }
 
 func (s *Server) exec(ctx context.Context, req *connect.Request[executorv1.ExecRequest], stream *connect.ServerStream[executorv1.ExecEvent]) error {
@@ -117,7 +115,7 @@ func (s *Server) attach(ctx context.Context, req *connect.Request[executorv1.Att
 }
 
 // executor returns the sandbox withExecutor found for the call.
-func (s *Server) executor(ctx context.Context) (string, *client.Client) {
+func (s *Server) executor(ctx context.Context) (string, Executor) {
 	t := ctx.Value(executorKey{}).(target)
 	return t.id, t.ex
 }
@@ -159,18 +157,22 @@ func (s *Server) callEnded(ctx context.Context, id string, err error) error {
 	default:
 		return err // the executor answered: a command not found, a bad argument
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), manager.EndedWait+10*time.Second)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endedWaitMax)
 	defer cancel()
-	rec, ended := s.m.Ended(wctx, tenant(ctx), id, manager.EndedWait)
+	rec, ended := s.m.Ended(wctx, tenant(ctx), id)
 	if !ended {
 		return err
 	}
-	ee := fmt.Errorf("sandbox %s ended while the call ran: %s: %w", id, manager.EndedWhy(rec), errdefs.ErrFailedPrecondition)
+	ee := fmt.Errorf("sandbox %s ended while the call ran: %s: %w", id, rec.EndedWhy(), errdefs.ErrFailedPrecondition)
 	if rec.Reason == sandbox.ReasonOOMKilled {
 		ee = errdefs.WithExitCode(ee, ExitOOM)
 	}
 	return ee
 }
+
+// endedWaitMax bounds how long a broken call waits for Ended, whatever the
+// sandbox service's own wait.
+const endedWaitMax = 15 * time.Second
 
 // ExitOOM is the exit status of a command the memory limit killed, as a
 // shell reports SIGKILL.

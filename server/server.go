@@ -19,7 +19,6 @@ import (
 	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
-	"github.com/reinsdev/reins/sandbox/manager"
 )
 
 // SandboxHeader names the sandbox an executor call is for.
@@ -27,7 +26,7 @@ const SandboxHeader = "Reins-Sandbox"
 
 // Server serves the API.
 type Server struct {
-	m     *manager.Manager
+	m     Sandboxes
 	token string
 	log   *slog.Logger
 	errw  *connect.ErrorWriter
@@ -60,7 +59,7 @@ func (s *Server) WithTenants(t *Tenants) *Server {
 
 // New returns a Server that accepts the admin token on every call, and
 // with WithTenants a tenant's token on calls about that tenant's things.
-func New(m *manager.Manager, token string, log *slog.Logger) *Server {
+func New(m Sandboxes, token string, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -154,7 +153,7 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 		return err
 	}
 	last := map[string]time.Time{}
-	progress := func(p manager.Progress) {
+	progress := func(p sandbox.Progress) {
 		mu.Lock()
 		defer mu.Unlock()
 		// At most ten updates a second per item, but always the last one.
@@ -231,9 +230,8 @@ func (s *Server) Version(ctx context.Context, req *connect.Request[reinsv1.Versi
 	return connect.NewResponse(resp), nil
 }
 
-// RecordToProto converts a record for the wire. The executor token stays
-// on this side.
-func RecordToProto(r manager.Record) *reinsv1.Sandbox {
+// RecordToProto converts a sandbox for the wire.
+func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 	nano := func(t time.Time) int64 {
 		if t.IsZero() {
 			return 0

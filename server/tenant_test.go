@@ -74,8 +74,8 @@ func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 	os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755)
 	sbDir := filepath.Join(dir, "sandboxes")
 	for id, tenant := range seeded {
-		rec, _ := json.Marshal(manager.Record{Version: 1, ID: id, Tenant: tenant, State: sandbox.StateStopped,
-			Reason: sandbox.ReasonExited, Message: "it ended", Spec: sandbox.Spec{Backend: "fake", Image: "busybox"}, CreatedAt: time.Now()})
+		rec, _ := json.Marshal(manager.Record{Version: 1, Info: sandbox.Info{ID: id, Tenant: tenant, State: sandbox.StateStopped,
+			Reason: sandbox.ReasonExited, Message: "it ended", Spec: sandbox.Spec{Backend: "fake", Image: "busybox"}, CreatedAt: time.Now()}})
 		os.MkdirAll(filepath.Join(sbDir, id), 0o700)
 		if err := os.WriteFile(filepath.Join(sbDir, id, "sandbox.json"), rec, 0o600); err != nil {
 			t.Fatal(err)
@@ -104,7 +104,7 @@ func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 	}
 	t.Cleanup(eng.Close)
 
-	srv := httptest.NewUnstartedServer(server.New(m, adminToken, nil).WithTenants(tenants).
+	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
 		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
@@ -116,7 +116,7 @@ func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 
 type noImages struct{}
 
-func (noImages) Resolve(context.Context, string, func(manager.Progress)) (manager.Image, error) {
+func (noImages) Resolve(context.Context, string, func(sandbox.Progress)) (manager.Image, error) {
 	return manager.Image{}, errors.New("no images in this test")
 }
 

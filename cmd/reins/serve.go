@@ -203,7 +203,7 @@ func serve(cfg serveConfig) error {
 		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler: server.New(m, token, log).WithVersion(version).WithTenants(tenants).WithRuns(&server.Runs{
+		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

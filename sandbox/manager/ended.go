@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/reinsdev/reins/sandbox"
@@ -15,10 +14,10 @@ import (
 const EndedWait = 3 * time.Second
 
 // Ended reports whether sandbox id of tenant ("" for any) has stopped,
-// waiting up to wait for a death that is on its way to be recorded. It is
-// for a caller whose call broke: the record says why.
-func (m *Manager) Ended(ctx context.Context, tenant, id string, wait time.Duration) (Record, bool) {
-	deadline := time.Now().Add(wait)
+// waiting up to EndedWait for a death that is on its way to be recorded.
+// It is for a caller whose call broke: the record says why.
+func (m *Manager) Ended(ctx context.Context, tenant, id string) (sandbox.Info, bool) {
+	deadline := time.Now().Add(EndedWait)
 	for {
 		rec, err := m.Get(ctx, tenant, id)
 		if err != nil {
@@ -45,18 +44,4 @@ func (m *Manager) OOMKills(ctx context.Context, tenant, id string) (int, int64, 
 		return 0, 0, err
 	}
 	return rec.OOMKills, rec.Spec.Limits.MemoryBytes, nil
-}
-
-// EndedWhy says in words why a stopped sandbox ended, the way a user is told:
-// "killed: out of memory (limit 1 GiB)", "sandbox stopped: ttl_expired (its
-// TTL of 5s ran out)".
-func EndedWhy(r Record) string {
-	if r.Reason == sandbox.ReasonOOMKilled {
-		return "killed: out of memory (limit " + sandbox.FormatBytes(r.Spec.Limits.MemoryBytes) + ")"
-	}
-	s := fmt.Sprintf("sandbox stopped: %s", r.Reason)
-	if r.Message != "" {
-		s += " (" + r.Message + ")"
-	}
-	return s
 }

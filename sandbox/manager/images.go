@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/sandbox"
 )
 
 // ImageStore adapts an image.Store to Images.
@@ -11,9 +12,9 @@ func ImageStore(s *image.Store) Images { return imageStore{s} }
 
 type imageStore struct{ s *image.Store }
 
-func (i imageStore) Resolve(ctx context.Context, ref string, progress func(Progress)) (Image, error) {
+func (i imageStore) Resolve(ctx context.Context, ref string, progress func(sandbox.Progress)) (Image, error) {
 	img, err := i.s.Resolve(ctx, ref, func(p image.Progress) {
-		progress(Progress{Phase: p.Phase, Item: p.Layer, Done: p.Done, Total: p.Total, Message: p.Message})
+		progress(sandbox.Progress{Phase: p.Phase, Item: p.Layer, Done: p.Done, Total: p.Total, Message: p.Message})
 	})
 	if err != nil {
 		return Image{}, err

@@ -49,18 +49,9 @@ type Image struct {
 	WorkingDir string
 }
 
-// Progress is one step of slow work (an image pull, a boot).
-type Progress struct {
-	Phase   string
-	Item    string
-	Done    int64
-	Total   int64
-	Message string
-}
-
 // Images resolves image references, pulling them when needed.
 type Images interface {
-	Resolve(ctx context.Context, ref string, progress func(Progress)) (Image, error)
+	Resolve(ctx context.Context, ref string, progress func(sandbox.Progress)) (Image, error)
 }
 
 // Config is how a Manager is set up.
@@ -369,21 +360,22 @@ func newToken() string {
 // reporting slow steps to progress (which may be nil). A tenant at its
 // quota gets errdefs.ErrResourceExhausted and nothing is made. On failure
 // nothing is left behind but a stopped record that says why.
-func (m *Manager) Create(ctx context.Context, tenant string, spec sandbox.Spec, progress func(Progress)) (Record, error) {
+func (m *Manager) Create(ctx context.Context, tenant string, spec sandbox.Spec, progress func(sandbox.Progress)) (sandbox.Info, error) {
 	rec, _, err := m.create(ctx, tenant, spec, "", progress)
-	return rec, err
+	return rec.Info, err
 }
 
 // CreateFrom is Create for a sandbox that replaces stopped sandbox oldID:
 // when oldID's disk survived, the new sandbox takes it over (restored says
 // so) and sees its files.
-func (m *Manager) CreateFrom(ctx context.Context, tenant string, spec sandbox.Spec, oldID string) (rec Record, restored bool, err error) {
-	return m.create(ctx, tenant, spec, oldID, nil)
+func (m *Manager) CreateFrom(ctx context.Context, tenant string, spec sandbox.Spec, oldID string) (info sandbox.Info, restored bool, err error) {
+	rec, restored, err := m.create(ctx, tenant, spec, oldID, nil)
+	return rec.Info, restored, err
 }
 
-func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, oldID string, progress func(Progress)) (Record, bool, error) {
+func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, oldID string, progress func(sandbox.Progress)) (Record, bool, error) {
 	if progress == nil {
-		progress = func(Progress) {}
+		progress = func(sandbox.Progress) {}
 	}
 	spec, err := m.normalize(spec)
 	if err != nil {
@@ -413,8 +405,9 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	now := time.Now()
 	b := &box{dir: filepath.Join(m.cfg.Dir, newID()), activity: now, tenant: tenant}
 	b.rec = Record{
-		ID: filepath.Base(b.dir), Tenant: tenant, Spec: spec, State: sandbox.StateCreating,
-		ImageDigest: img.Digest, Layers: img.Layers, ImageEnv: img.Env, ImageWorkdir: img.WorkingDir, Token: newToken(), CreatedAt: now,
+		Info: sandbox.Info{ID: filepath.Base(b.dir), Tenant: tenant, Spec: spec, State: sandbox.StateCreating,
+			ImageDigest: img.Digest, CreatedAt: now},
+		Layers: img.Layers, ImageEnv: img.Env, ImageWorkdir: img.WorkingDir, Token: newToken(),
 	}
 	if spec.TTL > 0 {
 		b.rec.ExpiresAt = now.Add(spec.TTL)
@@ -435,7 +428,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 
 	log := m.log.With("sandbox", b.rec.ID, "tenant", tenant)
 	restored := oldID != "" && m.takeDisk(oldID, b.dir)
-	progress(Progress{Phase: "boot", Message: "starting " + spec.Backend + " sandbox"})
+	progress(sandbox.Progress{Phase: "boot", Message: "starting " + spec.Backend + " sandbox"})
 	if err := m.start(ctx, b, img); err != nil {
 		log.Warn("create failed", "err", err)
 		m.stopLocked(b, sandbox.ReasonError, err.Error())
@@ -526,17 +519,11 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	return nil
 }
 
-// BackendInfo names a backend and the runtime it runs sandboxes with.
-type BackendInfo struct {
-	Name    string
-	Runtime string // "" when the backend does not say
-}
-
 // Backends lists the backends this manager can run, by name.
-func (m *Manager) Backends() []BackendInfo {
-	var out []BackendInfo
+func (m *Manager) Backends() []sandbox.BackendInfo {
+	var out []sandbox.BackendInfo
 	for _, name := range slices.Sorted(maps.Keys(m.cfg.Backends)) {
-		out = append(out, BackendInfo{Name: name, Runtime: runtimeOf(m.cfg.Backends[name])})
+		out = append(out, sandbox.BackendInfo{Name: name, Runtime: runtimeOf(m.cfg.Backends[name])})
 	}
 	return out
 }
@@ -632,32 +619,32 @@ func (m *Manager) lookup(tenant, id string) (*box, error) {
 
 // Get returns a sandbox's record, refreshed from its backend; tenant is
 // the caller's ("" for the admin).
-func (m *Manager) Get(ctx context.Context, tenant, id string) (Record, error) {
+func (m *Manager) Get(ctx context.Context, tenant, id string) (sandbox.Info, error) {
 	b, err := m.lookup(tenant, id)
 	if err != nil {
-		return Record{}, err
+		return sandbox.Info{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.rec.State == sandbox.StateRunning {
 		m.refreshLocked(ctx, b, true)
 	}
-	return b.rec, nil
+	return b.rec.Info, nil
 }
 
 // List returns the sandboxes of tenant ("" for all) whose labels include
 // every label given.
-func (m *Manager) List(ctx context.Context, tenant string, labels map[string]string) []Record {
+func (m *Manager) List(ctx context.Context, tenant string, labels map[string]string) []sandbox.Info {
 	m.mu.Lock()
 	boxes := slices.Collect(maps.Values(m.boxes))
 	m.mu.Unlock()
-	var out []Record
+	var out []sandbox.Info
 	for _, b := range boxes {
 		if tenant != "" && b.tenant != tenant {
 			continue
 		}
 		b.mu.Lock()
-		r := b.rec
+		r := b.rec.Info
 		b.mu.Unlock()
 		if r.State == sandbox.StateCreating && r.ID == "" {
 			continue
@@ -673,7 +660,7 @@ func (m *Manager) List(ctx context.Context, tenant string, labels map[string]str
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b Record) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b sandbox.Info) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/reinsdev/reins/sandbox"
 )
@@ -18,15 +17,9 @@ const recordVersion = 1
 // action it announces, so a crash at any instant leaves a record that says
 // what may have happened.
 type Record struct {
-	Version     int            `json:"version"`
-	ID          string         `json:"id"`
-	Tenant      string         `json:"tenant,omitempty"` // its owner, who alone (with the admin, "") sees it
-	Spec        sandbox.Spec   `json:"spec"`
-	State       sandbox.State  `json:"state"`
-	Reason      sandbox.Reason `json:"reason,omitempty"`
-	Message     string         `json:"message,omitempty"`
-	ImageDigest string         `json:"image_digest,omitempty"`
-	Layers      []string       `json:"layers,omitempty"`
+	sandbox.Info
+	Version int      `json:"version"`
+	Layers  []string `json:"layers,omitempty"`
 	// The image's own env and workdir, to start the sandbox again after a
 	// suspend.
 	ImageEnv     []string `json:"image_env,omitempty"`
@@ -34,19 +27,11 @@ type Record struct {
 	Token        string   `json:"token"`
 	// Endpoint is where its executor is reached, as its backend said
 	// when it last started.
-	Endpoint  sandbox.Endpoint `json:"endpoint,omitzero"`
-	CreatedAt time.Time        `json:"created_at"`
-	StoppedAt time.Time        `json:"stopped_at,omitzero"`
-	ExpiresAt time.Time        `json:"expires_at,omitzero"`
+	Endpoint sandbox.Endpoint `json:"endpoint,omitzero"`
 	// Pid and PidStart identify the sandbox's host process, so liveness is
 	// a read of /proc rather than a call to the runtime.
-	Pid      int       `json:"pid,omitempty"`
-	PidStart uint64    `json:"pid_start,omitempty"`
-	OOMKills int       `json:"oom_kills,omitempty"`
-	LastOOM  time.Time `json:"last_oom,omitzero"`
-	// Runtime names what the backend ran it with when it last started
-	// ("runsc 0.0.0-…, platform systrap").
-	Runtime string `json:"runtime,omitempty"`
+	Pid      int    `json:"pid,omitempty"`
+	PidStart uint64 `json:"pid_start,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }

@@ -69,11 +69,11 @@ func (r Runs) Gone(ctx context.Context, id string) (bool, string) {
 	if _, err := r.M.Get(ctx, "", id); errors.Is(err, errdefs.ErrNotFound) {
 		return true, "it was removed (reins sandbox rm) or is no longer known"
 	}
-	rec, ended := r.M.Ended(ctx, "", id, EndedWait)
+	rec, ended := r.M.Ended(ctx, "", id)
 	if !ended {
 		return false, ""
 	}
-	return true, EndedWhy(rec)
+	return true, rec.EndedWhy()
 }
 
 // OOMKills is how many processes of sandbox id its memory limit killed so

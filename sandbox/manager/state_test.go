@@ -16,7 +16,7 @@ import (
 func TestTransitions(t *testing.T) {
 	m := &Manager{log: slog.Default()}
 	box := func(st sandbox.State) *box {
-		b := &box{dir: t.TempDir(), rec: Record{ID: "s1", State: st}}
+		b := &box{dir: t.TempDir(), rec: Record{Info: sandbox.Info{ID: "s1", State: st}}}
 		if err := writeRecord(b.dir, &b.rec); err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ type noImages struct {
 	calls int
 }
 
-func (n *noImages) Resolve(context.Context, string, func(Progress)) (Image, error) {
+func (n *noImages) Resolve(context.Context, string, func(sandbox.Progress)) (Image, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.calls++
@@ -52,8 +52,8 @@ func newTenantManager(t *testing.T, limits map[string]int, running map[string]st
 	for id, tenant := range map[string]string{"a1": "acme", "b1": "beta", "z1": ""} {
 		d := filepath.Join(m.cfg.Dir, id)
 		os.MkdirAll(d, 0o700)
-		rec := Record{ID: id, Tenant: tenant, State: sandbox.StateStopped, Reason: sandbox.ReasonExited,
-			Spec: sandbox.Spec{Backend: "fake"}, CreatedAt: time.Now()}
+		rec := Record{Info: sandbox.Info{ID: id, Tenant: tenant, State: sandbox.StateStopped, Reason: sandbox.ReasonExited,
+			Spec: sandbox.Spec{Backend: "fake"}, CreatedAt: time.Now()}}
 		if err := writeRecord(d, &rec); err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func newTenantManager(t *testing.T, limits map[string]int, running map[string]st
 	}
 	for id, tenant := range running {
 		m.boxes[id] = &box{tenant: tenant, dir: filepath.Join(m.cfg.Dir, id),
-			rec: Record{ID: id, Tenant: tenant, State: sandbox.StateRunning, Spec: sandbox.Spec{Backend: "fake"}}}
+			rec: Record{Info: sandbox.Info{ID: id, Tenant: tenant, State: sandbox.StateRunning, Spec: sandbox.Spec{Backend: "fake"}}}}
 	}
 	return m, images
 }
@@ -71,7 +71,7 @@ func newTenantManager(t *testing.T, limits map[string]int, running map[string]st
 func TestTenantScope(t *testing.T) {
 	m, _ := newTenantManager(t, nil, nil)
 	ctx := context.Background()
-	ids := func(recs []Record) string {
+	ids := func(recs []sandbox.Info) string {
 		var out []string
 		for _, r := range recs {
 			out = append(out, r.ID)
@@ -162,7 +162,7 @@ func TestTenantAdmitRace(t *testing.T) {
 	admitted := 0
 	for i := range 20 {
 		wg.Go(func() {
-			b := &box{tenant: "acme", rec: Record{ID: "n" + string(rune('a'+i)), Tenant: "acme"}}
+			b := &box{tenant: "acme", rec: Record{Info: sandbox.Info{ID: "n" + string(rune('a'+i)), Tenant: "acme"}}}
 			if m.admit("acme", 5, b) == nil {
 				mu.Lock()
 				admitted++

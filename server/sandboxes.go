@@ -1,0 +1,71 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/sandbox"
+)
+
+// Sandboxes is what the API needs of the sandbox service: sandboxes by
+// tenant, and a way to reach each one's executor. sandbox/manager's Manager
+// is one (through Over); a service that runs its sandboxes elsewhere (a
+// cluster, another host) is another, and the API does not change.
+//
+// tenant "" is the admin, who sees every sandbox; a tenant sees its own and
+// gets errdefs.ErrNotFound for any other.
+type Sandboxes interface {
+	// Create makes and starts a sandbox, reporting slow steps to progress.
+	Create(ctx context.Context, tenant string, spec sandbox.Spec, progress func(sandbox.Progress)) (sandbox.Info, error)
+	Get(ctx context.Context, tenant, id string) (sandbox.Info, error)
+	List(ctx context.Context, tenant string, labels map[string]string) []sandbox.Info
+	Delete(ctx context.Context, tenant, id string) error
+	// Executor reaches a running sandbox's executor (and marks the
+	// sandbox active, for its idle timeout).
+	Executor(ctx context.Context, tenant, id string) (Executor, error)
+	// Ended reports whether a sandbox whose call broke has stopped, waiting
+	// a moment for a death on its way to be recorded.
+	Ended(ctx context.Context, tenant, id string) (sandbox.Info, bool)
+	// OOMKills is how many processes the memory limit has killed so far,
+	// read now, and the limit.
+	OOMKills(ctx context.Context, tenant, id string) (int, int64, error)
+	Backends() []sandbox.BackendInfo
+}
+
+// Executor is what the API needs of one sandbox's executor: the two calls
+// it relays event by event (Exec, Attach), and for every other call, passed
+// through as bytes, the transport and the token that reach it.
+type Executor interface {
+	Exec(ctx context.Context, req *executorv1.ExecRequest, onEvent func(*executorv1.ExecEvent)) (*executorv1.Exited, error)
+	Attach(ctx context.Context, pid int32, follow bool, onEvent func(*executorv1.ExecEvent)) (*executorv1.Exited, error)
+	Token() string
+	Transport(procedure string) http.RoundTripper
+}
+
+// ClientSandboxes is a sandbox service whose Client returns its own
+// executor client type E; Over adapts it to Sandboxes.
+type ClientSandboxes[E Executor] interface {
+	Create(ctx context.Context, tenant string, spec sandbox.Spec, progress func(sandbox.Progress)) (sandbox.Info, error)
+	Get(ctx context.Context, tenant, id string) (sandbox.Info, error)
+	List(ctx context.Context, tenant string, labels map[string]string) []sandbox.Info
+	Delete(ctx context.Context, tenant, id string) error
+	Client(ctx context.Context, tenant, id string) (E, error)
+	Ended(ctx context.Context, tenant, id string) (sandbox.Info, bool)
+	OOMKills(ctx context.Context, tenant, id string) (int, int64, error)
+	Backends() []sandbox.BackendInfo
+}
+
+// Over serves s through the API: server.New(server.Over(m), …) for a
+// *manager.Manager, whose Client returns *client.Client.
+func Over[E Executor](s ClientSandboxes[E]) Sandboxes { return over[E]{s} }
+
+type over[E Executor] struct{ ClientSandboxes[E] }
+
+func (o over[E]) Executor(ctx context.Context, tenant, id string) (Executor, error) {
+	ex, err := o.Client(ctx, tenant, id)
+	if err != nil {
+		return nil, err // never a typed nil in the interface
+	}
+	return ex, nil
+}
