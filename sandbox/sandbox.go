@@ -80,18 +80,24 @@ type Mount struct {
 }
 
 // Bundle is everything a Backend needs to start a sandbox. The Manager
-// prepares it: the root filesystem is already mounted (an overlay of the
-// image's layers over the sandbox's own writable layer), the executor binary
-// and the control directory are bind mounts.
+// prepares it. For a backend on this host the root filesystem is already
+// mounted (an overlay of the image's layers over the sandbox's own writable
+// layer) and the executor binary and the control directory are bind mounts;
+// a RootMaker gets Image and Executor instead, and no Rootfs or Mounts.
 type Bundle struct {
-	ID       string   `json:"id"`
-	Dir      string   `json:"dir"`    // host directory owned by this sandbox; the backend may keep files here
-	Rootfs   string   `json:"rootfs"` // mounted root filesystem
-	Mounts   []Mount  `json:"mounts"`
-	Args     []string `json:"args"` // the init process (the executor)
-	Env      []string `json:"env"`
-	Cwd      string   `json:"cwd"`
-	Hostname string   `json:"hostname"`
+	ID     string  `json:"id"`
+	Dir    string  `json:"dir"`    // host directory owned by this sandbox; the backend may keep files here
+	Rootfs string  `json:"rootfs"` // mounted root filesystem ("" for a RootMaker)
+	Mounts []Mount `json:"mounts"`
+	// Image is what the sandbox runs, for a RootMaker to make its root
+	// filesystem from; Executor is the host path of the static executor
+	// binary, which a RootMaker puts at Args[0] its own way.
+	Image    BundleImage `json:"image,omitzero"`
+	Executor string      `json:"executor,omitempty"`
+	Args     []string    `json:"args"` // the init process (the executor)
+	Env      []string    `json:"env"`
+	Cwd      string      `json:"cwd"`
+	Hostname string      `json:"hostname"`
 	// Listen is where the executor serves, as a path inside the sandbox
 	// (a unix socket under one of Mounts' targets); the backend says in
 	// Start how the host reaches it. Empty: the sandbox runs no executor.
@@ -101,6 +107,12 @@ type Bundle struct {
 	// with only loopback.
 	NetNS  string `json:"netns,omitempty"`
 	Limits Limits `json:"limits"`
+}
+
+// BundleImage names a sandbox's image as the service resolved it.
+type BundleImage struct {
+	Ref    string `json:"ref"`    // as the user named it ("debian", "ghcr.io/x/y:1")
+	Digest string `json:"digest"` // the manifest the service resolved it to
 }
 
 // Endpoint is where the service reaches a sandbox's executor, as its
@@ -180,6 +192,17 @@ type Backend interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// RootMaker is implemented by backends that make a sandbox's root
+// filesystem themselves, away from this host's disks: a Kubernetes pod
+// pulls its image on its node, a VM boots a disk built from it. The manager
+// then skips its host-local stage (the sandbox's disk, the overlay of the
+// image's layers, the control directory) and passes a Bundle with Image
+// and Executor set and no Rootfs or Mounts. Such a sandbox's files are the
+// backend's to keep: the manager has no disk of its to hand a replacement.
+type RootMaker interface {
+	MakesRoot()
+}
+
 // Usage is a sandbox's resource use, as a backend measures it from the host.
 type Usage struct {
 	MemoryBytes uint64
@@ -205,10 +228,4 @@ type Waiter interface {
 // shown it.
 type Versioner interface {
 	Version() string
-}
-
-// Pauser is implemented by backends that can freeze a sandbox in place.
-type Pauser interface {
-	Pause(ctx context.Context, id string) error
-	Resume(ctx context.Context, id string) error
 }

@@ -41,7 +41,6 @@ type Backend struct {
 var (
 	_ sandbox.Backend       = (*Backend)(nil)
 	_ sandbox.UsageReporter = (*Backend)(nil)
-	_ sandbox.Pauser        = (*Backend)(nil)
 	_ sandbox.Versioner     = (*Backend)(nil)
 )
 

@@ -439,25 +439,11 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	return b.rec, restored, nil
 }
 
-// start prepares the root filesystem and boots the sandbox; b.mu is held.
+// start boots the sandbox; b.mu is held. Its stages: the host-local root
+// filesystem (skipped for a sandbox.RootMaker, which makes its own), the
+// backend's start, and the executor's first answer.
 func (m *Manager) start(ctx context.Context, b *box, img Image) error {
-	l := rootfs.Layout{Dir: b.dir}
 	spec := b.rec.Spec
-	t0 := time.Now()
-	if _, err := os.Stat(l.DiskImage()); err != nil {
-		m.pool.Take(l, spec.Limits.DiskBytes)
-	}
-	if err := rootfs.CreateDisk(ctx, l, spec.Limits.DiskBytes); err != nil {
-		return err
-	}
-	t1 := time.Now()
-	if err := rootfs.MountDisk(l); err != nil {
-		return err
-	}
-	if err := rootfs.MountOverlay(l, img.Layers); err != nil {
-		return err
-	}
-	t2 := time.Now()
 	workdir := spec.Workdir
 	if workdir == "" {
 		workdir = cleanWorkdir(img.WorkingDir)
@@ -468,17 +454,9 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	// The executor makes the workdir, inside: the host never resolves a
 	// path in the sandbox's root filesystem, whose symlinks the image or
 	// an earlier life of the sandbox chose.
-	if err := rootfs.PrepareRun(l); err != nil {
-		return err
-	}
 	bundle := sandbox.Bundle{
 		ID:     b.rec.ID,
 		Dir:    b.dir,
-		Rootfs: l.Rootfs(),
-		Mounts: []sandbox.Mount{
-			{Source: m.cfg.ExecutorPath, Target: ExecutorTarget, ReadOnly: true},
-			{Source: l.Run(), Target: RunTarget},
-		},
 		Listen: RunTarget + "/" + socketName,
 		Args: []string{ExecutorTarget,
 			"--listen", RunTarget + "/" + socketName,
@@ -492,6 +470,13 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 		Limits:   spec.Limits,
 	}
 	backend := m.cfg.Backends[spec.Backend]
+	t0 := time.Now()
+	if _, remote := backend.(sandbox.RootMaker); remote {
+		bundle.Image = sandbox.BundleImage{Ref: spec.Image, Digest: img.Digest}
+		bundle.Executor = m.cfg.ExecutorPath
+	} else if err := m.localRoot(ctx, b, img, &bundle); err != nil {
+		return err
+	}
 	t3 := time.Now()
 	ep, err := backend.Start(ctx, bundle)
 	if err != nil {
@@ -508,14 +493,47 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	if err != nil {
 		return fmt.Errorf("the sandbox's executor did not start: %w%s", err, initLog(b.dir))
 	}
-	m.log.Debug("sandbox boot", "sandbox", b.rec.ID, "mkfs", t1.Sub(t0), "mount", t2.Sub(t1),
-		"prepare", t3.Sub(t2), "backend_start", t4.Sub(t3), "executor_ready", time.Since(t4))
+	m.log.Debug("sandbox boot", "sandbox", b.rec.ID, "root", t3.Sub(t0),
+		"backend_start", t4.Sub(t3), "executor_ready", time.Since(t4))
 	b.client = ex
 	b.rec.Runtime = runtimeOf(backend)
 	if err := m.setState(b, sandbox.StateRunning, "", ""); err != nil {
 		return err
 	}
 	m.watchDeath(b)
+	return nil
+}
+
+// localRoot is the host-local root filesystem stage: the sandbox's disk
+// (from the pool or made now), mounted, the overlay of the image's layers
+// over it, and the control directory; it fills in the bundle's Rootfs and
+// Mounts. b.mu is held.
+func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sandbox.Bundle) error {
+	l := rootfs.Layout{Dir: b.dir}
+	disk := b.rec.Spec.Limits.DiskBytes
+	t0 := time.Now()
+	if _, err := os.Stat(l.DiskImage()); err != nil {
+		m.pool.Take(l, disk)
+	}
+	if err := rootfs.CreateDisk(ctx, l, disk); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	if err := rootfs.MountDisk(l); err != nil {
+		return err
+	}
+	if err := rootfs.MountOverlay(l, img.Layers); err != nil {
+		return err
+	}
+	if err := rootfs.PrepareRun(l); err != nil {
+		return err
+	}
+	m.log.Debug("sandbox root", "sandbox", b.rec.ID, "disk", t1.Sub(t0), "mount", time.Since(t1))
+	bundle.Rootfs = l.Rootfs()
+	bundle.Mounts = []sandbox.Mount{
+		{Source: m.cfg.ExecutorPath, Target: ExecutorTarget, ReadOnly: true},
+		{Source: l.Run(), Target: RunTarget},
+	}
 	return nil
 }
 

@@ -238,7 +238,7 @@ func (r *Runtime) launchShim(ctx context.Context, id, dir string) (handshake, er
 }
 
 // Status reports on a sandbox from its record and /proc, without running
-// the runtime. A paused sandbox is Running. ExitCode is -1 when the end is
+// the runtime. ExitCode is -1 when the end is
 // unknown: the init never ran, or it and its shim vanished without a record
 // (a host reboot, a killed shim), which the caller should call lost.
 func (r *Runtime) Status(ctx context.Context, id string) (sandbox.Status, error) {
@@ -346,11 +346,6 @@ func (r *Runtime) kill(ctx context.Context, id, dir string) error {
 		// killer's. An init already dead (perhaps of OOM) gets none.
 		if err := os.WriteFile(recordPath(dir, fileKilled), nil, 0o600); err != nil {
 			return fmt.Errorf("sandbox %s: %w", id, err)
-		}
-		if exists(recordPath(dir, filePaused)) {
-			// A frozen task takes no signal, SIGKILL included, until thawed.
-			_ = r.rt.Resume(ctx, id)
-			_ = os.Remove(recordPath(dir, filePaused))
 		}
 		if err := syscall.Kill(s.Init.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("sandbox %s: kill: %w", id, err)
@@ -462,28 +457,6 @@ func (r *Runtime) Usage(ctx context.Context, id string) (sandbox.Usage, error) {
 		return sandbox.Usage{}, fmt.Errorf("sandbox %s: usage: %w", id, err)
 	}
 	return sandbox.Usage{MemoryBytes: s.MemoryBytes, CPUSeconds: s.CPUSeconds, Pids: s.Pids}, nil
-}
-
-// Pause freezes the sandbox in place with the runtime's pause.
-func (r *Runtime) Pause(ctx context.Context, id string) error {
-	if err := r.running(ctx, id); err != nil {
-		return err
-	}
-	if err := r.rt.Pause(ctx, id); err != nil {
-		return fmt.Errorf("sandbox %s: %s pause: %w", id, r.cfg.Name, err)
-	}
-	return os.WriteFile(recordPath(r.dir(id), filePaused), nil, 0o600)
-}
-
-// Resume thaws a paused sandbox.
-func (r *Runtime) Resume(ctx context.Context, id string) error {
-	if err := r.running(ctx, id); err != nil {
-		return err
-	}
-	if err := r.rt.Resume(ctx, id); err != nil {
-		return fmt.Errorf("sandbox %s: %s resume: %w", id, r.cfg.Name, err)
-	}
-	return os.Remove(recordPath(r.dir(id), filePaused))
 }
 
 func (r *Runtime) running(ctx context.Context, id string) error {

@@ -22,7 +22,6 @@ import (
 //	started.json  init and shim pids with their start times (procRef)
 //	exit.json     how the init ended (exitRecord), written by the shim
 //	killed        present once Kill has sent SIGKILL
-//	paused        present while the sandbox is paused
 const (
 	fileConfig  = "config.json"
 	fileShim    = "shim.json"
@@ -31,7 +30,6 @@ const (
 	fileStarted = "started.json"
 	fileExit    = "exit.json"
 	fileKilled  = "killed"
-	filePaused  = "paused"
 )
 
 // procRef names a process in a way that survives pid reuse: a pid and the
