@@ -12,18 +12,22 @@ import (
 // tenant, and a way to reach each one's executor. sandbox/manager's Manager
 // is one (through Over); a service that runs its sandboxes elsewhere (a
 // cluster, another host) is another, and the API does not change.
-//
-// tenant "" is the admin, who sees every sandbox; a tenant sees its own and
-// gets errdefs.ErrNotFound for any other.
 type Sandboxes interface {
+	Lifecycle
+	// Executor reaches a running sandbox's executor (and marks the
+	// sandbox active, for its idle timeout).
+	Executor(ctx context.Context, tenant, id string) (Executor, error)
+}
+
+// Lifecycle makes, shows and ends sandboxes. tenant "" is the admin, who
+// sees every sandbox; a tenant sees its own and gets errdefs.ErrNotFound
+// for any other.
+type Lifecycle interface {
 	// Create makes and starts a sandbox, reporting slow steps to progress.
 	Create(ctx context.Context, tenant string, spec sandbox.Spec, progress func(sandbox.Progress)) (sandbox.Info, error)
 	Get(ctx context.Context, tenant, id string) (sandbox.Info, error)
 	List(ctx context.Context, tenant string, labels map[string]string) []sandbox.Info
 	Delete(ctx context.Context, tenant, id string) error
-	// Executor reaches a running sandbox's executor (and marks the
-	// sandbox active, for its idle timeout).
-	Executor(ctx context.Context, tenant, id string) (Executor, error)
 	// Ended reports whether a sandbox whose call broke has stopped, waiting
 	// a moment for a death on its way to be recorded.
 	Ended(ctx context.Context, tenant, id string) (sandbox.Info, bool)
@@ -46,14 +50,8 @@ type Executor interface {
 // ClientSandboxes is a sandbox service whose Client returns its own
 // executor client type E; Over adapts it to Sandboxes.
 type ClientSandboxes[E Executor] interface {
-	Create(ctx context.Context, tenant string, spec sandbox.Spec, progress func(sandbox.Progress)) (sandbox.Info, error)
-	Get(ctx context.Context, tenant, id string) (sandbox.Info, error)
-	List(ctx context.Context, tenant string, labels map[string]string) []sandbox.Info
-	Delete(ctx context.Context, tenant, id string) error
+	Lifecycle
 	Client(ctx context.Context, tenant, id string) (E, error)
-	Ended(ctx context.Context, tenant, id string) (sandbox.Info, bool)
-	OOMKills(ctx context.Context, tenant, id string) (int, int64, error)
-	Backends() []sandbox.BackendInfo
 }
 
 // Over serves s through the API: server.New(server.Over(m), …) for a
