@@ -20,6 +20,7 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/manager"
+	"github.com/reinsdev/reins/server/wire"
 )
 
 // SandboxHeader names the sandbox an executor call is for.
@@ -164,7 +165,7 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 		}
 		last[key] = time.Now()
 		stream.Send(&reinsv1.CreateSandboxResponse{Msg: &reinsv1.CreateSandboxResponse_Progress{Progress: &reinsv1.Progress{
-			Phase: p.Phase, Item: p.Item, Done: p.Done, Total: p.Total, Message: p.Message,
+			Phase: wire.ProgressPhase(p.Phase), Item: p.Item, Done: p.Done, Total: p.Total, Message: p.Message,
 		}}})
 	}
 	rec, err := s.m.Create(ctx, tenant(ctx), spec, progress)
@@ -249,8 +250,8 @@ func RecordToProto(r manager.Record) *reinsv1.Sandbox {
 			TtlMs: r.Spec.TTL.Milliseconds(), IdleTimeoutMs: r.Spec.IdleTimeout.Milliseconds(),
 			Env: r.Spec.Env, Labels: r.Spec.Labels, Workdir: r.Spec.Workdir,
 		},
-		State:           string(r.State),
-		Reason:          string(r.Reason),
+		State:           wire.SandboxState(r.State),
+		Reason:          wire.SandboxReason(r.Reason),
 		Message:         r.Message,
 		ImageDigest:     r.ImageDigest,
 		CreatedUnixNano: nano(r.CreatedAt),

@@ -51,12 +51,15 @@ type Image struct {
 
 // Progress is one step of slow work (an image pull, a boot).
 type Progress struct {
-	Phase   string
+	Phase   string // image.Phase* or PhaseBoot
 	Item    string
 	Done    int64
 	Total   int64
 	Message string
 }
+
+// PhaseBoot is the Progress phase of starting the sandbox, after its image.
+const PhaseBoot = "boot"
 
 // Images resolves image references, pulling them when needed.
 type Images interface {
@@ -435,7 +438,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 
 	log := m.log.With("sandbox", b.rec.ID, "tenant", tenant)
 	restored := oldID != "" && m.takeDisk(oldID, b.dir)
-	progress(Progress{Phase: "boot", Message: "starting " + spec.Backend + " sandbox"})
+	progress(Progress{Phase: PhaseBoot, Message: "starting " + spec.Backend + " sandbox"})
 	if err := m.start(ctx, b, img); err != nil {
 		log.Warn("create failed", "err", err)
 		m.stopLocked(b, sandbox.ReasonError, err.Error())
