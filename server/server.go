@@ -75,14 +75,14 @@ var _ reinsv1connect.SandboxServiceHandler = (*Server)(nil)
 // Handler returns the HTTP handler for the whole API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	path, h := reinsv1connect.NewSandboxServiceHandler(s, s.handlerOptions()...)
+	path, h := reinsv1connect.NewSandboxServiceHandler(s, s.apiOptions()...)
 	mux.Handle(path, h)
 	if s.runs != nil {
-		path, h := reinsv1connect.NewRunServiceHandler(s.runs, s.handlerOptions()...)
+		path, h := reinsv1connect.NewRunServiceHandler(s.runs, s.apiOptions()...)
 		mux.Handle(path, h)
 	}
 	if s.tenants != nil {
-		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants, s.handlerOptions()...)
+		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants, s.apiOptions()...)
 		mux.Handle(path, h)
 	}
 	s.handleExec(mux)
@@ -230,6 +230,12 @@ func (s *Server) Version(ctx context.Context, req *connect.Request[reinsv1.Versi
 		resp.Backends = append(resp.Backends, &reinsv1.Backend{Name: b.Name, Runtime: b.Runtime})
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// apiOptions are the handler options of the reins.v1 services: the
+// errors' translation and the API's one JSON form (wire.JSON).
+func (s *Server) apiOptions() []connect.HandlerOption {
+	return s.handlerOptions(connect.WithCodec(wire.JSONCodec{Codec: "json"}), connect.WithCodec(wire.JSONCodec{Codec: "json; charset=utf-8"}))
 }
 
 // RecordToProto converts a record for the wire. The executor token stays

@@ -2,16 +2,20 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/server/wire"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -92,6 +96,45 @@ func TestTypedWire(t *testing.T) {
 	for _, bad := range []reinsv1.RunStatus{reinsv1.RunStatus_RUN_STATUS_UNSPECIFIED, 42} {
 		if _, err := acme.ListRuns(ctx, []reinsv1.RunStatus{bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("ListRuns(%v): %v, want invalid argument", bad, err)
+		}
+	}
+}
+
+// TestOneJSON: a JSON caller (curl) gets the JSON the CLI prints
+// (wire.JSON): proto field names, enum names, every field.
+func TestOneJSON(t *testing.T) {
+	e := newEnv(t, store.Quota{}, nil)
+	ctx := context.Background()
+	tok := e.tenant(t, "acme", nil)
+	acme := e.client(tok)
+	run, err := acme.StartRun(ctx, &reinsv1.RunSpec{Task: "say hi", Model: "script:hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = waitStatus(t, acme, run.Id, "succeeded")
+	want, err := wire.JSON.Marshal(&reinsv1.GetRunResponse{Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8"} {
+		req, _ := http.NewRequest("POST", e.url+"/reins.v1.RunService/Get", strings.NewReader(`{"id":"`+run.Id+`"}`))
+		req.Header.Set("Content-Type", ct)
+		resp, err := (&http.Client{Transport: bearer(tok)}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var got, exp any
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("%s: %v: %s", ct, err, body)
+		}
+		json.Unmarshal(want, &exp)
+		if d := cmp.Diff(exp, got); d != "" {
+			t.Errorf("%s: the API's JSON is not the CLI's (-cli +api):\n%s", ct, d)
+		}
+		if !strings.Contains(string(body), `"RUN_STATUS_SUCCEEDED"`) || !strings.Contains(string(body), `"last_seq"`) {
+			t.Errorf("%s: %s", ct, body)
 		}
 	}
 }

@@ -315,8 +315,9 @@ func eventPayload(ev *reinsv1.RunEvent) proto.Message {
 func parseRunStatuses(names []string) ([]reinsv1.RunStatus, error) {
 	var out []reinsv1.RunStatus
 	for _, n := range names {
-		s := wire.RunStatus(runlog.Status(strings.ToLower(strings.TrimPrefix(strings.ToUpper(n), "RUN_STATUS_"))))
-		if s == reinsv1.RunStatus_RUN_STATUS_UNSPECIFIED {
+		v, ok := reinsv1.RunStatus_value["RUN_STATUS_"+strings.TrimPrefix(strings.ToUpper(n), "RUN_STATUS_")]
+		s := reinsv1.RunStatus(v)
+		if !ok || s == reinsv1.RunStatus_RUN_STATUS_UNSPECIFIED {
 			return nil, usageError{fmt.Errorf("--status %q: use queued, running, waiting_approval, paused, succeeded, failed or cancelled", n)}
 		}
 		out = append(out, s)

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/server/wire"
 )
 
 func sandboxCmd() *cobra.Command {
@@ -417,7 +417,8 @@ func ago(nano int64) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+// jsonOpts is the API's own JSON form, so --json prints what curl reads.
+var jsonOpts = wire.JSON
 
 func printJSON(w io.Writer, m proto.Message) error {
 	data, err := jsonOpts.Marshal(m)
