@@ -425,11 +425,11 @@ func printJSON(w io.Writer, m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	var v any
-	json.Unmarshal(data, &v)
+	// As raw JSON the fields keep the .proto's order (and the encoder
+	// evens out protojson's deliberately varying spaces).
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return enc.Encode(json.RawMessage(data))
 }
 
 // printJSONLine prints m as one line of JSON (for a stream: one object a
