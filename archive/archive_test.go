@@ -4,11 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/reinsdev/reins/archive"
@@ -149,5 +151,26 @@ func TestExtractBadStream(t *testing.T) {
 	_, _, err := archive.Extract(strings.NewReader(strings.Repeat("garbage!", 200)), t.TempDir())
 	if !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("garbage: %v", err)
+	}
+}
+
+// TestExtractSourceError: a source that fails (a dropped connection, a
+// timeout) keeps its error's kind; a tar cut short by a source that just
+// ends is a malformed stream.
+func TestExtractSourceError(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "a", Mode: 0o644, Size: 3, Typeflag: tar.TypeReg})
+	tw.Write([]byte("abc"))
+	tw.Close()
+	whole := buf.Bytes()
+	failing := io.MultiReader(bytes.NewReader(whole[:512+512]), iotest.ErrReader(fmt.Errorf("the peer went: %w", errdefs.ErrUnavailable)))
+	_, _, err := archive.Extract(failing, t.TempDir())
+	if !errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a failing source: %v, want unavailable", err)
+	}
+	_, _, err = archive.Extract(bytes.NewReader(whole[:100]), t.TempDir())
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a short stream: %v, want invalid argument", err)
 	}
 }

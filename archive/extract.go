@@ -111,14 +111,15 @@ func (o Options) ExtractRoot(r io.Reader, root *os.Root) (files int, bytes int64
 		maxEnts:  limit(o.MaxEntries, DefaultMaxEntries),
 	}
 	defer x.closeDirs()
-	tr := tar.NewReader(r)
+	src := &sourceReader{r: r}
+	tr := tar.NewReader(src)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return x.files, x.bytes, streamError(x.files, err)
+			return x.files, x.bytes, streamError(x.files, err, src.err)
 		}
 		if err := x.entry(hdr, tr); err != nil {
 			return x.files, x.bytes, err
@@ -127,15 +128,34 @@ func (o Options) ExtractRoot(r io.Reader, root *os.Root) (files int, bytes int64
 	return x.files, x.bytes, x.finishDirs()
 }
 
-// streamError reports err, met reading the stream after files entries: a
-// malformed stream is an invalid argument, and the reader's own errors (a
-// broken connection, a cancelled context) keep their kind.
-func streamError(files int, err error) error {
-	// The tar reader's own errors are bare; the stream's come wrapped.
-	if err == io.ErrUnexpectedEOF || errors.Is(err, tar.ErrHeader) || strings.HasPrefix(err.Error(), "archive/tar:") {
+// streamError reports err, met reading the stream after files entries.
+// When the source read without failing (srcErr nil), the tar in it is
+// malformed: an invalid argument. Otherwise the source's own error (a
+// broken connection, a cancelled context) keeps its kind.
+func streamError(files int, err, srcErr error) error {
+	if srcErr == nil {
 		return errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf("reading the tar stream after %d files: %v", files, err))
 	}
+	if !errors.Is(err, srcErr) {
+		err = srcErr
+	}
 	return fmt.Errorf("reading the tar stream after %d files: %w", files, err)
+}
+
+// sourceReader remembers the error its reader failed with (not its end),
+// so that a tar reader's error is told from its source's by what happened,
+// not by its text.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
 }
 
 func limit(v, def int64) int64 {

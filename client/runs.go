@@ -37,7 +37,7 @@ func (c *Client) GetRun(ctx context.Context, id string) (*reinsv1.Run, error) {
 }
 
 // ListRuns lists runs, newest first, optionally of some statuses.
-func (c *Client) ListRuns(ctx context.Context, statuses []string) ([]*reinsv1.Run, error) {
+func (c *Client) ListRuns(ctx context.Context, statuses []reinsv1.RunStatus) ([]*reinsv1.Run, error) {
 	ctx, cancel := unaryDeadline(ctx)
 	defer cancel()
 	resp, err := c.runs().List(ctx, connect.NewRequest(&reinsv1.ListRunsRequest{Statuses: statuses}))

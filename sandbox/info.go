@@ -47,12 +47,15 @@ func (i Info) EndedWhy() string {
 // image, booting. Done and Total count what Phase counts (bytes for a
 // pull); Total is 0 when unknown.
 type Progress struct {
-	Phase   string
+	Phase   string // image.Phase* or PhaseBoot
 	Item    string
 	Done    int64
 	Total   int64
 	Message string
 }
+
+// PhaseBoot is the Progress phase of starting the sandbox, after its image.
+const PhaseBoot = "boot"
 
 // BackendInfo names a backend the service can run and what it runs
 // ("runsc 0.0.0-…, platform systrap"; "" when the backend does not say).

@@ -21,6 +21,7 @@ want mkfs.ext4 e2fsprogs
 want ip iproute2
 want curl curl
 want debootstrap debootstrap
+want protoc protobuf-compiler # make proto (the generated code is committed)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need="$need postgresql-15"
 dpkg -s busybox-static >/dev/null 2>&1 || need="$need busybox-static"
 command -v go >/dev/null 2>&1 || { echo "install Go 1.26 or newer (https://go.dev/dl) and put it on PATH" >&2; exit 1; }

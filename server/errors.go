@@ -39,11 +39,13 @@ func (s *Server) prepareError(ctx context.Context, procedure string, err error) 
 			s.log.Error("call failed", "procedure", procedure, "tenant", tenant(ctx), "err", err)
 		}
 	}
-	msg := err.Error()
+	msg, redact := err.Error(), false
 	for _, p := range hostPaths(err) {
-		msg = strings.ReplaceAll(msg, p, hostPath)
+		if strings.Contains(msg, p) {
+			msg, redact = strings.ReplaceAll(msg, p, hostPath), true
+		}
 	}
-	if msg == err.Error() {
+	if !redact {
 		return err
 	}
 	return &redacted{error: err, msg: msg}

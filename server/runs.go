@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/runlog"
+	"github.com/reinsdev/reins/server/wire"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -30,7 +32,7 @@ type Runs struct {
 var _ reinsv1connect.RunServiceHandler = (*Runs)(nil)
 
 func (r *Runs) Start(ctx context.Context, req *connect.Request[reinsv1.StartRunRequest]) (*connect.Response[reinsv1.StartRunResponse], error) {
-	spec := SpecToAgent(req.Msg.Spec)
+	spec := wire.SpecFromProto(req.Msg.Spec)
 	if err := agent.CheckModelName(spec.Model); err != nil {
 		return nil, err
 	}
@@ -80,7 +82,15 @@ func (r *Runs) Get(ctx context.Context, req *connect.Request[reinsv1.GetRunReque
 }
 
 func (r *Runs) List(ctx context.Context, req *connect.Request[reinsv1.ListRunsRequest]) (*connect.Response[reinsv1.ListRunsResponse], error) {
-	rows, err := r.Store.ListRuns(ctx, store.RunFilter{Tenant: tenant(ctx), Statuses: req.Msg.Statuses, Limit: int(req.Msg.Limit)})
+	var statuses []string
+	for _, p := range req.Msg.Statuses {
+		s := wire.RunStatusFromProto(p)
+		if s == "" {
+			return nil, fmt.Errorf("run status %v is not one this service knows: ask for RUN_STATUS_QUEUED, _RUNNING, _WAITING_APPROVAL, _PAUSED, _SUCCEEDED, _FAILED or _CANCELLED: %w", p, errdefs.ErrInvalidArgument)
+		}
+		statuses = append(statuses, string(s))
+	}
+	rows, err := r.Store.ListRuns(ctx, store.RunFilter{Tenant: tenant(ctx), Statuses: statuses, Limit: int(req.Msg.Limit)})
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +114,8 @@ func (r *Runs) Events(ctx context.Context, req *connect.Request[reinsv1.RunEvent
 			return err
 		}
 		for _, ev := range evs {
-			if err := stream.Send(&reinsv1.RunEvent{RunId: id, Seq: ev.Seq, Type: ev.Type,
-				TimeUnixNano: ev.Time.UnixNano(), Data: string(ev.Data)}); err != nil {
+			ev.RunID = id
+			if err := stream.Send(wire.Event(ev)); err != nil {
 				return err
 			}
 			after = ev.Seq
@@ -151,7 +161,7 @@ func (r *Runs) ListArtifacts(ctx context.Context, req *connect.Request[reinsv1.L
 	}
 	resp := &reinsv1.ListArtifactsResponse{}
 	for _, a := range arts {
-		resp.Artifacts = append(resp.Artifacts, &reinsv1.Artifact{Name: a.Name, Digest: a.Digest, Size: a.Size, Source: a.Source})
+		resp.Artifacts = append(resp.Artifacts, wire.Artifact(a))
 	}
 	return connect.NewResponse(resp), nil
 }
@@ -179,17 +189,6 @@ func (r *Runs) GetArtifact(ctx context.Context, req *connect.Request[reinsv1.Get
 	}
 }
 
-// SpecToAgent converts a wire run spec.
-func SpecToAgent(p *reinsv1.RunSpec) runlog.Spec {
-	if p == nil {
-		p = &reinsv1.RunSpec{}
-	}
-	return runlog.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
-		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
-		Timeout: runlog.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy,
-		Script: p.Script}
-}
-
 // RunToProto converts a run row for the wire.
 func RunToProto(row store.Run) *reinsv1.Run {
 	var spec runlog.Spec
@@ -197,15 +196,11 @@ func RunToProto(row store.Run) *reinsv1.Run {
 	var sum runlog.Summary
 	json.Unmarshal(row.Summary, &sum)
 	return &reinsv1.Run{
-		Id:     row.ID,
-		Status: row.Status,
-		Spec: &reinsv1.RunSpec{Task: spec.Task, Model: spec.Model, System: spec.System, Sandboxes: spec.Sandboxes,
-			MaxSteps: int32(spec.MaxSteps), MaxCostUsd: spec.MaxCost, MaxTokens: spec.MaxTokens,
-			TimeoutMs: time.Duration(spec.Timeout).Milliseconds(), Tools: spec.Tools, Policy: spec.Policy,
-			Script: spec.Script},
-		Steps: int32(sum.Steps),
-		Usage: &reinsv1.Usage{InputTokens: sum.Usage.InputTokens, OutputTokens: sum.Usage.OutputTokens,
-			CacheReadTokens: sum.Usage.CacheReadTokens, CacheWriteTokens: sum.Usage.CacheWriteTokens},
+		Id:              row.ID,
+		Status:          wire.RunStatus(runlog.Status(row.Status)),
+		Spec:            wire.Spec(spec),
+		Steps:           int32(sum.Steps),
+		Usage:           wire.Usage(sum.Usage),
 		CostUsd:         sum.Cost,
 		Text:            sum.Text,
 		Reason:          sum.Reason,

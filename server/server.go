@@ -19,6 +19,7 @@ import (
 	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/server/wire"
 )
 
 // SandboxHeader names the sandbox an executor call is for.
@@ -73,14 +74,14 @@ var _ reinsv1connect.SandboxServiceHandler = (*Server)(nil)
 // Handler returns the HTTP handler for the whole API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	path, h := reinsv1connect.NewSandboxServiceHandler(s, s.handlerOptions()...)
+	path, h := reinsv1connect.NewSandboxServiceHandler(s, s.apiOptions()...)
 	mux.Handle(path, h)
 	if s.runs != nil {
-		path, h := reinsv1connect.NewRunServiceHandler(s.runs, s.handlerOptions()...)
+		path, h := reinsv1connect.NewRunServiceHandler(s.runs, s.apiOptions()...)
 		mux.Handle(path, h)
 	}
 	if s.tenants != nil {
-		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants, s.handlerOptions()...)
+		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants, s.apiOptions()...)
 		mux.Handle(path, h)
 	}
 	s.handleExec(mux)
@@ -163,7 +164,7 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 		}
 		last[key] = time.Now()
 		stream.Send(&reinsv1.CreateSandboxResponse{Msg: &reinsv1.CreateSandboxResponse_Progress{Progress: &reinsv1.Progress{
-			Phase: p.Phase, Item: p.Item, Done: p.Done, Total: p.Total, Message: p.Message,
+			Phase: wire.ProgressPhase(p.Phase), Item: p.Item, Done: p.Done, Total: p.Total, Message: p.Message,
 		}}})
 	}
 	rec, err := s.m.Create(ctx, tenant(ctx), spec, progress)
@@ -230,6 +231,12 @@ func (s *Server) Version(ctx context.Context, req *connect.Request[reinsv1.Versi
 	return connect.NewResponse(resp), nil
 }
 
+// apiOptions are the handler options of the reins.v1 services: the
+// errors' translation and the API's one JSON form (wire.JSON).
+func (s *Server) apiOptions() []connect.HandlerOption {
+	return s.handlerOptions(connect.WithCodec(wire.JSONCodec{Codec: "json"}), connect.WithCodec(wire.JSONCodec{Codec: "json; charset=utf-8"}))
+}
+
 // RecordToProto converts a sandbox for the wire.
 func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 	nano := func(t time.Time) int64 {
@@ -247,8 +254,8 @@ func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 			TtlMs: r.Spec.TTL.Milliseconds(), IdleTimeoutMs: r.Spec.IdleTimeout.Milliseconds(),
 			Env: r.Spec.Env, Labels: r.Spec.Labels, Workdir: r.Spec.Workdir,
 		},
-		State:           string(r.State),
-		Reason:          string(r.Reason),
+		State:           wire.SandboxState(r.State),
+		Reason:          wire.SandboxReason(r.Reason),
 		Message:         r.Message,
 		ImageDigest:     r.ImageDigest,
 		CreatedUnixNano: nano(r.CreatedAt),

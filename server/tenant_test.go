@@ -30,6 +30,7 @@ import (
 	"github.com/reinsdev/reins/sandbox/fake"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/server"
+	"github.com/reinsdev/reins/server/wire"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/blob"
 	"github.com/reinsdev/reins/store/sqlite"
@@ -216,7 +217,7 @@ func waitStatus(t *testing.T, c *client.Client, id string, want ...string) *rein
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slices.Contains(want, run.Status) {
+		if slices.Contains(want, string(wire.RunStatusFromProto(run.Status))) {
 			return run
 		}
 		if time.Now().After(deadline) {
@@ -487,7 +488,7 @@ func TestIsolation(t *testing.T) {
 		if _, err := c.GetRun(ctx, run.Id); err != nil {
 			t.Errorf("%s's GetRun of acme's run: %v", name, err)
 		}
-		if sb, err := c.Get(ctx, sbx); err != nil || sb.State != "stopped" {
+		if sb, err := c.Get(ctx, sbx); err != nil || sb.State != reinsv1.SandboxState_SANDBOX_STATE_STOPPED {
 			t.Errorf("%s's Get of acme's sandbox: %v, %v", name, sb, err)
 		}
 		_, err = client.Unary(ctx, c.Sandbox(sbx), c.Sandbox(sbx).RPC().Stat, &executorv1.StatRequest{Path: "/"})

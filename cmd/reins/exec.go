@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
@@ -276,9 +277,9 @@ func execBroken(cl *client.Client, id string, err error) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if sb, gerr := cl.Get(ctx, id); gerr == nil && sb.State == string(sandbox.StateStopped) {
-		fmt.Fprintf(os.Stderr, "reins: sandbox %s stopped: %s: %s\n", id, sb.Reason, sb.Message)
-		if sb.Reason == string(sandbox.ReasonOOMKilled) {
+	if sb, gerr := cl.Get(ctx, id); gerr == nil && sb.State == reinsv1.SandboxState_SANDBOX_STATE_STOPPED {
+		fmt.Fprintf(os.Stderr, "reins: sandbox %s stopped: %s: %s\n", id, sandboxReasonName(sb.Reason), sb.Message)
+		if sb.Reason == reinsv1.SandboxReason_SANDBOX_REASON_OOM_KILLED {
 			fmt.Fprintf(os.Stderr, "reins: killed: out of memory (limit %s)\n", sandbox.FormatBytes(sb.Spec.MemoryBytes))
 			return exitError{exitKilled}
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,12 +17,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/reinsdev/reins/agent"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
-	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/runlog"
+	"github.com/reinsdev/reins/server/wire"
 )
 
 func runCmd() *cobra.Command {
@@ -142,7 +146,7 @@ func watchRun(ctx context.Context, cl *client.Client, id string, out io.Writer, 
 		return printJSON(out, run)
 	}
 	v.footer(run)
-	if run.Status != string(runlog.StatusSucceeded) {
+	if run.Status != reinsv1.RunStatus_RUN_STATUS_SUCCEEDED {
 		return exitError{1}
 	}
 	return nil
@@ -155,7 +159,7 @@ type runView struct {
 	status *statusLine
 	start  time.Time
 	step   int
-	usage  model.Usage
+	tokens int64 // input and output, as the model responses so far report
 	cost   float64
 	calls  map[string]string // call id → short description
 	tty    bool
@@ -187,100 +191,148 @@ func (v *runView) header(id string) {
 }
 
 func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *reinsv1.RunEvent) {
-	data := []byte(ev.Data)
 	switch ev.Type {
-	case runlog.EventModelResponse:
-		var d runlog.ModelResponse
-		json.Unmarshal(data, &d)
-		v.step, v.usage, v.cost = d.Step, v.usage.Add(d.Usage), v.cost+d.CostUSD
+	case reinsv1.EventType_EVENT_TYPE_MODEL_RESPONSE:
+		d := ev.GetModelResponse()
+		u := d.GetUsage()
+		v.step, v.cost = int(d.GetStep()), v.cost+d.GetCostUsd()
+		v.tokens += u.GetInputTokens() + u.GetOutputTokens()
 		final := true
-		for _, b := range d.Content {
-			final = final && b.Type != model.BlockToolUse
+		for _, b := range d.GetContent() {
+			final = final && b.Type != reinsv1.BlockType_BLOCK_TYPE_TOOL_USE
 		}
-		for _, b := range d.Content {
+		for _, b := range d.GetContent() {
 			switch b.Type {
-			case model.BlockText:
+			case reinsv1.BlockType_BLOCK_TYPE_TEXT:
 				// The final answer is printed last, once.
 				if t := strings.TrimSpace(b.Text); t != "" && !final {
 					v.printf("%s\n", t)
 				}
-			case model.BlockToolUse:
-				v.calls[b.ToolCallID] = describeCall(b.ToolName, b.Input)
+			case reinsv1.BlockType_BLOCK_TYPE_TOOL_USE:
+				v.calls[b.ToolCallId] = describeCall(b.ToolName, b.InputJson)
 			}
 		}
-	case runlog.EventToolCall:
-		var d runlog.ToolCall
-		json.Unmarshal(data, &d)
-		v.printf("%s %s\n", v.style("36", "▸"), v.calls[d.CallID])
-	case runlog.EventToolResult:
-		var d runlog.ToolResult
-		json.Unmarshal(data, &d)
+	case reinsv1.EventType_EVENT_TYPE_TOOL_CALL:
+		v.printf("%s %s\n", v.style("36", "▸"), v.calls[ev.GetToolCall().GetCallId()])
+	case reinsv1.EventType_EVENT_TYPE_TOOL_RESULT:
+		d := ev.GetToolResult()
 		mark := v.style("32", "  ✓")
-		if d.IsError {
+		if d.GetIsError() {
 			mark = v.style("31", "  ✗")
 		}
-		v.printf("%s %s\n", mark, summarize(d.Text, 3))
-	case runlog.EventSandboxCreated:
-		var d runlog.SandboxEvent
-		json.Unmarshal(data, &d)
-		if strings.HasPrefix(d.Image, agent.AttachPrefix) {
-			v.printf("%s sandbox %s attached: %s\n", v.style("35", "◆"), d.Name, d.ID)
+		v.printf("%s %s\n", mark, summarize(d.GetText(), 3))
+	case reinsv1.EventType_EVENT_TYPE_SANDBOX_CREATED:
+		d := ev.GetSandbox()
+		if strings.HasPrefix(d.GetImage(), agent.AttachPrefix) {
+			v.printf("%s sandbox %s attached: %s\n", v.style("35", "◆"), d.GetName(), d.GetId())
 		} else {
-			v.printf("%s sandbox %s (%s) created: %s\n", v.style("35", "◆"), d.Name, d.Image, d.ID)
+			v.printf("%s sandbox %s (%s) created: %s\n", v.style("35", "◆"), d.GetName(), d.GetImage(), d.GetId())
 		}
-	case runlog.EventSandboxLost:
-		var d runlog.SandboxEvent
-		json.Unmarshal(data, &d)
-		v.printf("%s sandbox %s lost: %s\n", v.style("33", "◆"), d.Name, d.Reason)
-	case runlog.EventSandboxReplaced:
-		var d runlog.SandboxEvent
-		json.Unmarshal(data, &d)
-		v.printf("%s sandbox %s replaced by %s: %s\n", v.style("33", "◆"), d.Name, d.ID, d.Note)
-	case runlog.EventWaiting:
-		var d runlog.Waiting
-		json.Unmarshal(data, &d)
-		v.ask(ctx, cl, id, d.Question)
-	case runlog.EventArtifact:
-		var d runlog.Artifact
-		json.Unmarshal(data, &d)
-		v.printf("%s artifact %s (%d bytes)\n", v.style("35", "◆"), d.Name, d.Size)
-	case runlog.EventApprovalRequested:
-		var d runlog.ApprovalRequested
-		json.Unmarshal(data, &d)
-		v.approve(ctx, cl, id, d)
-	case runlog.EventApprovalDecided:
-		var d runlog.ApprovalDecided
-		json.Unmarshal(data, &d)
+	case reinsv1.EventType_EVENT_TYPE_SANDBOX_LOST:
+		d := ev.GetSandbox()
+		v.printf("%s sandbox %s lost: %s\n", v.style("33", "◆"), d.GetName(), d.GetReason())
+	case reinsv1.EventType_EVENT_TYPE_SANDBOX_REPLACED:
+		d := ev.GetSandbox()
+		v.printf("%s sandbox %s replaced by %s: %s\n", v.style("33", "◆"), d.GetName(), d.GetId(), d.GetNote())
+	case reinsv1.EventType_EVENT_TYPE_WAITING:
+		v.ask(ctx, cl, id, ev.GetWaiting().GetQuestion())
+	case reinsv1.EventType_EVENT_TYPE_ARTIFACT:
+		d := ev.GetArtifact()
+		v.printf("%s artifact %s (%d bytes)\n", v.style("35", "◆"), d.GetName(), d.GetSize())
+	case reinsv1.EventType_EVENT_TYPE_APPROVAL_REQUESTED:
+		if d := ev.GetApprovalRequested(); d != nil {
+			v.approve(ctx, cl, id, d)
+		}
+	case reinsv1.EventType_EVENT_TYPE_APPROVAL_DECIDED:
+		d := ev.GetApprovalDecided()
 		verdict := v.style("32", "approved")
-		if !d.Approved {
-			verdict = v.style("31", "denied") + ": " + d.Reason
+		if !d.GetApproved() {
+			verdict = v.style("31", "denied") + ": " + d.GetReason()
 		}
-		v.printf("  %s by %s\n", verdict, d.Actor)
-	case runlog.EventPolicyDecision:
-		var d runlog.PolicyDecision
-		json.Unmarshal(data, &d)
-		if d.Action == "deny" {
-			v.printf("%s %s denied by policy (%s): %s\n", v.style("31", "✗"), d.Tool, d.Rule, d.Reason)
+		v.printf("  %s by %s\n", verdict, d.GetActor())
+	case reinsv1.EventType_EVENT_TYPE_POLICY_DECISION:
+		d := ev.GetPolicyDecision()
+		if d.GetAction() == reinsv1.PolicyAction_POLICY_ACTION_DENY {
+			v.printf("%s %s denied by policy (%s): %s\n", v.style("31", "✗"), d.GetTool(), d.GetRule(), d.GetReason())
 		}
-	case runlog.EventPaused, runlog.EventResumed, runlog.EventForked:
-		v.printf("%s %s\n", v.style("33", "◆"), strings.ReplaceAll(ev.Type, "_", " "))
-	case runlog.EventFinished:
+	case reinsv1.EventType_EVENT_TYPE_PAUSED, reinsv1.EventType_EVENT_TYPE_RESUMED, reinsv1.EventType_EVENT_TYPE_FORKED:
+		v.printf("%s %s\n", v.style("33", "◆"), strings.ReplaceAll(eventName(ev.Type), "_", " "))
+	case reinsv1.EventType_EVENT_TYPE_FINISHED:
 		return
 	}
 	if !v.quiet {
 		v.status.show(fmt.Sprintf("step %d · %d tokens · $%.4f · %s", v.step,
-			v.usage.InputTokens+v.usage.OutputTokens, v.cost, time.Since(v.start).Round(100*time.Millisecond)), true)
+			v.tokens, v.cost, time.Since(v.start).Round(100*time.Millisecond)), true)
 	}
 }
 
+// eventName, runStatusName, sandboxStateName and sandboxReasonName name
+// wire values as the log and the human views do ("tool_call",
+// "succeeded"); a value this build does not know keeps its wire name.
+func eventName(t reinsv1.EventType) string { return cmp.Or(wire.EventTypeFromProto(t), t.String()) }
+func runStatusName(s reinsv1.RunStatus) string {
+	return cmp.Or(string(wire.RunStatusFromProto(s)), s.String())
+}
+func sandboxStateName(s reinsv1.SandboxState) string {
+	return cmp.Or(string(wire.SandboxStateFromProto(s)), s.String())
+}
+func sandboxReasonName(r reinsv1.SandboxReason) string {
+	if r == reinsv1.SandboxReason_SANDBOX_REASON_UNSPECIFIED {
+		return ""
+	}
+	return cmp.Or(string(wire.SandboxReasonFromProto(r)), r.String())
+}
+
+// eventLine is an event's payload on one line: its API JSON without the
+// fields left empty.
+func eventLine(ev *reinsv1.RunEvent) string {
+	m := eventPayload(ev)
+	if m == nil {
+		return ""
+	}
+	data, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, data) != nil {
+		return string(data)
+	}
+	return buf.String()
+}
+
+// eventPayload is the message in an event's payload, or nil.
+func eventPayload(ev *reinsv1.RunEvent) proto.Message {
+	f := ev.ProtoReflect().WhichOneof(ev.ProtoReflect().Descriptor().Oneofs().ByName("payload"))
+	if f == nil {
+		return nil
+	}
+	return ev.ProtoReflect().Get(f).Message().Interface()
+}
+
+// parseRunStatuses reads --status values: the log's names (waiting_approval)
+// or the wire's (RUN_STATUS_WAITING_APPROVAL).
+func parseRunStatuses(names []string) ([]reinsv1.RunStatus, error) {
+	var out []reinsv1.RunStatus
+	for _, n := range names {
+		v, ok := reinsv1.RunStatus_value["RUN_STATUS_"+strings.TrimPrefix(strings.ToUpper(n), "RUN_STATUS_")]
+		s := reinsv1.RunStatus(v)
+		if !ok || s == reinsv1.RunStatus_RUN_STATUS_UNSPECIFIED {
+			return nil, usageError{fmt.Errorf("--status %q: use queued, running, waiting_approval, paused, succeeded, failed or cancelled", n)}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // approve asks a person at the terminal to decide a held call.
-func (v *runView) approve(ctx context.Context, cl *client.Client, id string, d runlog.ApprovalRequested) {
-	v.printf("%s %s %s\n  rule %s: %s\n", v.style("33;1", "? approve"), d.Tool, summarize(string(d.Input), 4), d.Rule, d.Reason)
+func (v *runView) approve(ctx context.Context, cl *client.Client, id string, d *reinsv1.ApprovalRequested) {
+	v.printf("%s %s %s\n  rule %s: %s\n", v.style("33;1", "? approve"), d.Tool, summarize(d.InputJson, 4), d.Rule, d.Reason)
 	if v.replay {
 		return
 	}
 	if v.quiet || !term.IsTerminal(int(os.Stdin.Fd())) {
-		v.printf("  decide with: reins runs approve %s --call %s   or   reins runs deny %s --call %s --reason \"…\"\n", id, d.CallID, id, d.CallID)
+		v.printf("  decide with: reins runs approve %s --call %s   or   reins runs deny %s --call %s --reason \"…\"\n", id, d.CallId, id, d.CallId)
 		return
 	}
 	in := bufio.NewReader(os.Stdin)
@@ -293,17 +345,17 @@ func (v *runView) approve(ctx context.Context, cl *client.Client, id string, d r
 		var derr error
 		switch strings.TrimSpace(line) {
 		case "a", "y", "yes":
-			derr = cl.Approve(ctx, id, d.CallID, "", false)
+			derr = cl.Approve(ctx, id, d.CallId, "", false)
 		case "A", "always":
-			derr = cl.Approve(ctx, id, d.CallID, "", true)
+			derr = cl.Approve(ctx, id, d.CallId, "", true)
 		case "d", "n", "no":
 			fmt.Fprint(v.out, "  reason: ")
 			reason, _ := in.ReadString('\n')
-			derr = cl.Deny(ctx, id, d.CallID, strings.TrimSpace(reason))
+			derr = cl.Deny(ctx, id, d.CallId, strings.TrimSpace(reason))
 		case "e", "edit":
 			fmt.Fprint(v.out, "  arguments (JSON, one line): ")
 			edit, _ := in.ReadString('\n')
-			derr = cl.Approve(ctx, id, d.CallID, strings.TrimSpace(edit), false)
+			derr = cl.Approve(ctx, id, d.CallId, strings.TrimSpace(edit), false)
 		default:
 			continue
 		}
@@ -337,22 +389,22 @@ func (v *runView) ask(ctx context.Context, cl *client.Client, id, q string) {
 func (v *runView) footer(run *reinsv1.Run) {
 	v.printf("\n")
 	switch run.Status {
-	case string(runlog.StatusSucceeded):
+	case reinsv1.RunStatus_RUN_STATUS_SUCCEEDED:
 		if run.Text != "" {
 			v.printf("%s\n", run.Text)
 		}
 	default:
-		v.printf("%s %s\n", v.style("31;1", "run "+run.Status+":"), run.Reason)
+		v.printf("%s %s\n", v.style("31;1", "run "+runStatusName(run.Status)+":"), run.Reason)
 	}
-	v.printf("\n%s · %d steps · %d tokens · $%.4f · %s\n", run.Status, run.Steps,
+	v.printf("\n%s · %d steps · %d tokens · $%.4f · %s\n", runStatusName(run.Status), run.Steps,
 		run.Usage.GetInputTokens()+run.Usage.GetOutputTokens(), run.CostUsd, time.Since(v.start).Round(100*time.Millisecond))
 	v.printf("inspect: reins runs show %s · reins runs events %s · reins runs artifacts %s\n", run.Id, run.Id, run.Id)
 }
 
 // describeCall is a one-line view of a tool call.
-func describeCall(name string, input json.RawMessage) string {
+func describeCall(name, input string) string {
 	var in map[string]any
-	json.Unmarshal(input, &in)
+	json.Unmarshal([]byte(input), &in)
 	var arg string
 	for _, k := range []string{"command", "path", "pattern", "query", "url", "question", "to"} {
 		if s, ok := in[k].(string); ok {
@@ -403,7 +455,11 @@ func runsLsCmd() *cobra.Command {
 				return err
 			}
 			defer cancel()
-			runs, err := cl.ListRuns(ctx, statuses)
+			want, err := parseRunStatuses(statuses)
+			if err != nil {
+				return err
+			}
+			runs, err := cl.ListRuns(ctx, want)
 			if err != nil {
 				return err
 			}
@@ -413,7 +469,7 @@ func runsLsCmd() *cobra.Command {
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tSTATUS\tMODEL\tSTEPS\tCOST\tCREATED\tTASK")
 			for _, r := range runs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t$%.4f\t%s\t%s\n", r.Id, r.Status, r.Spec.Model, r.Steps, r.CostUsd,
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t$%.4f\t%s\t%s\n", r.Id, runStatusName(r.Status), r.Spec.Model, r.Steps, r.CostUsd,
 					ago(r.CreatedUnixNano), summarize(r.Spec.Task, 1))
 			}
 			return w.Flush()
@@ -442,7 +498,7 @@ func runsShowCmd() *cobra.Command {
 				return printJSON(c.OutOrStdout(), r)
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintf(w, "id\t%s\nstatus\t%s\nmodel\t%s\ntask\t%s\nsteps\t%d\n", r.Id, r.Status, r.Spec.Model, summarize(r.Spec.Task, 3), r.Steps)
+			fmt.Fprintf(w, "id\t%s\nstatus\t%s\nmodel\t%s\ntask\t%s\nsteps\t%d\n", r.Id, runStatusName(r.Status), r.Spec.Model, summarize(r.Spec.Task, 3), r.Steps)
 			u := r.Usage
 			fmt.Fprintf(w, "tokens\t%d in, %d out, %d cache read, %d cache write\ncost\t$%.4f\ncreated\t%s\n",
 				u.GetInputTokens(), u.GetOutputTokens(), u.GetCacheReadTokens(), u.GetCacheWriteTokens(), r.CostUsd, ago(r.CreatedUnixNano))
@@ -476,20 +532,18 @@ func runsEventsCmd() *cobra.Command {
 				return err
 			}
 			defer cancel()
-			enc := json.NewEncoder(c.OutOrStdout())
 			return cl.RunEvents(ctx, args[0], 0, follow, func(ev *reinsv1.RunEvent) error {
 				if asJSON {
-					return enc.Encode(map[string]any{"seq": ev.Seq, "type": ev.Type,
-						"time": time.Unix(0, ev.TimeUnixNano).UTC().Format(time.RFC3339Nano), "data": json.RawMessage(ev.Data)})
+					return printJSONLine(c.OutOrStdout(), ev)
 				}
 				fmt.Fprintf(c.OutOrStdout(), "%4d %s %-16s %s\n", ev.Seq, time.Unix(0, ev.TimeUnixNano).Format("15:04:05.000"),
-					ev.Type, summarize(ev.Data, 1))
+					eventName(ev.Type), summarize(eventLine(ev), 1))
 				return nil
 			})
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing events until the run ends")
-	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per event")
+	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line: the API's RunEvent")
 	return c
 }
 

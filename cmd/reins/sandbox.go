@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,13 +16,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/server/wire"
 )
 
 func sandboxCmd() *cobra.Command {
@@ -164,11 +165,11 @@ func lsCmd() *cobra.Command {
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tIMAGE\tBACKEND\tSTATE\tCREATED\tLABELS\tREASON")
 			for _, sb := range sbs {
-				reason := sb.Reason
+				reason := sandboxReasonName(sb.Reason)
 				if sb.Message != "" {
 					reason += ": " + sb.Message
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.Id, sb.Spec.Image, sb.Spec.Backend, sb.State,
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.Id, sb.Spec.Image, sb.Spec.Backend, sandboxStateName(sb.State),
 					ago(sb.CreatedUnixNano), labelString(sb.Spec.Labels), reason)
 			}
 			return w.Flush()
@@ -200,9 +201,9 @@ func showCmd() *cobra.Command {
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
 			s := sb.Spec
-			fmt.Fprintf(w, "id\t%s\nstate\t%s\n", sb.Id, sb.State)
-			if sb.Reason != "" {
-				fmt.Fprintf(w, "reason\t%s: %s\n", sb.Reason, sb.Message)
+			fmt.Fprintf(w, "id\t%s\nstate\t%s\n", sb.Id, sandboxStateName(sb.State))
+			if sb.Reason != reinsv1.SandboxReason_SANDBOX_REASON_UNSPECIFIED {
+				fmt.Fprintf(w, "reason\t%s: %s\n", sandboxReasonName(sb.Reason), sb.Message)
 			}
 			fmt.Fprintf(w, "image\t%s %s\nbackend\t%s\ncpus\t%g\nmemory\t%s\npids\t%d\ndisk\t%s\ncreated\t%s\n",
 				s.Image, sb.ImageDigest, s.Backend, s.Cpus, sandbox.FormatBytes(s.MemoryBytes), s.Pids,
@@ -416,18 +417,36 @@ func ago(nano int64) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+// jsonOpts is the API's own JSON form, so --json prints what curl reads.
+var jsonOpts = wire.JSON
 
 func printJSON(w io.Writer, m proto.Message) error {
 	data, err := jsonOpts.Marshal(m)
 	if err != nil {
 		return err
 	}
-	var v any
-	json.Unmarshal(data, &v)
+	// As raw JSON the fields keep the .proto's order (and the encoder
+	// evens out protojson's deliberately varying spaces).
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return enc.Encode(json.RawMessage(data))
+}
+
+// printJSONLine prints m as one line of JSON (for a stream: one object a
+// line), the same object printJSON prints.
+func printJSONLine(w io.Writer, m proto.Message) error {
+	data, err := jsonOpts.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	// protojson varies its spacing on purpose; a line is made stable.
+	if err := json.Compact(&buf, data); err != nil {
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err = w.Write(buf.Bytes())
+	return err
 }
 
 func printJSONList[T proto.Message](w io.Writer, items []T) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/server/wire"
 )
 
 // statusLine shows live progress on one terminal line, redrawn at most ten
@@ -63,7 +65,7 @@ func (s *statusLine) Done() {
 
 // Progress shows a step of sandbox creation.
 func (s *statusLine) Progress(p *reinsv1.Progress) {
-	text := p.Phase
+	text := cmp.Or(wire.ProgressPhaseFromProto(p.Phase), p.Phase.String())
 	if p.Item != "" {
 		item := p.Item
 		if len(item) > 19 {

@@ -428,7 +428,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 
 	log := m.log.With("sandbox", b.rec.ID, "tenant", tenant)
 	restored := oldID != "" && m.takeDisk(oldID, b.dir)
-	progress(sandbox.Progress{Phase: "boot", Message: "starting " + spec.Backend + " sandbox"})
+	progress(sandbox.Progress{Phase: sandbox.PhaseBoot, Message: "starting " + spec.Backend + " sandbox"})
 	if err := m.start(ctx, b, img); err != nil {
 		log.Warn("create failed", "err", err)
 		m.stopLocked(b, sandbox.ReasonError, err.Error())

@@ -195,7 +195,7 @@ func TestHostileNames(t *testing.T) {
 			ID, Status, Text string
 			Spec             map[string]any
 		}
-		if err := json.Unmarshal([]byte(r.stdout), &run); r.code != 0 || err != nil || run.Status != "succeeded" || run.Text != "played inline" {
+		if err := json.Unmarshal([]byte(r.stdout), &run); r.code != 0 || err != nil || run.Status != "RUN_STATUS_SUCCEEDED" || run.Text != "played inline" {
 			t.Fatalf("a tenant's run with a local script: %s", r)
 		}
 		if sc, _ := run.Spec["script"].(string); !strings.Contains(sc, "inline-ok") {

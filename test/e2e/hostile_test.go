@@ -99,7 +99,7 @@ func TestHostileRunDirSymlinks(t *testing.T) {
 				bash("echo after-wake; cat /kept.txt"),
 				map[string]any{"expect": "data", "text": "done"})
 			id := strings.TrimSpace(s.must("run", "--detach", "--in", sb, "--policy", pol, "--model", "script:"+script, "plant symlinks"))
-			waitStatus(t, s, id, "waiting_approval")
+			waitStatus(t, s, id, "RUN_STATUS_WAITING_APPROVAL")
 			eventually(t, 30*time.Second, "the run's sandbox is suspended", func() (bool, string) {
 				ls := s.must("sandbox", "ls")
 				return strings.Contains(ls, sb) && strings.Contains(ls, "suspended"), ls
@@ -108,7 +108,7 @@ func TestHostileRunDirSymlinks(t *testing.T) {
 			var status string
 			eventually(t, 60*time.Second, "the run ends", func() (bool, string) {
 				status = runStatus(s, id)
-				return status == "succeeded" || status == "failed", status
+				return status == "RUN_STATUS_SUCCEEDED" || status == "RUN_STATUS_FAILED", status
 			})
 
 			if got, _ := os.ReadFile(victim); string(got) != "precious host bytes\n" {
@@ -120,7 +120,7 @@ func TestHostileRunDirSymlinks(t *testing.T) {
 			if _, err := os.Lstat(madeDir); err == nil {
 				t.Errorf("the host directory %s behind the planted /w symlink was made", madeDir)
 			}
-			if status != "succeeded" {
+			if status != "RUN_STATUS_SUCCEEDED" {
 				t.Errorf("the run %s, want succeeded:\n%s", status, s.must("runs", "events", id))
 			}
 			if ev := s.must("runs", "events", id); !strings.Contains(ev, "sandbox_resumed") {
@@ -267,9 +267,9 @@ func TestOOMKilledRecordCountsIt(t *testing.T) {
 		out := s.must("sandbox", "show", "--json", id)
 		sb.State = ""
 		json.Unmarshal([]byte(out), &sb)
-		return sb.State == "stopped", out
+		return sb.State == "SANDBOX_STATE_STOPPED", out
 	})
-	if sb.Reason != "oom_killed" || sb.OOMKills < 1 {
+	if sb.Reason != "SANDBOX_REASON_OOM_KILLED" || sb.OOMKills < 1 {
 		t.Errorf("a sandbox the memory limit killed: reason %q, oom_kills %d; want oom_killed and at least 1", sb.Reason, sb.OOMKills)
 	}
 }
@@ -294,7 +294,7 @@ func TestRemovedSandboxIsReplaced(t *testing.T) {
 				args = append(args, "--in", sb)
 			}
 			id := strings.TrimSpace(s.must(append(args, "work")...))
-			waitStatus(t, s, id, "waiting_approval")
+			waitStatus(t, s, id, "RUN_STATUS_WAITING_APPROVAL")
 			if !attached {
 				ls := s.must("sandbox", "ls", "--label", "reins.run="+id)
 				for _, f := range strings.Fields(ls) {
@@ -308,7 +308,7 @@ func TestRemovedSandboxIsReplaced(t *testing.T) {
 			}
 			s.must("sandbox", "rm", sb)
 			s.must("runs", "approve", id)
-			waitStatus(t, s, id, "succeeded")
+			waitStatus(t, s, id, "RUN_STATUS_SUCCEEDED")
 			ev := s.must("runs", "events", id)
 			if !strings.Contains(ev, "sandbox_lost") || !strings.Contains(ev, "sandbox_replaced") {
 				t.Errorf("no sandbox_lost and sandbox_replaced events:\n%s", ev)

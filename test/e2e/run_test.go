@@ -53,7 +53,7 @@ func TestAgentDemo(t *testing.T) {
 	// The run is listed, shown and its log readable.
 	var runs []map[string]any
 	json.Unmarshal([]byte(s.must("runs", "ls", "--json")), &runs)
-	if len(runs) != 1 || runs[0]["status"] != "succeeded" {
+	if len(runs) != 1 || runs[0]["status"] != "RUN_STATUS_SUCCEEDED" {
 		t.Fatalf("runs ls: %v", runs)
 	}
 	runID := runs[0]["id"].(string)
@@ -61,7 +61,7 @@ func TestAgentDemo(t *testing.T) {
 		t.Errorf("runs show:\n%s", show)
 	}
 	events := s.must("runs", "events", "--json", runID)
-	if n := strings.Count(events, "\n"); n < 15 || !strings.Contains(events, `"type":"finished"`) {
+	if n := strings.Count(events, "\n"); n < 15 || !strings.Contains(events, `"type":"EVENT_TYPE_FINISHED"`) {
 		t.Errorf("runs events: %d lines\n%s", n, events)
 	}
 	// The attached sandbox outlives the run.
@@ -80,7 +80,7 @@ func TestRunOptions(t *testing.T) {
 		map[string]any{"expect": "saved", "text": "done"})
 	r := s.run("run", "--json", "--model", "script:"+ok, "make output")
 	var res map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 || res["status"] != "succeeded" || res["text"] != "done" {
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 || res["status"] != "RUN_STATUS_SUCCEEDED" || res["text"] != "done" {
 		t.Fatalf("run --json: %s", r)
 	}
 	runID := res["id"].(string)
@@ -179,7 +179,7 @@ func TestRunSurvivesKill9(t *testing.T) {
 		t.Fatalf("after restart:\n%s\n%s", show, s.must("runs", "events", runID))
 	}
 	ev := s.must("runs", "events", "--json", runID)
-	if strings.Count(ev, `"type":"tool_result"`) != 2 {
+	if strings.Count(ev, `"type":"EVENT_TYPE_TOOL_RESULT"`) != 2 {
 		t.Errorf("want 2 tool results:\n%s", ev)
 	}
 	// cat /workspace/count printed one line: the command ran once.
@@ -220,7 +220,7 @@ func TestTrustedTools(t *testing.T) {
 	// Without a waiver the trifecta rule holds http_request once the run
 	// has read the database (untrusted content).
 	id := strings.TrimSpace(s.must("run", "--detach", "--model", "script:"+script, "query things"))
-	waitStatus(t, s, id, "waiting_approval")
+	waitStatus(t, s, id, "RUN_STATUS_WAITING_APPROVAL")
 	if show := s.must("runs", "show", id); !strings.Contains(show, "trifecta") || !strings.Contains(show, "http_request") {
 		t.Errorf("the trifecta rule did not hold http_request:\n%s", show)
 	}

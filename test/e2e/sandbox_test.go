@@ -94,7 +94,7 @@ func TestSandboxCLI(t *testing.T) {
 			if err := json.Unmarshal([]byte(s.must("sandbox", "ls", "--json", "--label", "backend="+backend)), &list); err != nil {
 				t.Fatal(err)
 			}
-			if len(list) != 1 || list[0]["id"] != id || list[0]["state"] != "running" {
+			if len(list) != 1 || list[0]["id"] != id || list[0]["state"] != "SANDBOX_STATE_RUNNING" {
 				t.Errorf("ls --json --label: %v", list)
 			}
 			if ls := s.must("sandbox", "ls", "--label", "team=nobody"); strings.Contains(ls, id) {

@@ -44,7 +44,7 @@ func TestApprovals(t *testing.T) {
 		map[string]any{"expect": "edited", "tool_calls": []any{map[string]any{"name": "bash", "input": map[string]any{"command": "echo second"}}}},
 		map[string]any{"expect": "not today", "text": "understood"})
 	id := strings.TrimSpace(s.must("run", "--detach", "--policy", pol, "--model", "script:"+script, "do things"))
-	waitStatus(t, s, id, "waiting_approval")
+	waitStatus(t, s, id, "RUN_STATUS_WAITING_APPROVAL")
 	show := s.must("runs", "show", id)
 	if !strings.Contains(show, "pending") || !strings.Contains(show, "echo first") || !strings.Contains(show, "bash") {
 		t.Fatalf("runs show lacks the pending call:\n%s", show)
@@ -52,7 +52,7 @@ func TestApprovals(t *testing.T) {
 	// A restart changes nothing: still waiting, same pending call.
 	s.kill9()
 	s.start()
-	if st := runStatus(s, id); st != "waiting_approval" {
+	if st := runStatus(s, id); st != "RUN_STATUS_WAITING_APPROVAL" {
 		t.Fatalf("after restart: %s", st)
 	}
 	// An edit that does not fit the schema is refused, nothing changes.
@@ -65,9 +65,9 @@ func TestApprovals(t *testing.T) {
 		return strings.Contains(show, "echo second"), show
 	})
 	s.must("runs", "deny", id, "--reason", "not today")
-	waitStatus(t, s, id, "succeeded")
+	waitStatus(t, s, id, "RUN_STATUS_SUCCEEDED")
 	ev := s.must("runs", "events", "--json", id)
-	for _, want := range []string{`"approval_requested"`, `"approval_decided"`, `"policy_decision"`, `"edited_input"`, `not today`} {
+	for _, want := range []string{`"approval_requested"`, `"approval_decided"`, `"policy_decision"`, `"edited_input_json"`, `not today`} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("events lack %s", want)
 		}
@@ -101,7 +101,7 @@ func TestPauseResumeForkReplay(t *testing.T) {
 		return strings.Contains(ev, "tool_call"), ev
 	})
 	s.must("runs", "pause", id)
-	waitStatus(t, s, id, "paused")
+	waitStatus(t, s, id, "RUN_STATUS_PAUSED")
 	ev := s.must("runs", "events", "--json", id)
 	// Paused after the running call finished: its result is in, the next
 	// model call is not.
@@ -112,7 +112,7 @@ func TestPauseResumeForkReplay(t *testing.T) {
 		t.Errorf("second pause: %s", r)
 	}
 	s.must("runs", "resume", id)
-	waitStatus(t, s, id, "succeeded")
+	waitStatus(t, s, id, "RUN_STATUS_SUCCEEDED")
 
 	// Replay renders the log with no calls.
 	rep := s.must("runs", "replay", id)
@@ -125,11 +125,11 @@ func TestPauseResumeForkReplay(t *testing.T) {
 	var at int64
 	for _, line := range strings.Split(strings.TrimSpace(s.must("runs", "events", "--json", id)), "\n") {
 		var e struct {
-			Seq  int64  `json:"seq"`
+			Seq  int64  `json:"seq,string"` // protojson: int64 as a string
 			Type string `json:"type"`
 		}
 		json.Unmarshal([]byte(line), &e)
-		if e.Type == "tool_result" {
+		if e.Type == "EVENT_TYPE_TOOL_RESULT" {
 			at = e.Seq
 			break
 		}
@@ -164,13 +164,13 @@ func TestWaitingReleasesCompute(t *testing.T) {
 		bash("cat /workspace/kept.txt"),
 		map[string]any{"expect": "still here", "text": "ok"})
 	id := strings.TrimSpace(s.must("run", "--detach", "--policy", pol, "--model", "script:"+script, "wait"))
-	waitStatus(t, s, id, "waiting_approval")
+	waitStatus(t, s, id, "RUN_STATUS_WAITING_APPROVAL")
 	eventually(t, 30*time.Second, "the sandbox is suspended", func() (bool, string) {
 		ls := s.must("sandbox", "ls", "--label", "reins.run="+id)
 		return strings.Contains(ls, "suspended"), ls
 	})
 	s.must("runs", "approve", id)
-	waitStatus(t, s, id, "succeeded")
+	waitStatus(t, s, id, "RUN_STATUS_SUCCEEDED")
 	if ev := s.must("runs", "events", id); !strings.Contains(ev, "sandbox_resumed") {
 		t.Errorf("no sandbox_resumed event:\n%s", ev)
 	}

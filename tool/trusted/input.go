@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"slices"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -18,6 +21,11 @@ import (
 func decodeInput(toolName string, input json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(input)) == 0 {
 		return invalidf("%s: no arguments; expected a JSON object", toolName)
+	}
+	// encoding/json has no typed error for an unknown field, and its text
+	// is no contract: the fields are checked here first.
+	if name, ok := unknownField(input, v); ok {
+		return invalidf("%s: unknown field %q", toolName, name)
 	}
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.DisallowUnknownFields()
@@ -40,12 +48,56 @@ func decodeInput(toolName string, input json.RawMessage, v any) error {
 		return invalidf("%s: arguments are not valid JSON (%v)", toolName, syntaxErr)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return invalidf("%s: arguments are not valid JSON (they end too early)", toolName)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no typed error for this one.
-		return invalidf("%s: unknown field %s", toolName, strings.TrimPrefix(err.Error(), "json: unknown field "))
 	default:
 		return invalidf("%s: bad arguments: %v", toolName, err)
 	}
+}
+
+// unknownField returns the first key of the JSON object input that no field
+// of the struct v points to takes (matched as encoding/json matches them,
+// ignoring case). Input that is not an object, or a v that is not a
+// struct, has none: decoding reports those.
+func unknownField(input json.RawMessage, v any) (string, bool) {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return "", false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(input, &obj) != nil {
+		return "", false
+	}
+	names := jsonFields(t.Elem(), nil)
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, k) }) {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// jsonFields appends the JSON names of struct type t's fields, those of
+// embedded structs included.
+func jsonFields(t reflect.Type, names []string) []string {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-":
+		case f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct:
+			names = jsonFields(f.Type, names)
+		case !f.IsExported():
+		case tag != "":
+			names = append(names, tag)
+		default:
+			names = append(names, f.Name)
+		}
+	}
+	return names
 }
 
 // jsonKind names a Go kind the way a JSON schema would.

@@ -23,6 +23,338 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RunStatus is where a run is (runlog.Status). Terminal statuses
+// (succeeded, failed, cancelled) never change again.
+type RunStatus int32
+
+const (
+	RunStatus_RUN_STATUS_UNSPECIFIED      RunStatus = 0
+	RunStatus_RUN_STATUS_QUEUED           RunStatus = 1
+	RunStatus_RUN_STATUS_RUNNING          RunStatus = 2
+	RunStatus_RUN_STATUS_WAITING_APPROVAL RunStatus = 3 // parked for a person: ask_human or an approval
+	RunStatus_RUN_STATUS_PAUSED           RunStatus = 4
+	RunStatus_RUN_STATUS_SUCCEEDED        RunStatus = 5
+	RunStatus_RUN_STATUS_FAILED           RunStatus = 6
+	RunStatus_RUN_STATUS_CANCELLED        RunStatus = 7
+)
+
+// Enum value maps for RunStatus.
+var (
+	RunStatus_name = map[int32]string{
+		0: "RUN_STATUS_UNSPECIFIED",
+		1: "RUN_STATUS_QUEUED",
+		2: "RUN_STATUS_RUNNING",
+		3: "RUN_STATUS_WAITING_APPROVAL",
+		4: "RUN_STATUS_PAUSED",
+		5: "RUN_STATUS_SUCCEEDED",
+		6: "RUN_STATUS_FAILED",
+		7: "RUN_STATUS_CANCELLED",
+	}
+	RunStatus_value = map[string]int32{
+		"RUN_STATUS_UNSPECIFIED":      0,
+		"RUN_STATUS_QUEUED":           1,
+		"RUN_STATUS_RUNNING":          2,
+		"RUN_STATUS_WAITING_APPROVAL": 3,
+		"RUN_STATUS_PAUSED":           4,
+		"RUN_STATUS_SUCCEEDED":        5,
+		"RUN_STATUS_FAILED":           6,
+		"RUN_STATUS_CANCELLED":        7,
+	}
+)
+
+func (x RunStatus) Enum() *RunStatus {
+	p := new(RunStatus)
+	*p = x
+	return p
+}
+
+func (x RunStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RunStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_run_proto_enumTypes[0].Descriptor()
+}
+
+func (RunStatus) Type() protoreflect.EnumType {
+	return &file_reins_v1_run_proto_enumTypes[0]
+}
+
+func (x RunStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RunStatus.Descriptor instead.
+func (RunStatus) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{0}
+}
+
+// EventType is the kind of an event in a run's log (runlog.Event*).
+type EventType int32
+
+const (
+	EventType_EVENT_TYPE_UNSPECIFIED        EventType = 0  // a type this service cannot name on the wire (logged)
+	EventType_EVENT_TYPE_RUN_CREATED        EventType = 1  // run_created
+	EventType_EVENT_TYPE_MODEL_RESPONSE     EventType = 2  // model_response
+	EventType_EVENT_TYPE_TOOL_CALL          EventType = 3  // tool_call: the intent, before the call
+	EventType_EVENT_TYPE_TOOL_RESULT        EventType = 4  // tool_result: after it
+	EventType_EVENT_TYPE_SANDBOX_CREATED    EventType = 5  // sandbox
+	EventType_EVENT_TYPE_SANDBOX_LOST       EventType = 6  // sandbox
+	EventType_EVENT_TYPE_SANDBOX_REPLACED   EventType = 7  // sandbox
+	EventType_EVENT_TYPE_WAITING            EventType = 8  // waiting: parked for a person
+	EventType_EVENT_TYPE_HUMAN_ANSWER       EventType = 9  // human_answer
+	EventType_EVENT_TYPE_RECOVERED          EventType = 10 // note: the service restarted mid-run
+	EventType_EVENT_TYPE_FINISHED           EventType = 11 // finished: the last event of a run
+	EventType_EVENT_TYPE_POLICY_DECISION    EventType = 12 // policy_decision, before each call
+	EventType_EVENT_TYPE_APPROVAL_REQUESTED EventType = 13 // approval_requested: the run parks
+	EventType_EVENT_TYPE_APPROVAL_DECIDED   EventType = 14 // approval_decided
+	EventType_EVENT_TYPE_PAUSED             EventType = 15 // note
+	EventType_EVENT_TYPE_RESUMED            EventType = 16 // note
+	EventType_EVENT_TYPE_FORKED             EventType = 17 // forked: the first event after a fork's copied history
+	EventType_EVENT_TYPE_SANDBOX_SUSPENDED  EventType = 18 // sandbox: compute released while the run waits
+	EventType_EVENT_TYPE_SANDBOX_RESUMED    EventType = 19 // sandbox: started again on the same files
+	EventType_EVENT_TYPE_ARTIFACT           EventType = 20 // artifact
+)
+
+// Enum value maps for EventType.
+var (
+	EventType_name = map[int32]string{
+		0:  "EVENT_TYPE_UNSPECIFIED",
+		1:  "EVENT_TYPE_RUN_CREATED",
+		2:  "EVENT_TYPE_MODEL_RESPONSE",
+		3:  "EVENT_TYPE_TOOL_CALL",
+		4:  "EVENT_TYPE_TOOL_RESULT",
+		5:  "EVENT_TYPE_SANDBOX_CREATED",
+		6:  "EVENT_TYPE_SANDBOX_LOST",
+		7:  "EVENT_TYPE_SANDBOX_REPLACED",
+		8:  "EVENT_TYPE_WAITING",
+		9:  "EVENT_TYPE_HUMAN_ANSWER",
+		10: "EVENT_TYPE_RECOVERED",
+		11: "EVENT_TYPE_FINISHED",
+		12: "EVENT_TYPE_POLICY_DECISION",
+		13: "EVENT_TYPE_APPROVAL_REQUESTED",
+		14: "EVENT_TYPE_APPROVAL_DECIDED",
+		15: "EVENT_TYPE_PAUSED",
+		16: "EVENT_TYPE_RESUMED",
+		17: "EVENT_TYPE_FORKED",
+		18: "EVENT_TYPE_SANDBOX_SUSPENDED",
+		19: "EVENT_TYPE_SANDBOX_RESUMED",
+		20: "EVENT_TYPE_ARTIFACT",
+	}
+	EventType_value = map[string]int32{
+		"EVENT_TYPE_UNSPECIFIED":        0,
+		"EVENT_TYPE_RUN_CREATED":        1,
+		"EVENT_TYPE_MODEL_RESPONSE":     2,
+		"EVENT_TYPE_TOOL_CALL":          3,
+		"EVENT_TYPE_TOOL_RESULT":        4,
+		"EVENT_TYPE_SANDBOX_CREATED":    5,
+		"EVENT_TYPE_SANDBOX_LOST":       6,
+		"EVENT_TYPE_SANDBOX_REPLACED":   7,
+		"EVENT_TYPE_WAITING":            8,
+		"EVENT_TYPE_HUMAN_ANSWER":       9,
+		"EVENT_TYPE_RECOVERED":          10,
+		"EVENT_TYPE_FINISHED":           11,
+		"EVENT_TYPE_POLICY_DECISION":    12,
+		"EVENT_TYPE_APPROVAL_REQUESTED": 13,
+		"EVENT_TYPE_APPROVAL_DECIDED":   14,
+		"EVENT_TYPE_PAUSED":             15,
+		"EVENT_TYPE_RESUMED":            16,
+		"EVENT_TYPE_FORKED":             17,
+		"EVENT_TYPE_SANDBOX_SUSPENDED":  18,
+		"EVENT_TYPE_SANDBOX_RESUMED":    19,
+		"EVENT_TYPE_ARTIFACT":           20,
+	}
+)
+
+func (x EventType) Enum() *EventType {
+	p := new(EventType)
+	*p = x
+	return p
+}
+
+func (x EventType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventType) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_run_proto_enumTypes[1].Descriptor()
+}
+
+func (EventType) Type() protoreflect.EnumType {
+	return &file_reins_v1_run_proto_enumTypes[1]
+}
+
+func (x EventType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventType.Descriptor instead.
+func (EventType) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{1}
+}
+
+// StopReason says why the model stopped (model.StopReason).
+type StopReason int32
+
+const (
+	StopReason_STOP_REASON_UNSPECIFIED StopReason = 0
+	StopReason_STOP_REASON_END_TURN    StopReason = 1 // a final answer
+	StopReason_STOP_REASON_TOOL_USE    StopReason = 2 // it called tools
+	StopReason_STOP_REASON_MAX_TOKENS  StopReason = 3 // cut off
+)
+
+// Enum value maps for StopReason.
+var (
+	StopReason_name = map[int32]string{
+		0: "STOP_REASON_UNSPECIFIED",
+		1: "STOP_REASON_END_TURN",
+		2: "STOP_REASON_TOOL_USE",
+		3: "STOP_REASON_MAX_TOKENS",
+	}
+	StopReason_value = map[string]int32{
+		"STOP_REASON_UNSPECIFIED": 0,
+		"STOP_REASON_END_TURN":    1,
+		"STOP_REASON_TOOL_USE":    2,
+		"STOP_REASON_MAX_TOKENS":  3,
+	}
+)
+
+func (x StopReason) Enum() *StopReason {
+	p := new(StopReason)
+	*p = x
+	return p
+}
+
+func (x StopReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (StopReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_run_proto_enumTypes[2].Descriptor()
+}
+
+func (StopReason) Type() protoreflect.EnumType {
+	return &file_reins_v1_run_proto_enumTypes[2]
+}
+
+func (x StopReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use StopReason.Descriptor instead.
+func (StopReason) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{2}
+}
+
+// BlockType is the kind of a content block (model.BlockType).
+type BlockType int32
+
+const (
+	BlockType_BLOCK_TYPE_UNSPECIFIED BlockType = 0
+	BlockType_BLOCK_TYPE_TEXT        BlockType = 1
+	BlockType_BLOCK_TYPE_TOOL_USE    BlockType = 2
+	BlockType_BLOCK_TYPE_TOOL_RESULT BlockType = 3
+	BlockType_BLOCK_TYPE_IMAGE       BlockType = 4
+)
+
+// Enum value maps for BlockType.
+var (
+	BlockType_name = map[int32]string{
+		0: "BLOCK_TYPE_UNSPECIFIED",
+		1: "BLOCK_TYPE_TEXT",
+		2: "BLOCK_TYPE_TOOL_USE",
+		3: "BLOCK_TYPE_TOOL_RESULT",
+		4: "BLOCK_TYPE_IMAGE",
+	}
+	BlockType_value = map[string]int32{
+		"BLOCK_TYPE_UNSPECIFIED": 0,
+		"BLOCK_TYPE_TEXT":        1,
+		"BLOCK_TYPE_TOOL_USE":    2,
+		"BLOCK_TYPE_TOOL_RESULT": 3,
+		"BLOCK_TYPE_IMAGE":       4,
+	}
+)
+
+func (x BlockType) Enum() *BlockType {
+	p := new(BlockType)
+	*p = x
+	return p
+}
+
+func (x BlockType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BlockType) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_run_proto_enumTypes[3].Descriptor()
+}
+
+func (BlockType) Type() protoreflect.EnumType {
+	return &file_reins_v1_run_proto_enumTypes[3]
+}
+
+func (x BlockType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BlockType.Descriptor instead.
+func (BlockType) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{3}
+}
+
+// PolicyAction is what a policy says of a call (policy.Action).
+type PolicyAction int32
+
+const (
+	PolicyAction_POLICY_ACTION_UNSPECIFIED PolicyAction = 0
+	PolicyAction_POLICY_ACTION_ALLOW       PolicyAction = 1
+	PolicyAction_POLICY_ACTION_ASK         PolicyAction = 2 // park the run until a person decides
+	PolicyAction_POLICY_ACTION_DENY        PolicyAction = 3
+)
+
+// Enum value maps for PolicyAction.
+var (
+	PolicyAction_name = map[int32]string{
+		0: "POLICY_ACTION_UNSPECIFIED",
+		1: "POLICY_ACTION_ALLOW",
+		2: "POLICY_ACTION_ASK",
+		3: "POLICY_ACTION_DENY",
+	}
+	PolicyAction_value = map[string]int32{
+		"POLICY_ACTION_UNSPECIFIED": 0,
+		"POLICY_ACTION_ALLOW":       1,
+		"POLICY_ACTION_ASK":         2,
+		"POLICY_ACTION_DENY":        3,
+	}
+)
+
+func (x PolicyAction) Enum() *PolicyAction {
+	p := new(PolicyAction)
+	*p = x
+	return p
+}
+
+func (x PolicyAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PolicyAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_run_proto_enumTypes[4].Descriptor()
+}
+
+func (PolicyAction) Type() protoreflect.EnumType {
+	return &file_reins_v1_run_proto_enumTypes[4]
+}
+
+func (x PolicyAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PolicyAction.Descriptor instead.
+func (PolicyAction) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{4}
+}
+
 type RunSpec struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Task       string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
@@ -221,7 +553,7 @@ func (x *Usage) GetCacheWriteTokens() int64 {
 type Run struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Status          string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"` // queued, running, waiting_approval, paused, succeeded, failed, cancelled
+	Status          RunStatus              `protobuf:"varint,14,opt,name=status,proto3,enum=reins.v1.RunStatus" json:"status,omitempty"`
 	Spec            *RunSpec               `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
 	Steps           int32                  `protobuf:"varint,4,opt,name=steps,proto3" json:"steps,omitempty"`
 	Usage           *Usage                 `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
@@ -274,11 +606,11 @@ func (x *Run) GetId() string {
 	return ""
 }
 
-func (x *Run) GetStatus() string {
+func (x *Run) GetStatus() RunStatus {
 	if x != nil {
 		return x.Status
 	}
-	return ""
+	return RunStatus_RUN_STATUS_UNSPECIFIED
 }
 
 func (x *Run) GetSpec() *RunSpec {
@@ -434,13 +766,33 @@ func (x *PendingCall) GetReason() string {
 	return ""
 }
 
+// RunEvent is one entry of a run's log. Its payload is the message of its
+// type (several types share one: the sandbox_* types a SandboxEvent, the
+// recovered, paused and resumed types a Note). Tool arguments are carried
+// as JSON text (the *_json fields), byte for byte as the model sent them.
 type RunEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Seq           int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Type          string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
-	TimeUnixNano  int64                  `protobuf:"varint,4,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
-	Data          string                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"` // JSON; its shape depends on type
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RunId        string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Seq          int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Type         EventType              `protobuf:"varint,6,opt,name=type,proto3,enum=reins.v1.EventType" json:"type,omitempty"`
+	TimeUnixNano int64                  `protobuf:"varint,4,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*RunEvent_RunCreated
+	//	*RunEvent_ModelResponse
+	//	*RunEvent_ToolCall
+	//	*RunEvent_ToolResult
+	//	*RunEvent_Sandbox
+	//	*RunEvent_Waiting
+	//	*RunEvent_HumanAnswer
+	//	*RunEvent_Note
+	//	*RunEvent_Finished
+	//	*RunEvent_PolicyDecision
+	//	*RunEvent_ApprovalRequested
+	//	*RunEvent_ApprovalDecided
+	//	*RunEvent_Forked
+	//	*RunEvent_Artifact
+	Payload       isRunEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -489,11 +841,11 @@ func (x *RunEvent) GetSeq() int64 {
 	return 0
 }
 
-func (x *RunEvent) GetType() string {
+func (x *RunEvent) GetType() EventType {
 	if x != nil {
 		return x.Type
 	}
-	return ""
+	return EventType_EVENT_TYPE_UNSPECIFIED
 }
 
 func (x *RunEvent) GetTimeUnixNano() int64 {
@@ -503,9 +855,1310 @@ func (x *RunEvent) GetTimeUnixNano() int64 {
 	return 0
 }
 
-func (x *RunEvent) GetData() string {
+func (x *RunEvent) GetPayload() isRunEvent_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *RunEvent) GetRunCreated() *RunCreated {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_RunCreated); ok {
+			return x.RunCreated
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetModelResponse() *ModelResponse {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_ModelResponse); ok {
+			return x.ModelResponse
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetToolCall() *ToolCall {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_ToolCall); ok {
+			return x.ToolCall
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetToolResult() *ToolResult {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_ToolResult); ok {
+			return x.ToolResult
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetSandbox() *SandboxEvent {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_Sandbox); ok {
+			return x.Sandbox
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetWaiting() *Waiting {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_Waiting); ok {
+			return x.Waiting
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetHumanAnswer() *HumanAnswer {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_HumanAnswer); ok {
+			return x.HumanAnswer
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetNote() *Note {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_Note); ok {
+			return x.Note
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetFinished() *Finished {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_Finished); ok {
+			return x.Finished
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetPolicyDecision() *PolicyDecision {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_PolicyDecision); ok {
+			return x.PolicyDecision
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetApprovalRequested() *ApprovalRequested {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_ApprovalRequested); ok {
+			return x.ApprovalRequested
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetApprovalDecided() *ApprovalDecided {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_ApprovalDecided); ok {
+			return x.ApprovalDecided
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetForked() *Forked {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_Forked); ok {
+			return x.Forked
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetArtifact() *Artifact {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_Artifact); ok {
+			return x.Artifact
+		}
+	}
+	return nil
+}
+
+type isRunEvent_Payload interface {
+	isRunEvent_Payload()
+}
+
+type RunEvent_RunCreated struct {
+	RunCreated *RunCreated `protobuf:"bytes,10,opt,name=run_created,json=runCreated,proto3,oneof"`
+}
+
+type RunEvent_ModelResponse struct {
+	ModelResponse *ModelResponse `protobuf:"bytes,11,opt,name=model_response,json=modelResponse,proto3,oneof"`
+}
+
+type RunEvent_ToolCall struct {
+	ToolCall *ToolCall `protobuf:"bytes,12,opt,name=tool_call,json=toolCall,proto3,oneof"`
+}
+
+type RunEvent_ToolResult struct {
+	ToolResult *ToolResult `protobuf:"bytes,13,opt,name=tool_result,json=toolResult,proto3,oneof"`
+}
+
+type RunEvent_Sandbox struct {
+	Sandbox *SandboxEvent `protobuf:"bytes,14,opt,name=sandbox,proto3,oneof"`
+}
+
+type RunEvent_Waiting struct {
+	Waiting *Waiting `protobuf:"bytes,15,opt,name=waiting,proto3,oneof"`
+}
+
+type RunEvent_HumanAnswer struct {
+	HumanAnswer *HumanAnswer `protobuf:"bytes,16,opt,name=human_answer,json=humanAnswer,proto3,oneof"`
+}
+
+type RunEvent_Note struct {
+	Note *Note `protobuf:"bytes,17,opt,name=note,proto3,oneof"`
+}
+
+type RunEvent_Finished struct {
+	Finished *Finished `protobuf:"bytes,18,opt,name=finished,proto3,oneof"`
+}
+
+type RunEvent_PolicyDecision struct {
+	PolicyDecision *PolicyDecision `protobuf:"bytes,19,opt,name=policy_decision,json=policyDecision,proto3,oneof"`
+}
+
+type RunEvent_ApprovalRequested struct {
+	ApprovalRequested *ApprovalRequested `protobuf:"bytes,20,opt,name=approval_requested,json=approvalRequested,proto3,oneof"`
+}
+
+type RunEvent_ApprovalDecided struct {
+	ApprovalDecided *ApprovalDecided `protobuf:"bytes,21,opt,name=approval_decided,json=approvalDecided,proto3,oneof"`
+}
+
+type RunEvent_Forked struct {
+	Forked *Forked `protobuf:"bytes,22,opt,name=forked,proto3,oneof"`
+}
+
+type RunEvent_Artifact struct {
+	Artifact *Artifact `protobuf:"bytes,23,opt,name=artifact,proto3,oneof"`
+}
+
+func (*RunEvent_RunCreated) isRunEvent_Payload() {}
+
+func (*RunEvent_ModelResponse) isRunEvent_Payload() {}
+
+func (*RunEvent_ToolCall) isRunEvent_Payload() {}
+
+func (*RunEvent_ToolResult) isRunEvent_Payload() {}
+
+func (*RunEvent_Sandbox) isRunEvent_Payload() {}
+
+func (*RunEvent_Waiting) isRunEvent_Payload() {}
+
+func (*RunEvent_HumanAnswer) isRunEvent_Payload() {}
+
+func (*RunEvent_Note) isRunEvent_Payload() {}
+
+func (*RunEvent_Finished) isRunEvent_Payload() {}
+
+func (*RunEvent_PolicyDecision) isRunEvent_Payload() {}
+
+func (*RunEvent_ApprovalRequested) isRunEvent_Payload() {}
+
+func (*RunEvent_ApprovalDecided) isRunEvent_Payload() {}
+
+func (*RunEvent_Forked) isRunEvent_Payload() {}
+
+func (*RunEvent_Artifact) isRunEvent_Payload() {}
+
+// RunCreated opens a run's log.
+type RunCreated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Spec          *RunSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunCreated) Reset() {
+	*x = RunCreated{}
+	mi := &file_reins_v1_run_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCreated) ProtoMessage() {}
+
+func (x *RunCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCreated.ProtoReflect.Descriptor instead.
+func (*RunCreated) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RunCreated) GetSpec() *RunSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// Block is one piece of a model's message (model.Block).
+type Block struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          BlockType              `protobuf:"varint,1,opt,name=type,proto3,enum=reins.v1.BlockType" json:"type,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	ToolCallId    string                 `protobuf:"bytes,3,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"` // tool calls and results share the call's id
+	ToolName      string                 `protobuf:"bytes,4,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	InputJson     string                 `protobuf:"bytes,5,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`    // tool_use: the arguments (JSON text as the model sent it)
+	InputError    string                 `protobuf:"bytes,6,opt,name=input_error,json=inputError,proto3" json:"input_error,omitempty"` // tool_use: why the arguments are not a JSON object
+	IsError       bool                   `protobuf:"varint,7,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	MediaType     string                 `protobuf:"bytes,8,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"` // image: e.g. "image/png"
+	Data          string                 `protobuf:"bytes,9,opt,name=data,proto3" json:"data,omitempty"`                            // image: base64
+	Content       []*Block               `protobuf:"bytes,10,rep,name=content,proto3" json:"content,omitempty"`                     // a tool result's blocks other than its text
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Block) Reset() {
+	*x = Block{}
+	mi := &file_reins_v1_run_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Block) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Block) ProtoMessage() {}
+
+func (x *Block) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Block.ProtoReflect.Descriptor instead.
+func (*Block) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Block) GetType() BlockType {
+	if x != nil {
+		return x.Type
+	}
+	return BlockType_BLOCK_TYPE_UNSPECIFIED
+}
+
+func (x *Block) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Block) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *Block) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *Block) GetInputJson() string {
+	if x != nil {
+		return x.InputJson
+	}
+	return ""
+}
+
+func (x *Block) GetInputError() string {
+	if x != nil {
+		return x.InputError
+	}
+	return ""
+}
+
+func (x *Block) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *Block) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
+func (x *Block) GetData() string {
 	if x != nil {
 		return x.Data
+	}
+	return ""
+}
+
+func (x *Block) GetContent() []*Block {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// ModelResponse is one answer of the model.
+type ModelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Step          int32                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	Content       []*Block               `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
+	StopReason    StopReason             `protobuf:"varint,3,opt,name=stop_reason,json=stopReason,proto3,enum=reins.v1.StopReason" json:"stop_reason,omitempty"`
+	Usage         *Usage                 `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	CostUsd       float64                `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	DurationMs    int64                  `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelResponse) Reset() {
+	*x = ModelResponse{}
+	mi := &file_reins_v1_run_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelResponse) ProtoMessage() {}
+
+func (x *ModelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelResponse.ProtoReflect.Descriptor instead.
+func (*ModelResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ModelResponse) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *ModelResponse) GetContent() []*Block {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *ModelResponse) GetStopReason() StopReason {
+	if x != nil {
+		return x.StopReason
+	}
+	return StopReason_STOP_REASON_UNSPECIFIED
+}
+
+func (x *ModelResponse) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *ModelResponse) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *ModelResponse) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+// ToolCall is the intent to call a tool, logged before the call.
+type ToolCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Step          int32                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	InputJson     string                 `protobuf:"bytes,4,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	Key           string                 `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"` // idempotency key: run/step/call
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_reins_v1_run_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ToolCall) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *ToolCall) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCall) GetInputJson() string {
+	if x != nil {
+		return x.InputJson
+	}
+	return ""
+}
+
+func (x *ToolCall) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// ToolResult is what a call returned, logged after it.
+type ToolResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Step          int32                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"` // what the model sees (maybe cut: head and tail)
+	IsError       bool                   `protobuf:"varint,5,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	Artifact      string                 `protobuf:"bytes,6,opt,name=artifact,proto3" json:"artifact,omitempty"` // blob digest of the whole output when text is cut, or a screenshot
+	FullBytes     int64                  `protobuf:"varint,7,opt,name=full_bytes,json=fullBytes,proto3" json:"full_bytes,omitempty"`
+	Images        []string               `protobuf:"bytes,8,rep,name=images,proto3" json:"images,omitempty"` // blob digests of PNGs
+	DurationMs    int64                  `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Unknown       bool                   `protobuf:"varint,10,opt,name=unknown,proto3" json:"unknown,omitempty"`     // its outcome was lost in a crash; it was not run again
+	Untrusted     bool                   `protobuf:"varint,11,opt,name=untrusted,proto3" json:"untrusted,omitempty"` // it may carry text an attacker wrote
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolResult) Reset() {
+	*x = ToolResult{}
+	mi := &file_reins_v1_run_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolResult) ProtoMessage() {}
+
+func (x *ToolResult) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
+func (*ToolResult) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ToolResult) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *ToolResult) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ToolResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolResult) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ToolResult) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *ToolResult) GetArtifact() string {
+	if x != nil {
+		return x.Artifact
+	}
+	return ""
+}
+
+func (x *ToolResult) GetFullBytes() int64 {
+	if x != nil {
+		return x.FullBytes
+	}
+	return 0
+}
+
+func (x *ToolResult) GetImages() []string {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+func (x *ToolResult) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *ToolResult) GetUnknown() bool {
+	if x != nil {
+		return x.Unknown
+	}
+	return false
+}
+
+func (x *ToolResult) GetUntrusted() bool {
+	if x != nil {
+		return x.Untrusted
+	}
+	return false
+}
+
+// SandboxEvent records a run's sandbox coming, going, being suspended,
+// resumed or replaced.
+type SandboxEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Image         string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
+	Previous      string                 `protobuf:"bytes,4,opt,name=previous,proto3" json:"previous,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // in words
+	Note          string                 `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxEvent) Reset() {
+	*x = SandboxEvent{}
+	mi := &file_reins_v1_run_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxEvent) ProtoMessage() {}
+
+func (x *SandboxEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxEvent.ProtoReflect.Descriptor instead.
+func (*SandboxEvent) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SandboxEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SandboxEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SandboxEvent) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *SandboxEvent) GetPrevious() string {
+	if x != nil {
+		return x.Previous
+	}
+	return ""
+}
+
+func (x *SandboxEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SandboxEvent) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// Waiting parks a run for a person.
+type Waiting struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Question      string                 `protobuf:"bytes,2,opt,name=question,proto3" json:"question,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Waiting) Reset() {
+	*x = Waiting{}
+	mi := &file_reins_v1_run_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Waiting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Waiting) ProtoMessage() {}
+
+func (x *Waiting) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Waiting.ProtoReflect.Descriptor instead.
+func (*Waiting) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Waiting) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *Waiting) GetQuestion() string {
+	if x != nil {
+		return x.Question
+	}
+	return ""
+}
+
+// HumanAnswer answers a Waiting.
+type HumanAnswer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	Actor         string                 `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HumanAnswer) Reset() {
+	*x = HumanAnswer{}
+	mi := &file_reins_v1_run_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HumanAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HumanAnswer) ProtoMessage() {}
+
+func (x *HumanAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HumanAnswer.ProtoReflect.Descriptor instead.
+func (*HumanAnswer) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HumanAnswer) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *HumanAnswer) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *HumanAnswer) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+// Note is an event whose only content is a message.
+type Note struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Note) Reset() {
+	*x = Note{}
+	mi := &file_reins_v1_run_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Note) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Note) ProtoMessage() {}
+
+func (x *Note) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Note.ProtoReflect.Descriptor instead.
+func (*Note) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Note) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// Finished closes a run's log.
+type Finished struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        RunStatus              `protobuf:"varint,1,opt,name=status,proto3,enum=reins.v1.RunStatus" json:"status,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"` // the final answer
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Usage         *Usage                 `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	CostUsd       float64                `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	Steps         int32                  `protobuf:"varint,6,opt,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Finished) Reset() {
+	*x = Finished{}
+	mi := &file_reins_v1_run_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Finished) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Finished) ProtoMessage() {}
+
+func (x *Finished) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Finished.ProtoReflect.Descriptor instead.
+func (*Finished) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Finished) GetStatus() RunStatus {
+	if x != nil {
+		return x.Status
+	}
+	return RunStatus_RUN_STATUS_UNSPECIFIED
+}
+
+func (x *Finished) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Finished) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Finished) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *Finished) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *Finished) GetSteps() int32 {
+	if x != nil {
+		return x.Steps
+	}
+	return 0
+}
+
+// PolicyDecision records what the policy said of a call, and which rule.
+type PolicyDecision struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Action        PolicyAction           `protobuf:"varint,3,opt,name=action,proto3,enum=reins.v1.PolicyAction" json:"action,omitempty"`
+	Rule          string                 `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDecision) Reset() {
+	*x = PolicyDecision{}
+	mi := &file_reins_v1_run_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDecision) ProtoMessage() {}
+
+func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
+func (*PolicyDecision) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PolicyDecision) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetAction() PolicyAction {
+	if x != nil {
+		return x.Action
+	}
+	return PolicyAction_POLICY_ACTION_UNSPECIFIED
+}
+
+func (x *PolicyDecision) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *PolicyDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ApprovalRequested parks a run until a person decides a call.
+type ApprovalRequested struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	InputJson     string                 `protobuf:"bytes,3,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	Rule          string                 `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRequested) Reset() {
+	*x = ApprovalRequested{}
+	mi := &file_reins_v1_run_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRequested) ProtoMessage() {}
+
+func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
+func (*ApprovalRequested) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ApprovalRequested) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetInputJson() string {
+	if x != nil {
+		return x.InputJson
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ApprovalDecided is a person's decision on a call.
+type ApprovalDecided struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	CallId          string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Approved        bool                   `protobuf:"varint,2,opt,name=approved,proto3" json:"approved,omitempty"`
+	Actor           string                 `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	EditedInputJson string                 `protobuf:"bytes,4,opt,name=edited_input_json,json=editedInputJson,proto3" json:"edited_input_json,omitempty"` // arguments the person changed ("" none)
+	Always          bool                   `protobuf:"varint,5,opt,name=always,proto3" json:"always,omitempty"`                                           // approve this tool for the rest of the run
+	Reason          string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`                                            // a denial's reason, given to the model
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ApprovalDecided) Reset() {
+	*x = ApprovalDecided{}
+	mi := &file_reins_v1_run_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalDecided) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalDecided) ProtoMessage() {}
+
+func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
+func (*ApprovalDecided) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ApprovalDecided) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ApprovalDecided) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetEditedInputJson() string {
+	if x != nil {
+		return x.EditedInputJson
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetAlways() bool {
+	if x != nil {
+		return x.Always
+	}
+	return false
+}
+
+func (x *ApprovalDecided) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Forked opens a fork's own history.
+type Forked struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	AtSeq         int64                  `protobuf:"varint,2,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"`
+	Model         string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Forked) Reset() {
+	*x = Forked{}
+	mi := &file_reins_v1_run_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Forked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Forked) ProtoMessage() {}
+
+func (x *Forked) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Forked.ProtoReflect.Descriptor instead.
+func (*Forked) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Forked) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Forked) GetAtSeq() int64 {
+	if x != nil {
+		return x.AtSeq
+	}
+	return 0
+}
+
+func (x *Forked) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Forked) GetMessage() string {
+	if x != nil {
+		return x.Message
 	}
 	return ""
 }
@@ -519,7 +2172,7 @@ type StartRunRequest struct {
 
 func (x *StartRunRequest) Reset() {
 	*x = StartRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +2184,7 @@ func (x *StartRunRequest) String() string {
 func (*StartRunRequest) ProtoMessage() {}
 
 func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +2197,7 @@ func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunRequest.ProtoReflect.Descriptor instead.
 func (*StartRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StartRunRequest) GetSpec() *RunSpec {
@@ -563,7 +2216,7 @@ type StartRunResponse struct {
 
 func (x *StartRunResponse) Reset() {
 	*x = StartRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +2228,7 @@ func (x *StartRunResponse) String() string {
 func (*StartRunResponse) ProtoMessage() {}
 
 func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +2241,7 @@ func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunResponse.ProtoReflect.Descriptor instead.
 func (*StartRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StartRunResponse) GetRun() *Run {
@@ -607,7 +2260,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +2272,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +2285,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetRunRequest) GetId() string {
@@ -651,7 +2304,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +2316,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +2329,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -688,7 +2341,7 @@ func (x *GetRunResponse) GetRun() *Run {
 
 type ListRunsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Statuses      []string               `protobuf:"bytes,1,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	Statuses      []RunStatus            `protobuf:"varint,3,rep,packed,name=statuses,proto3,enum=reins.v1.RunStatus" json:"statuses,omitempty"` // none: every status
 	Limit         int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -696,7 +2349,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +2361,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,10 +2374,10 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
 }
 
-func (x *ListRunsRequest) GetStatuses() []string {
+func (x *ListRunsRequest) GetStatuses() []RunStatus {
 	if x != nil {
 		return x.Statuses
 	}
@@ -747,7 +2400,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +2412,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +2425,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -793,7 +2446,7 @@ type RunEventsRequest struct {
 
 func (x *RunEventsRequest) Reset() {
 	*x = RunEventsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +2458,7 @@ func (x *RunEventsRequest) String() string {
 func (*RunEventsRequest) ProtoMessage() {}
 
 func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +2471,7 @@ func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEventsRequest.ProtoReflect.Descriptor instead.
 func (*RunEventsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunEventsRequest) GetId() string {
@@ -851,7 +2504,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +2516,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +2529,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelRunRequest) GetId() string {
@@ -894,7 +2547,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +2559,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +2572,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
 }
 
 type AnswerRunRequest struct {
@@ -932,7 +2585,7 @@ type AnswerRunRequest struct {
 
 func (x *AnswerRunRequest) Reset() {
 	*x = AnswerRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +2597,7 @@ func (x *AnswerRunRequest) String() string {
 func (*AnswerRunRequest) ProtoMessage() {}
 
 func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +2610,7 @@ func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AnswerRunRequest) GetId() string {
@@ -982,7 +2635,7 @@ type AnswerRunResponse struct {
 
 func (x *AnswerRunResponse) Reset() {
 	*x = AnswerRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +2647,7 @@ func (x *AnswerRunResponse) String() string {
 func (*AnswerRunResponse) ProtoMessage() {}
 
 func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,22 +2660,23 @@ func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunResponse.ProtoReflect.Descriptor instead.
 func (*AnswerRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
 }
 
+// Artifact is a file a run saved out of a sandbox (or a large output).
 type Artifact struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Digest        string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
 	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Source        string                 `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	Source        string                 `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"` // sandbox:path it came from
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +2688,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +2701,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Artifact) GetName() string {
@@ -1087,7 +2741,7 @@ type ListArtifactsRequest struct {
 
 func (x *ListArtifactsRequest) Reset() {
 	*x = ListArtifactsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +2753,7 @@ func (x *ListArtifactsRequest) String() string {
 func (*ListArtifactsRequest) ProtoMessage() {}
 
 func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +2766,7 @@ func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsRequest.ProtoReflect.Descriptor instead.
 func (*ListArtifactsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListArtifactsRequest) GetId() string {
@@ -1131,7 +2785,7 @@ type ListArtifactsResponse struct {
 
 func (x *ListArtifactsResponse) Reset() {
 	*x = ListArtifactsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +2797,7 @@ func (x *ListArtifactsResponse) String() string {
 func (*ListArtifactsResponse) ProtoMessage() {}
 
 func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +2810,7 @@ func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsResponse.ProtoReflect.Descriptor instead.
 func (*ListArtifactsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListArtifactsResponse) GetArtifacts() []*Artifact {
@@ -1176,7 +2830,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +2842,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +2855,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetArtifactRequest) GetId() string {
@@ -1227,7 +2881,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +2893,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +2906,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetArtifactResponse) GetData() []byte {
@@ -1274,7 +2928,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +2940,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +2953,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ApproveRequest) GetId() string {
@@ -1338,7 +2992,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +3004,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +3017,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{36}
 }
 
 type DenyRequest struct {
@@ -1377,7 +3031,7 @@ type DenyRequest struct {
 
 func (x *DenyRequest) Reset() {
 	*x = DenyRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +3043,7 @@ func (x *DenyRequest) String() string {
 func (*DenyRequest) ProtoMessage() {}
 
 func (x *DenyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +3056,7 @@ func (x *DenyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
 func (*DenyRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DenyRequest) GetId() string {
@@ -1434,7 +3088,7 @@ type DenyResponse struct {
 
 func (x *DenyResponse) Reset() {
 	*x = DenyResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +3100,7 @@ func (x *DenyResponse) String() string {
 func (*DenyResponse) ProtoMessage() {}
 
 func (x *DenyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +3113,7 @@ func (x *DenyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
 func (*DenyResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{38}
 }
 
 type PauseRunRequest struct {
@@ -1471,7 +3125,7 @@ type PauseRunRequest struct {
 
 func (x *PauseRunRequest) Reset() {
 	*x = PauseRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +3137,7 @@ func (x *PauseRunRequest) String() string {
 func (*PauseRunRequest) ProtoMessage() {}
 
 func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +3150,7 @@ func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunRequest.ProtoReflect.Descriptor instead.
 func (*PauseRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PauseRunRequest) GetId() string {
@@ -1514,7 +3168,7 @@ type PauseRunResponse struct {
 
 func (x *PauseRunResponse) Reset() {
 	*x = PauseRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +3180,7 @@ func (x *PauseRunResponse) String() string {
 func (*PauseRunResponse) ProtoMessage() {}
 
 func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +3193,7 @@ func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunResponse.ProtoReflect.Descriptor instead.
 func (*PauseRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{40}
 }
 
 type ResumeRunRequest struct {
@@ -1551,7 +3205,7 @@ type ResumeRunRequest struct {
 
 func (x *ResumeRunRequest) Reset() {
 	*x = ResumeRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +3217,7 @@ func (x *ResumeRunRequest) String() string {
 func (*ResumeRunRequest) ProtoMessage() {}
 
 func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +3230,7 @@ func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ResumeRunRequest) GetId() string {
@@ -1594,7 +3248,7 @@ type ResumeRunResponse struct {
 
 func (x *ResumeRunResponse) Reset() {
 	*x = ResumeRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +3260,7 @@ func (x *ResumeRunResponse) String() string {
 func (*ResumeRunResponse) ProtoMessage() {}
 
 func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +3273,7 @@ func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunResponse.ProtoReflect.Descriptor instead.
 func (*ResumeRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{42}
 }
 
 type ForkRunRequest struct {
@@ -1634,7 +3288,7 @@ type ForkRunRequest struct {
 
 func (x *ForkRunRequest) Reset() {
 	*x = ForkRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +3300,7 @@ func (x *ForkRunRequest) String() string {
 func (*ForkRunRequest) ProtoMessage() {}
 
 func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +3313,7 @@ func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunRequest.ProtoReflect.Descriptor instead.
 func (*ForkRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ForkRunRequest) GetId() string {
@@ -1699,7 +3353,7 @@ type ForkRunResponse struct {
 
 func (x *ForkRunResponse) Reset() {
 	*x = ForkRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +3365,7 @@ func (x *ForkRunResponse) String() string {
 func (*ForkRunResponse) ProtoMessage() {}
 
 func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +3378,7 @@ func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunResponse.ProtoReflect.Descriptor instead.
 func (*ForkRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ForkRunResponse) GetRun() *Run {
@@ -1743,7 +3397,7 @@ type VerifyRunRequest struct {
 
 func (x *VerifyRunRequest) Reset() {
 	*x = VerifyRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +3409,7 @@ func (x *VerifyRunRequest) String() string {
 func (*VerifyRunRequest) ProtoMessage() {}
 
 func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +3422,7 @@ func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *VerifyRunRequest) GetId() string {
@@ -1787,7 +3441,7 @@ type VerifyRunResponse struct {
 
 func (x *VerifyRunResponse) Reset() {
 	*x = VerifyRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +3453,7 @@ func (x *VerifyRunResponse) String() string {
 func (*VerifyRunResponse) ProtoMessage() {}
 
 func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +3466,7 @@ func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunResponse.ProtoReflect.Descriptor instead.
 func (*VerifyRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *VerifyRunResponse) GetRun() *Run {
@@ -1832,7 +3486,7 @@ type CompareRunsRequest struct {
 
 func (x *CompareRunsRequest) Reset() {
 	*x = CompareRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +3498,7 @@ func (x *CompareRunsRequest) String() string {
 func (*CompareRunsRequest) ProtoMessage() {}
 
 func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +3511,7 @@ func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsRequest.ProtoReflect.Descriptor instead.
 func (*CompareRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CompareRunsRequest) GetRecorded() string {
@@ -1888,7 +3542,7 @@ type CompareRunsResponse struct {
 
 func (x *CompareRunsResponse) Reset() {
 	*x = CompareRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +3554,7 @@ func (x *CompareRunsResponse) String() string {
 func (*CompareRunsResponse) ProtoMessage() {}
 
 func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +3567,7 @@ func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsResponse.ProtoReflect.Descriptor instead.
 func (*CompareRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CompareRunsResponse) GetSame() bool {
@@ -1986,10 +3640,10 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
-	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\"\xf6\x03\n" +
+	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\"\x91\x04\n" +
 	"\x03Run\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12%\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
+	"\x06status\x18\x0e \x01(\x0e2\x13.reins.v1.RunStatusR\x06status\x12%\n" +
 	"\x04spec\x18\x03 \x01(\v2\x11.reins.v1.RunSpecR\x04spec\x12\x14\n" +
 	"\x05steps\x18\x04 \x01(\x05R\x05steps\x12%\n" +
 	"\x05usage\x18\x05 \x01(\v2\x0f.reins.v1.UsageR\x05usage\x12\x19\n" +
@@ -2004,19 +3658,135 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\apending\x18\r \x03(\v2\x15.reins.v1.PendingCallR\apending\x1a<\n" +
 	"\x0eSandboxesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"|\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x02\x10\x03\"|\n" +
 	"\vPendingCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\tR\x05input\x12\x12\n" +
 	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x81\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xb6\a\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\x12$\n" +
-	"\x0etime_unix_nano\x18\x04 \x01(\x03R\ftimeUnixNano\x12\x12\n" +
-	"\x04data\x18\x05 \x01(\tR\x04data\"8\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12'\n" +
+	"\x04type\x18\x06 \x01(\x0e2\x13.reins.v1.EventTypeR\x04type\x12$\n" +
+	"\x0etime_unix_nano\x18\x04 \x01(\x03R\ftimeUnixNano\x127\n" +
+	"\vrun_created\x18\n" +
+	" \x01(\v2\x14.reins.v1.RunCreatedH\x00R\n" +
+	"runCreated\x12@\n" +
+	"\x0emodel_response\x18\v \x01(\v2\x17.reins.v1.ModelResponseH\x00R\rmodelResponse\x121\n" +
+	"\ttool_call\x18\f \x01(\v2\x12.reins.v1.ToolCallH\x00R\btoolCall\x127\n" +
+	"\vtool_result\x18\r \x01(\v2\x14.reins.v1.ToolResultH\x00R\n" +
+	"toolResult\x122\n" +
+	"\asandbox\x18\x0e \x01(\v2\x16.reins.v1.SandboxEventH\x00R\asandbox\x12-\n" +
+	"\awaiting\x18\x0f \x01(\v2\x11.reins.v1.WaitingH\x00R\awaiting\x12:\n" +
+	"\fhuman_answer\x18\x10 \x01(\v2\x15.reins.v1.HumanAnswerH\x00R\vhumanAnswer\x12$\n" +
+	"\x04note\x18\x11 \x01(\v2\x0e.reins.v1.NoteH\x00R\x04note\x120\n" +
+	"\bfinished\x18\x12 \x01(\v2\x12.reins.v1.FinishedH\x00R\bfinished\x12C\n" +
+	"\x0fpolicy_decision\x18\x13 \x01(\v2\x18.reins.v1.PolicyDecisionH\x00R\x0epolicyDecision\x12L\n" +
+	"\x12approval_requested\x18\x14 \x01(\v2\x1b.reins.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12F\n" +
+	"\x10approval_decided\x18\x15 \x01(\v2\x19.reins.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x12*\n" +
+	"\x06forked\x18\x16 \x01(\v2\x10.reins.v1.ForkedH\x00R\x06forked\x120\n" +
+	"\bartifact\x18\x17 \x01(\v2\x12.reins.v1.ArtifactH\x00R\bartifactB\t\n" +
+	"\apayloadJ\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\x04data\"3\n" +
+	"\n" +
+	"RunCreated\x12%\n" +
+	"\x04spec\x18\x01 \x01(\v2\x11.reins.v1.RunSpecR\x04spec\"\xbc\x02\n" +
+	"\x05Block\x12'\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x13.reins.v1.BlockTypeR\x04type\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12 \n" +
+	"\ftool_call_id\x18\x03 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x04 \x01(\tR\btoolName\x12\x1d\n" +
+	"\n" +
+	"input_json\x18\x05 \x01(\tR\tinputJson\x12\x1f\n" +
+	"\vinput_error\x18\x06 \x01(\tR\n" +
+	"inputError\x12\x19\n" +
+	"\bis_error\x18\a \x01(\bR\aisError\x12\x1d\n" +
+	"\n" +
+	"media_type\x18\b \x01(\tR\tmediaType\x12\x12\n" +
+	"\x04data\x18\t \x01(\tR\x04data\x12)\n" +
+	"\acontent\x18\n" +
+	" \x03(\v2\x0f.reins.v1.BlockR\acontent\"\xe8\x01\n" +
+	"\rModelResponse\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x05R\x04step\x12)\n" +
+	"\acontent\x18\x02 \x03(\v2\x0f.reins.v1.BlockR\acontent\x125\n" +
+	"\vstop_reason\x18\x03 \x01(\x0e2\x14.reins.v1.StopReasonR\n" +
+	"stopReason\x12%\n" +
+	"\x05usage\x18\x04 \x01(\v2\x0f.reins.v1.UsageR\x05usage\x12\x19\n" +
+	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12\x1f\n" +
+	"\vduration_ms\x18\x06 \x01(\x03R\n" +
+	"durationMs\"|\n" +
+	"\bToolCall\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x05R\x04step\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"input_json\x18\x04 \x01(\tR\tinputJson\x12\x10\n" +
+	"\x03key\x18\x05 \x01(\tR\x03key\"\xa8\x02\n" +
+	"\n" +
+	"ToolResult\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x05R\x04step\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12\x19\n" +
+	"\bis_error\x18\x05 \x01(\bR\aisError\x12\x1a\n" +
+	"\bartifact\x18\x06 \x01(\tR\bartifact\x12\x1d\n" +
+	"\n" +
+	"full_bytes\x18\a \x01(\x03R\tfullBytes\x12\x16\n" +
+	"\x06images\x18\b \x03(\tR\x06images\x12\x1f\n" +
+	"\vduration_ms\x18\t \x01(\x03R\n" +
+	"durationMs\x12\x18\n" +
+	"\aunknown\x18\n" +
+	" \x01(\bR\aunknown\x12\x1c\n" +
+	"\tuntrusted\x18\v \x01(\bR\tuntrusted\"\x90\x01\n" +
+	"\fSandboxEvent\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
+	"\x05image\x18\x03 \x01(\tR\x05image\x12\x1a\n" +
+	"\bprevious\x18\x04 \x01(\tR\bprevious\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\">\n" +
+	"\aWaiting\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
+	"\bquestion\x18\x02 \x01(\tR\bquestion\"P\n" +
+	"\vHumanAnswer\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x14\n" +
+	"\x05actor\x18\x03 \x01(\tR\x05actor\" \n" +
+	"\x04Note\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xbb\x01\n" +
+	"\bFinished\x12+\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x13.reins.v1.RunStatusR\x06status\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12%\n" +
+	"\x05usage\x18\x04 \x01(\v2\x0f.reins.v1.UsageR\x05usage\x12\x19\n" +
+	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12\x14\n" +
+	"\x05steps\x18\x06 \x01(\x05R\x05steps\"\x99\x01\n" +
+	"\x0ePolicyDecision\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12.\n" +
+	"\x06action\x18\x03 \x01(\x0e2\x16.reins.v1.PolicyActionR\x06action\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x8b\x01\n" +
+	"\x11ApprovalRequested\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1d\n" +
+	"\n" +
+	"input_json\x18\x03 \x01(\tR\tinputJson\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xb8\x01\n" +
+	"\x0fApprovalDecided\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
+	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x14\n" +
+	"\x05actor\x18\x03 \x01(\tR\x05actor\x12*\n" +
+	"\x11edited_input_json\x18\x04 \x01(\tR\x0feditedInputJson\x12\x16\n" +
+	"\x06always\x18\x05 \x01(\bR\x06always\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"c\n" +
+	"\x06Forked\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x15\n" +
+	"\x06at_seq\x18\x02 \x01(\x03R\x05atSeq\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"8\n" +
 	"\x0fStartRunRequest\x12%\n" +
 	"\x04spec\x18\x01 \x01(\v2\x11.reins.v1.RunSpecR\x04spec\"3\n" +
 	"\x10StartRunResponse\x12\x1f\n" +
@@ -2024,10 +3794,10 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\rGetRunRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"1\n" +
 	"\x0eGetRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.reins.v1.RunR\x03run\"C\n" +
-	"\x0fListRunsRequest\x12\x1a\n" +
-	"\bstatuses\x18\x01 \x03(\tR\bstatuses\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"5\n" +
+	"\x03run\x18\x01 \x01(\v2\r.reins.v1.RunR\x03run\"^\n" +
+	"\x0fListRunsRequest\x12/\n" +
+	"\bstatuses\x18\x03 \x03(\x0e2\x13.reins.v1.RunStatusR\bstatuses\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limitJ\x04\b\x01\x10\x02\"5\n" +
 	"\x10ListRunsResponse\x12!\n" +
 	"\x04runs\x18\x01 \x03(\v2\r.reins.v1.RunR\x04runs\"W\n" +
 	"\x10RunEventsRequest\x12\x0e\n" +
@@ -2092,7 +3862,56 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x04step\x18\x03 \x01(\x05R\x04step\x12\x12\n" +
 	"\x04tool\x18\x04 \x01(\tR\x04tool\x12#\n" +
 	"\rrecorded_text\x18\x05 \x01(\tR\frecordedText\x12#\n" +
-	"\rreplayed_text\x18\x06 \x01(\tR\freplayedText2\xe9\a\n" +
+	"\rreplayed_text\x18\x06 \x01(\tR\freplayedText*\xd9\x01\n" +
+	"\tRunStatus\x12\x1a\n" +
+	"\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11RUN_STATUS_QUEUED\x10\x01\x12\x16\n" +
+	"\x12RUN_STATUS_RUNNING\x10\x02\x12\x1f\n" +
+	"\x1bRUN_STATUS_WAITING_APPROVAL\x10\x03\x12\x15\n" +
+	"\x11RUN_STATUS_PAUSED\x10\x04\x12\x18\n" +
+	"\x14RUN_STATUS_SUCCEEDED\x10\x05\x12\x15\n" +
+	"\x11RUN_STATUS_FAILED\x10\x06\x12\x18\n" +
+	"\x14RUN_STATUS_CANCELLED\x10\a*\xe3\x04\n" +
+	"\tEventType\x12\x1a\n" +
+	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16EVENT_TYPE_RUN_CREATED\x10\x01\x12\x1d\n" +
+	"\x19EVENT_TYPE_MODEL_RESPONSE\x10\x02\x12\x18\n" +
+	"\x14EVENT_TYPE_TOOL_CALL\x10\x03\x12\x1a\n" +
+	"\x16EVENT_TYPE_TOOL_RESULT\x10\x04\x12\x1e\n" +
+	"\x1aEVENT_TYPE_SANDBOX_CREATED\x10\x05\x12\x1b\n" +
+	"\x17EVENT_TYPE_SANDBOX_LOST\x10\x06\x12\x1f\n" +
+	"\x1bEVENT_TYPE_SANDBOX_REPLACED\x10\a\x12\x16\n" +
+	"\x12EVENT_TYPE_WAITING\x10\b\x12\x1b\n" +
+	"\x17EVENT_TYPE_HUMAN_ANSWER\x10\t\x12\x18\n" +
+	"\x14EVENT_TYPE_RECOVERED\x10\n" +
+	"\x12\x17\n" +
+	"\x13EVENT_TYPE_FINISHED\x10\v\x12\x1e\n" +
+	"\x1aEVENT_TYPE_POLICY_DECISION\x10\f\x12!\n" +
+	"\x1dEVENT_TYPE_APPROVAL_REQUESTED\x10\r\x12\x1f\n" +
+	"\x1bEVENT_TYPE_APPROVAL_DECIDED\x10\x0e\x12\x15\n" +
+	"\x11EVENT_TYPE_PAUSED\x10\x0f\x12\x16\n" +
+	"\x12EVENT_TYPE_RESUMED\x10\x10\x12\x15\n" +
+	"\x11EVENT_TYPE_FORKED\x10\x11\x12 \n" +
+	"\x1cEVENT_TYPE_SANDBOX_SUSPENDED\x10\x12\x12\x1e\n" +
+	"\x1aEVENT_TYPE_SANDBOX_RESUMED\x10\x13\x12\x17\n" +
+	"\x13EVENT_TYPE_ARTIFACT\x10\x14*y\n" +
+	"\n" +
+	"StopReason\x12\x1b\n" +
+	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14STOP_REASON_END_TURN\x10\x01\x12\x18\n" +
+	"\x14STOP_REASON_TOOL_USE\x10\x02\x12\x1a\n" +
+	"\x16STOP_REASON_MAX_TOKENS\x10\x03*\x87\x01\n" +
+	"\tBlockType\x12\x1a\n" +
+	"\x16BLOCK_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fBLOCK_TYPE_TEXT\x10\x01\x12\x17\n" +
+	"\x13BLOCK_TYPE_TOOL_USE\x10\x02\x12\x1a\n" +
+	"\x16BLOCK_TYPE_TOOL_RESULT\x10\x03\x12\x14\n" +
+	"\x10BLOCK_TYPE_IMAGE\x10\x04*u\n" +
+	"\fPolicyAction\x12\x1d\n" +
+	"\x19POLICY_ACTION_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13POLICY_ACTION_ALLOW\x10\x01\x12\x15\n" +
+	"\x11POLICY_ACTION_ASK\x10\x02\x12\x16\n" +
+	"\x12POLICY_ACTION_DENY\x10\x032\xe9\a\n" +
 	"\n" +
 	"RunService\x12>\n" +
 	"\x05Start\x12\x19.reins.v1.StartRunRequest\x1a\x1a.reins.v1.StartRunResponse\x128\n" +
@@ -2123,94 +3942,140 @@ func file_reins_v1_run_proto_rawDescGZIP() []byte {
 	return file_reins_v1_run_proto_rawDescData
 }
 
-var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_reins_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_reins_v1_run_proto_goTypes = []any{
-	(*RunSpec)(nil),               // 0: reins.v1.RunSpec
-	(*Usage)(nil),                 // 1: reins.v1.Usage
-	(*Run)(nil),                   // 2: reins.v1.Run
-	(*PendingCall)(nil),           // 3: reins.v1.PendingCall
-	(*RunEvent)(nil),              // 4: reins.v1.RunEvent
-	(*StartRunRequest)(nil),       // 5: reins.v1.StartRunRequest
-	(*StartRunResponse)(nil),      // 6: reins.v1.StartRunResponse
-	(*GetRunRequest)(nil),         // 7: reins.v1.GetRunRequest
-	(*GetRunResponse)(nil),        // 8: reins.v1.GetRunResponse
-	(*ListRunsRequest)(nil),       // 9: reins.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 10: reins.v1.ListRunsResponse
-	(*RunEventsRequest)(nil),      // 11: reins.v1.RunEventsRequest
-	(*CancelRunRequest)(nil),      // 12: reins.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),     // 13: reins.v1.CancelRunResponse
-	(*AnswerRunRequest)(nil),      // 14: reins.v1.AnswerRunRequest
-	(*AnswerRunResponse)(nil),     // 15: reins.v1.AnswerRunResponse
-	(*Artifact)(nil),              // 16: reins.v1.Artifact
-	(*ListArtifactsRequest)(nil),  // 17: reins.v1.ListArtifactsRequest
-	(*ListArtifactsResponse)(nil), // 18: reins.v1.ListArtifactsResponse
-	(*GetArtifactRequest)(nil),    // 19: reins.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),   // 20: reins.v1.GetArtifactResponse
-	(*ApproveRequest)(nil),        // 21: reins.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 22: reins.v1.ApproveResponse
-	(*DenyRequest)(nil),           // 23: reins.v1.DenyRequest
-	(*DenyResponse)(nil),          // 24: reins.v1.DenyResponse
-	(*PauseRunRequest)(nil),       // 25: reins.v1.PauseRunRequest
-	(*PauseRunResponse)(nil),      // 26: reins.v1.PauseRunResponse
-	(*ResumeRunRequest)(nil),      // 27: reins.v1.ResumeRunRequest
-	(*ResumeRunResponse)(nil),     // 28: reins.v1.ResumeRunResponse
-	(*ForkRunRequest)(nil),        // 29: reins.v1.ForkRunRequest
-	(*ForkRunResponse)(nil),       // 30: reins.v1.ForkRunResponse
-	(*VerifyRunRequest)(nil),      // 31: reins.v1.VerifyRunRequest
-	(*VerifyRunResponse)(nil),     // 32: reins.v1.VerifyRunResponse
-	(*CompareRunsRequest)(nil),    // 33: reins.v1.CompareRunsRequest
-	(*CompareRunsResponse)(nil),   // 34: reins.v1.CompareRunsResponse
-	nil,                           // 35: reins.v1.RunSpec.SandboxesEntry
-	nil,                           // 36: reins.v1.Run.SandboxesEntry
+	(RunStatus)(0),                // 0: reins.v1.RunStatus
+	(EventType)(0),                // 1: reins.v1.EventType
+	(StopReason)(0),               // 2: reins.v1.StopReason
+	(BlockType)(0),                // 3: reins.v1.BlockType
+	(PolicyAction)(0),             // 4: reins.v1.PolicyAction
+	(*RunSpec)(nil),               // 5: reins.v1.RunSpec
+	(*Usage)(nil),                 // 6: reins.v1.Usage
+	(*Run)(nil),                   // 7: reins.v1.Run
+	(*PendingCall)(nil),           // 8: reins.v1.PendingCall
+	(*RunEvent)(nil),              // 9: reins.v1.RunEvent
+	(*RunCreated)(nil),            // 10: reins.v1.RunCreated
+	(*Block)(nil),                 // 11: reins.v1.Block
+	(*ModelResponse)(nil),         // 12: reins.v1.ModelResponse
+	(*ToolCall)(nil),              // 13: reins.v1.ToolCall
+	(*ToolResult)(nil),            // 14: reins.v1.ToolResult
+	(*SandboxEvent)(nil),          // 15: reins.v1.SandboxEvent
+	(*Waiting)(nil),               // 16: reins.v1.Waiting
+	(*HumanAnswer)(nil),           // 17: reins.v1.HumanAnswer
+	(*Note)(nil),                  // 18: reins.v1.Note
+	(*Finished)(nil),              // 19: reins.v1.Finished
+	(*PolicyDecision)(nil),        // 20: reins.v1.PolicyDecision
+	(*ApprovalRequested)(nil),     // 21: reins.v1.ApprovalRequested
+	(*ApprovalDecided)(nil),       // 22: reins.v1.ApprovalDecided
+	(*Forked)(nil),                // 23: reins.v1.Forked
+	(*StartRunRequest)(nil),       // 24: reins.v1.StartRunRequest
+	(*StartRunResponse)(nil),      // 25: reins.v1.StartRunResponse
+	(*GetRunRequest)(nil),         // 26: reins.v1.GetRunRequest
+	(*GetRunResponse)(nil),        // 27: reins.v1.GetRunResponse
+	(*ListRunsRequest)(nil),       // 28: reins.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 29: reins.v1.ListRunsResponse
+	(*RunEventsRequest)(nil),      // 30: reins.v1.RunEventsRequest
+	(*CancelRunRequest)(nil),      // 31: reins.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),     // 32: reins.v1.CancelRunResponse
+	(*AnswerRunRequest)(nil),      // 33: reins.v1.AnswerRunRequest
+	(*AnswerRunResponse)(nil),     // 34: reins.v1.AnswerRunResponse
+	(*Artifact)(nil),              // 35: reins.v1.Artifact
+	(*ListArtifactsRequest)(nil),  // 36: reins.v1.ListArtifactsRequest
+	(*ListArtifactsResponse)(nil), // 37: reins.v1.ListArtifactsResponse
+	(*GetArtifactRequest)(nil),    // 38: reins.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),   // 39: reins.v1.GetArtifactResponse
+	(*ApproveRequest)(nil),        // 40: reins.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 41: reins.v1.ApproveResponse
+	(*DenyRequest)(nil),           // 42: reins.v1.DenyRequest
+	(*DenyResponse)(nil),          // 43: reins.v1.DenyResponse
+	(*PauseRunRequest)(nil),       // 44: reins.v1.PauseRunRequest
+	(*PauseRunResponse)(nil),      // 45: reins.v1.PauseRunResponse
+	(*ResumeRunRequest)(nil),      // 46: reins.v1.ResumeRunRequest
+	(*ResumeRunResponse)(nil),     // 47: reins.v1.ResumeRunResponse
+	(*ForkRunRequest)(nil),        // 48: reins.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),       // 49: reins.v1.ForkRunResponse
+	(*VerifyRunRequest)(nil),      // 50: reins.v1.VerifyRunRequest
+	(*VerifyRunResponse)(nil),     // 51: reins.v1.VerifyRunResponse
+	(*CompareRunsRequest)(nil),    // 52: reins.v1.CompareRunsRequest
+	(*CompareRunsResponse)(nil),   // 53: reins.v1.CompareRunsResponse
+	nil,                           // 54: reins.v1.RunSpec.SandboxesEntry
+	nil,                           // 55: reins.v1.Run.SandboxesEntry
 }
 var file_reins_v1_run_proto_depIdxs = []int32{
-	35, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
-	0,  // 1: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
-	1,  // 2: reins.v1.Run.usage:type_name -> reins.v1.Usage
-	36, // 3: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
-	3,  // 4: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
-	0,  // 5: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
-	2,  // 6: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
-	2,  // 7: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
-	2,  // 8: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
-	16, // 9: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
-	2,  // 10: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
-	2,  // 11: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
-	5,  // 12: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
-	7,  // 13: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
-	9,  // 14: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
-	11, // 15: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
-	12, // 16: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
-	14, // 17: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
-	21, // 18: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
-	23, // 19: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
-	25, // 20: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
-	27, // 21: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
-	29, // 22: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
-	31, // 23: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
-	33, // 24: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
-	17, // 25: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
-	19, // 26: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
-	6,  // 27: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
-	8,  // 28: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
-	10, // 29: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
-	4,  // 30: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
-	13, // 31: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
-	15, // 32: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
-	22, // 33: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
-	24, // 34: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
-	26, // 35: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
-	28, // 36: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
-	30, // 37: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
-	32, // 38: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
-	34, // 39: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
-	18, // 40: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
-	20, // 41: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
-	27, // [27:42] is the sub-list for method output_type
-	12, // [12:27] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	54, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
+	0,  // 1: reins.v1.Run.status:type_name -> reins.v1.RunStatus
+	5,  // 2: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
+	6,  // 3: reins.v1.Run.usage:type_name -> reins.v1.Usage
+	55, // 4: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
+	8,  // 5: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
+	1,  // 6: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
+	10, // 7: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
+	12, // 8: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
+	13, // 9: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
+	14, // 10: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
+	15, // 11: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
+	16, // 12: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
+	17, // 13: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
+	18, // 14: reins.v1.RunEvent.note:type_name -> reins.v1.Note
+	19, // 15: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
+	20, // 16: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
+	21, // 17: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
+	22, // 18: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
+	23, // 19: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
+	35, // 20: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
+	5,  // 21: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
+	3,  // 22: reins.v1.Block.type:type_name -> reins.v1.BlockType
+	11, // 23: reins.v1.Block.content:type_name -> reins.v1.Block
+	11, // 24: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
+	2,  // 25: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
+	6,  // 26: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
+	0,  // 27: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
+	6,  // 28: reins.v1.Finished.usage:type_name -> reins.v1.Usage
+	4,  // 29: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
+	5,  // 30: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
+	7,  // 31: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
+	7,  // 32: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
+	0,  // 33: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
+	7,  // 34: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
+	35, // 35: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
+	7,  // 36: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
+	7,  // 37: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
+	24, // 38: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
+	26, // 39: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
+	28, // 40: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
+	30, // 41: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
+	31, // 42: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
+	33, // 43: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
+	40, // 44: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
+	42, // 45: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
+	44, // 46: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
+	46, // 47: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
+	48, // 48: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
+	50, // 49: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
+	52, // 50: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
+	36, // 51: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
+	38, // 52: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
+	25, // 53: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
+	27, // 54: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
+	29, // 55: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
+	9,  // 56: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
+	32, // 57: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
+	34, // 58: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
+	41, // 59: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
+	43, // 60: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
+	45, // 61: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
+	47, // 62: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
+	49, // 63: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
+	51, // 64: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
+	53, // 65: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
+	37, // 66: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
+	39, // 67: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
+	53, // [53:68] is the sub-list for method output_type
+	38, // [38:53] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_run_proto_init() }
@@ -2218,18 +4083,35 @@ func file_reins_v1_run_proto_init() {
 	if File_reins_v1_run_proto != nil {
 		return
 	}
+	file_reins_v1_run_proto_msgTypes[4].OneofWrappers = []any{
+		(*RunEvent_RunCreated)(nil),
+		(*RunEvent_ModelResponse)(nil),
+		(*RunEvent_ToolCall)(nil),
+		(*RunEvent_ToolResult)(nil),
+		(*RunEvent_Sandbox)(nil),
+		(*RunEvent_Waiting)(nil),
+		(*RunEvent_HumanAnswer)(nil),
+		(*RunEvent_Note)(nil),
+		(*RunEvent_Finished)(nil),
+		(*RunEvent_PolicyDecision)(nil),
+		(*RunEvent_ApprovalRequested)(nil),
+		(*RunEvent_ApprovalDecided)(nil),
+		(*RunEvent_Forked)(nil),
+		(*RunEvent_Artifact)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_run_proto_rawDesc), len(file_reins_v1_run_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   37,
+			NumEnums:      5,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_reins_v1_run_proto_goTypes,
 		DependencyIndexes: file_reins_v1_run_proto_depIdxs,
+		EnumInfos:         file_reins_v1_run_proto_enumTypes,
 		MessageInfos:      file_reins_v1_run_proto_msgTypes,
 	}.Build()
 	File_reins_v1_run_proto = out.File

@@ -30,6 +30,188 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SandboxState is where a sandbox is in its life (sandbox.State):
+// creating -> running <-> paused, running -> suspended -> running, and any
+// -> stopped with a SandboxReason.
+type SandboxState int32
+
+const (
+	SandboxState_SANDBOX_STATE_UNSPECIFIED SandboxState = 0
+	SandboxState_SANDBOX_STATE_CREATING    SandboxState = 1
+	SandboxState_SANDBOX_STATE_RUNNING     SandboxState = 2
+	SandboxState_SANDBOX_STATE_PAUSED      SandboxState = 3
+	SandboxState_SANDBOX_STATE_SUSPENDED   SandboxState = 4 // its compute released, its files kept
+	SandboxState_SANDBOX_STATE_STOPPED     SandboxState = 5
+)
+
+// Enum value maps for SandboxState.
+var (
+	SandboxState_name = map[int32]string{
+		0: "SANDBOX_STATE_UNSPECIFIED",
+		1: "SANDBOX_STATE_CREATING",
+		2: "SANDBOX_STATE_RUNNING",
+		3: "SANDBOX_STATE_PAUSED",
+		4: "SANDBOX_STATE_SUSPENDED",
+		5: "SANDBOX_STATE_STOPPED",
+	}
+	SandboxState_value = map[string]int32{
+		"SANDBOX_STATE_UNSPECIFIED": 0,
+		"SANDBOX_STATE_CREATING":    1,
+		"SANDBOX_STATE_RUNNING":     2,
+		"SANDBOX_STATE_PAUSED":      3,
+		"SANDBOX_STATE_SUSPENDED":   4,
+		"SANDBOX_STATE_STOPPED":     5,
+	}
+)
+
+func (x SandboxState) Enum() *SandboxState {
+	p := new(SandboxState)
+	*p = x
+	return p
+}
+
+func (x SandboxState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SandboxState) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_sandbox_proto_enumTypes[0].Descriptor()
+}
+
+func (SandboxState) Type() protoreflect.EnumType {
+	return &file_reins_v1_sandbox_proto_enumTypes[0]
+}
+
+func (x SandboxState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SandboxState.Descriptor instead.
+func (SandboxState) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+// SandboxReason says why a sandbox stopped (sandbox.Reason).
+type SandboxReason int32
+
+const (
+	SandboxReason_SANDBOX_REASON_UNSPECIFIED  SandboxReason = 0 // not stopped
+	SandboxReason_SANDBOX_REASON_EXITED       SandboxReason = 1 // its init ended on its own
+	SandboxReason_SANDBOX_REASON_OOM_KILLED   SandboxReason = 2 // the memory limit killed it
+	SandboxReason_SANDBOX_REASON_TTL_EXPIRED  SandboxReason = 3 // it lived past its TTL
+	SandboxReason_SANDBOX_REASON_IDLE_TIMEOUT SandboxReason = 4 // nothing ran for its idle timeout
+	SandboxReason_SANDBOX_REASON_KILLED       SandboxReason = 5 // a user removed it
+	SandboxReason_SANDBOX_REASON_LOST         SandboxReason = 6 // it vanished (host reboot, crash while the service was down)
+	SandboxReason_SANDBOX_REASON_ERROR        SandboxReason = 7 // it could not be created or failed on its own
+)
+
+// Enum value maps for SandboxReason.
+var (
+	SandboxReason_name = map[int32]string{
+		0: "SANDBOX_REASON_UNSPECIFIED",
+		1: "SANDBOX_REASON_EXITED",
+		2: "SANDBOX_REASON_OOM_KILLED",
+		3: "SANDBOX_REASON_TTL_EXPIRED",
+		4: "SANDBOX_REASON_IDLE_TIMEOUT",
+		5: "SANDBOX_REASON_KILLED",
+		6: "SANDBOX_REASON_LOST",
+		7: "SANDBOX_REASON_ERROR",
+	}
+	SandboxReason_value = map[string]int32{
+		"SANDBOX_REASON_UNSPECIFIED":  0,
+		"SANDBOX_REASON_EXITED":       1,
+		"SANDBOX_REASON_OOM_KILLED":   2,
+		"SANDBOX_REASON_TTL_EXPIRED":  3,
+		"SANDBOX_REASON_IDLE_TIMEOUT": 4,
+		"SANDBOX_REASON_KILLED":       5,
+		"SANDBOX_REASON_LOST":         6,
+		"SANDBOX_REASON_ERROR":        7,
+	}
+)
+
+func (x SandboxReason) Enum() *SandboxReason {
+	p := new(SandboxReason)
+	*p = x
+	return p
+}
+
+func (x SandboxReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SandboxReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_sandbox_proto_enumTypes[1].Descriptor()
+}
+
+func (SandboxReason) Type() protoreflect.EnumType {
+	return &file_reins_v1_sandbox_proto_enumTypes[1]
+}
+
+func (x SandboxReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SandboxReason.Descriptor instead.
+func (SandboxReason) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+// ProgressPhase is the step a sandbox's creation is at.
+type ProgressPhase int32
+
+const (
+	ProgressPhase_PROGRESS_PHASE_UNSPECIFIED ProgressPhase = 0
+	ProgressPhase_PROGRESS_PHASE_PULL        ProgressPhase = 1 // downloading (and unpacking as it arrives) a registry layer
+	ProgressPhase_PROGRESS_PHASE_UNPACK      ProgressPhase = 2 // unpacking a layer from a local layout or archive
+	ProgressPhase_PROGRESS_PHASE_BUILD       ProgressPhase = 3 // building a built-in image
+	ProgressPhase_PROGRESS_PHASE_BOOT        ProgressPhase = 4 // starting the sandbox
+)
+
+// Enum value maps for ProgressPhase.
+var (
+	ProgressPhase_name = map[int32]string{
+		0: "PROGRESS_PHASE_UNSPECIFIED",
+		1: "PROGRESS_PHASE_PULL",
+		2: "PROGRESS_PHASE_UNPACK",
+		3: "PROGRESS_PHASE_BUILD",
+		4: "PROGRESS_PHASE_BOOT",
+	}
+	ProgressPhase_value = map[string]int32{
+		"PROGRESS_PHASE_UNSPECIFIED": 0,
+		"PROGRESS_PHASE_PULL":        1,
+		"PROGRESS_PHASE_UNPACK":      2,
+		"PROGRESS_PHASE_BUILD":       3,
+		"PROGRESS_PHASE_BOOT":        4,
+	}
+)
+
+func (x ProgressPhase) Enum() *ProgressPhase {
+	p := new(ProgressPhase)
+	*p = x
+	return p
+}
+
+func (x ProgressPhase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProgressPhase) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_sandbox_proto_enumTypes[2].Descriptor()
+}
+
+func (ProgressPhase) Type() protoreflect.EnumType {
+	return &file_reins_v1_sandbox_proto_enumTypes[2]
+}
+
+func (x ProgressPhase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProgressPhase.Descriptor instead.
+func (ProgressPhase) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+}
+
 type SandboxSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`     // default "busybox"
@@ -157,10 +339,10 @@ func (x *SandboxSpec) GetWorkdir() string {
 type Sandbox struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Spec            *SandboxSpec           `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`       // with defaults filled in
-	State           string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`     // creating, running, paused, suspended, stopped
-	Reason          string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`   // when stopped: exited, oom_killed, ttl_expired, idle_timeout, killed, lost, error
-	Message         string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"` // why, in words
+	Spec            *SandboxSpec           `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"` // with defaults filled in
+	State           SandboxState           `protobuf:"varint,13,opt,name=state,proto3,enum=reins.v1.SandboxState" json:"state,omitempty"`
+	Reason          SandboxReason          `protobuf:"varint,14,opt,name=reason,proto3,enum=reins.v1.SandboxReason" json:"reason,omitempty"` // when stopped
+	Message         string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`                             // why, in words
 	ImageDigest     string                 `protobuf:"bytes,6,opt,name=image_digest,json=imageDigest,proto3" json:"image_digest,omitempty"`
 	CreatedUnixNano int64                  `protobuf:"varint,7,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
 	StoppedUnixNano int64                  `protobuf:"varint,8,opt,name=stopped_unix_nano,json=stoppedUnixNano,proto3" json:"stopped_unix_nano,omitempty"`
@@ -216,18 +398,18 @@ func (x *Sandbox) GetSpec() *SandboxSpec {
 	return nil
 }
 
-func (x *Sandbox) GetState() string {
+func (x *Sandbox) GetState() SandboxState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return SandboxState_SANDBOX_STATE_UNSPECIFIED
 }
 
-func (x *Sandbox) GetReason() string {
+func (x *Sandbox) GetReason() SandboxReason {
 	if x != nil {
 		return x.Reason
 	}
-	return ""
+	return SandboxReason_SANDBOX_REASON_UNSPECIFIED
 }
 
 func (x *Sandbox) GetMessage() string {
@@ -288,8 +470,8 @@ func (x *Sandbox) GetRuntime() string {
 
 type Progress struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Phase         string                 `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"` // "pull", "unpack", "build", "boot"
-	Item          string                 `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`   // layer digest, ...
+	Phase         ProgressPhase          `protobuf:"varint,6,opt,name=phase,proto3,enum=reins.v1.ProgressPhase" json:"phase,omitempty"`
+	Item          string                 `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"` // layer digest, ...
 	Done          int64                  `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
 	Total         int64                  `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"` // 0 when unknown
 	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
@@ -327,11 +509,11 @@ func (*Progress) Descriptor() ([]byte, []int) {
 	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *Progress) GetPhase() string {
+func (x *Progress) GetPhase() ProgressPhase {
 	if x != nil {
 		return x.Phase
 	}
-	return ""
+	return ProgressPhase_PROGRESS_PHASE_UNSPECIFIED
 }
 
 func (x *Progress) GetItem() string {
@@ -905,12 +1087,12 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\aworkdir\x18\v \x01(\tR\aworkdir\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd4\x03\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
-	"\x04spec\x18\x02 \x01(\v2\x15.reins.v1.SandboxSpecR\x04spec\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\x04spec\x18\x02 \x01(\v2\x15.reins.v1.SandboxSpecR\x04spec\x12,\n" +
+	"\x05state\x18\r \x01(\x0e2\x16.reins.v1.SandboxStateR\x05state\x12/\n" +
+	"\x06reason\x18\x0e \x01(\x0e2\x17.reins.v1.SandboxReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12!\n" +
 	"\fimage_digest\x18\x06 \x01(\tR\vimageDigest\x12*\n" +
 	"\x11created_unix_nano\x18\a \x01(\x03R\x0fcreatedUnixNano\x12*\n" +
@@ -919,13 +1101,13 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\toom_kills\x18\n" +
 	" \x01(\x05R\boomKills\x12+\n" +
 	"\x12last_oom_unix_nano\x18\v \x01(\x03R\x0flastOomUnixNano\x12\x18\n" +
-	"\aruntime\x18\f \x01(\tR\aruntime\"x\n" +
-	"\bProgress\x12\x14\n" +
-	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x12\n" +
+	"\aruntime\x18\f \x01(\tR\aruntimeJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\x97\x01\n" +
+	"\bProgress\x12-\n" +
+	"\x05phase\x18\x06 \x01(\x0e2\x17.reins.v1.ProgressPhaseR\x05phase\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\tR\x04item\x12\x12\n" +
 	"\x04done\x18\x03 \x01(\x03R\x04done\x12\x14\n" +
 	"\x05total\x18\x04 \x01(\x03R\x05total\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"A\n" +
+	"\amessage\x18\x05 \x01(\tR\amessageJ\x04\b\x01\x10\x02\"A\n" +
 	"\x14CreateSandboxRequest\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.reins.v1.SandboxSpecR\x04spec\"\x7f\n" +
 	"\x15CreateSandboxResponse\x120\n" +
@@ -952,7 +1134,29 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\bbackends\x18\x02 \x03(\v2\x11.reins.v1.BackendR\bbackends\"7\n" +
 	"\aBackend\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aruntime\x18\x02 \x01(\tR\aruntime2\xf3\x02\n" +
+	"\aruntime\x18\x02 \x01(\tR\aruntime*\xb6\x01\n" +
+	"\fSandboxState\x12\x1d\n" +
+	"\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16SANDBOX_STATE_CREATING\x10\x01\x12\x19\n" +
+	"\x15SANDBOX_STATE_RUNNING\x10\x02\x12\x18\n" +
+	"\x14SANDBOX_STATE_PAUSED\x10\x03\x12\x1b\n" +
+	"\x17SANDBOX_STATE_SUSPENDED\x10\x04\x12\x19\n" +
+	"\x15SANDBOX_STATE_STOPPED\x10\x05*\xf8\x01\n" +
+	"\rSandboxReason\x12\x1e\n" +
+	"\x1aSANDBOX_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SANDBOX_REASON_EXITED\x10\x01\x12\x1d\n" +
+	"\x19SANDBOX_REASON_OOM_KILLED\x10\x02\x12\x1e\n" +
+	"\x1aSANDBOX_REASON_TTL_EXPIRED\x10\x03\x12\x1f\n" +
+	"\x1bSANDBOX_REASON_IDLE_TIMEOUT\x10\x04\x12\x19\n" +
+	"\x15SANDBOX_REASON_KILLED\x10\x05\x12\x17\n" +
+	"\x13SANDBOX_REASON_LOST\x10\x06\x12\x18\n" +
+	"\x14SANDBOX_REASON_ERROR\x10\a*\x96\x01\n" +
+	"\rProgressPhase\x12\x1e\n" +
+	"\x1aPROGRESS_PHASE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13PROGRESS_PHASE_PULL\x10\x01\x12\x19\n" +
+	"\x15PROGRESS_PHASE_UNPACK\x10\x02\x12\x18\n" +
+	"\x14PROGRESS_PHASE_BUILD\x10\x03\x12\x17\n" +
+	"\x13PROGRESS_PHASE_BOOT\x10\x042\xf3\x02\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
@@ -972,50 +1176,57 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_reins_v1_sandbox_proto_rawDescData
 }
 
+var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_reins_v1_sandbox_proto_goTypes = []any{
-	(*SandboxSpec)(nil),           // 0: reins.v1.SandboxSpec
-	(*Sandbox)(nil),               // 1: reins.v1.Sandbox
-	(*Progress)(nil),              // 2: reins.v1.Progress
-	(*CreateSandboxRequest)(nil),  // 3: reins.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 4: reins.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 5: reins.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 6: reins.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 7: reins.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 8: reins.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 9: reins.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 10: reins.v1.DeleteSandboxResponse
-	(*VersionRequest)(nil),        // 11: reins.v1.VersionRequest
-	(*VersionResponse)(nil),       // 12: reins.v1.VersionResponse
-	(*Backend)(nil),               // 13: reins.v1.Backend
-	nil,                           // 14: reins.v1.SandboxSpec.LabelsEntry
-	nil,                           // 15: reins.v1.ListSandboxesRequest.LabelsEntry
+	(SandboxState)(0),             // 0: reins.v1.SandboxState
+	(SandboxReason)(0),            // 1: reins.v1.SandboxReason
+	(ProgressPhase)(0),            // 2: reins.v1.ProgressPhase
+	(*SandboxSpec)(nil),           // 3: reins.v1.SandboxSpec
+	(*Sandbox)(nil),               // 4: reins.v1.Sandbox
+	(*Progress)(nil),              // 5: reins.v1.Progress
+	(*CreateSandboxRequest)(nil),  // 6: reins.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 7: reins.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 8: reins.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 9: reins.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 10: reins.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 11: reins.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 12: reins.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 13: reins.v1.DeleteSandboxResponse
+	(*VersionRequest)(nil),        // 14: reins.v1.VersionRequest
+	(*VersionResponse)(nil),       // 15: reins.v1.VersionResponse
+	(*Backend)(nil),               // 16: reins.v1.Backend
+	nil,                           // 17: reins.v1.SandboxSpec.LabelsEntry
+	nil,                           // 18: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	14, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
-	0,  // 1: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
-	0,  // 2: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
-	2,  // 3: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
-	1,  // 4: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	1,  // 5: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	15, // 6: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
-	1,  // 7: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	13, // 8: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
-	3,  // 9: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	5,  // 10: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	7,  // 11: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	9,  // 12: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	11, // 13: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
-	4,  // 14: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	6,  // 15: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	8,  // 16: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	10, // 17: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	12, // 18: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	17, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	3,  // 1: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
+	0,  // 2: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
+	1,  // 3: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
+	2,  // 4: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
+	3,  // 5: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
+	5,  // 6: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
+	4,  // 7: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	4,  // 8: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	18, // 9: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	4,  // 10: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
+	16, // 11: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	6,  // 12: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	8,  // 13: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	10, // 14: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	12, // 15: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	14, // 16: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	7,  // 17: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	9,  // 18: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	11, // 19: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	13, // 20: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	15, // 21: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_sandbox_proto_init() }
@@ -1032,13 +1243,14 @@ func file_reins_v1_sandbox_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      3,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_reins_v1_sandbox_proto_goTypes,
 		DependencyIndexes: file_reins_v1_sandbox_proto_depIdxs,
+		EnumInfos:         file_reins_v1_sandbox_proto_enumTypes,
 		MessageInfos:      file_reins_v1_sandbox_proto_msgTypes,
 	}.Build()
 	File_reins_v1_sandbox_proto = out.File

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/internal/consttest"
+	"github.com/reinsdev/reins/server/wire"
+	"github.com/reinsdev/reins/server/wire/wiretest"
+	"github.com/reinsdev/reins/store"
+)
+
+// TestRenderEvents: every event type, carried to the wire as the server
+// carries it, renders in `reins runs events` (a line with its payload) and,
+// where the live view shows it, in `reins run`. The live view reads the
+// typed payloads, not JSON.
+func TestRenderEvents(t *testing.T) {
+	live := map[string]string{ // what the live view prints for the sample
+		"model_response":     "Checking the disk.",
+		"tool_call":          "▸ bash  df -h",
+		"tool_result":        "✗ Filesystem  Size",
+		"sandbox_created":    "sandbox default (busybox) created: sbxcreated",
+		"sandbox_lost":       "sandbox default lost: it vanished lost",
+		"sandbox_replaced":   "sandbox default replaced by sbxreplaced: files restored replaced",
+		"waiting":            "the agent asks: Which branch?",
+		"artifact":           "artifact report.txt (1234 bytes)",
+		"approval_requested": "? approve send_email {\"to\":\"a@example.com\"}\n  rule trifecta: untrusted content was read",
+		"approval_decided":   "approved by admin",
+		"policy_decision":    "✗ bash denied by policy (no-rm-rf): rm -rf is refused",
+		"paused":             "◆ paused",
+		"resumed":            "◆ resumed",
+		"forked":             "◆ forked",
+	}
+	line := map[string]string{ // what `runs events` shows of it
+		"run_created":        `"task":"fix the test"`,
+		"model_response":     `"input_json":"{\"command\":\"df -h\"}"`,
+		"tool_call":          `"key":"run_x/2/call_1_0"`,
+		"tool_result":        `"untrusted":true`,
+		"waiting":            `"question":"Which branch?"`,
+		"human_answer":       `"text":"main, please"`,
+		"recovered":          `"message":"the service restarted"`,
+		"finished":           `"status":"RUN_STATUS_FAILED"`,
+		"policy_decision":    `"action":"POLICY_ACTION_DENY"`,
+		"approval_requested": `"input_json":"{\"to\":\"a@example.com\"}"`,
+		"approval_decided":   `"edited_input_json":"{\"to\":\"b@example.com\"}"`,
+		"forked":             `"from":"run_orig"`,
+		"artifact":           `"source":"default:/workspace/report.txt"`,
+	}
+	samples := wiretest.Samples()
+	types := consttest.Prefixed(t, "../../runlog", "Event")
+	// The model's response comes first, as in a log: it names the calls.
+	sort.SliceStable(types, func(i, j int) bool { return types[i] == "model_response" })
+	var out bytes.Buffer
+	v := newRunView(&out, false)
+	v.replay, v.tty, v.status = true, false, newStatusLine(os.Stderr)
+	for i, typ := range types {
+		data, err := json.Marshal(samples[typ])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := wire.Event(store.Event{RunID: "run_x", Seq: int64(i + 1), Type: typ, Time: time.Now(), Data: data})
+		if got := eventName(ev.Type); got != typ {
+			t.Errorf("%s is named %q", typ, got)
+		}
+		l := eventLine(ev)
+		if want := line[typ]; want == "" && strings.HasPrefix(typ, "sandbox_") {
+			want = `"id":"sbx` + strings.TrimPrefix(typ, "sandbox_") + `"`
+			line[typ] = want
+		}
+		if l == "" || !strings.Contains(l, line[typ]) {
+			t.Errorf("runs events line of %s = %s, want it to hold %s", typ, l, line[typ])
+		}
+		out.Reset()
+		v.event(context.Background(), nil, "run_x", ev)
+		if want, ok := live[typ]; ok && !strings.Contains(out.String(), want) {
+			t.Errorf("live view of %s = %q, want it to hold %q", typ, out.String(), want)
+		} else if !ok && out.Len() != 0 {
+			t.Errorf("live view of %s = %q, want nothing", typ, out.String())
+		}
+	}
+	if v.step != 2 || v.tokens != 813 {
+		t.Errorf("the live view's step and tokens: %d, %d", v.step, v.tokens)
+	}
+}
+
+func TestParseRunStatuses(t *testing.T) {
+	got, err := parseRunStatuses([]string{"waiting_approval", "RUN_STATUS_SUCCEEDED", "Failed"})
+	want := []reinsv1.RunStatus{reinsv1.RunStatus_RUN_STATUS_WAITING_APPROVAL, reinsv1.RunStatus_RUN_STATUS_SUCCEEDED, reinsv1.RunStatus_RUN_STATUS_FAILED}
+	if err != nil || len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("%v, %v", got, err)
+	}
+	if _, err := parseRunStatuses([]string{"asleep"}); err == nil || !strings.Contains(err.Error(), "waiting_approval") {
+		t.Errorf("unknown status: %v", err)
+	}
+}

@@ -1,0 +1,56 @@
+// Package wiretest holds one payload of each event type of a run's log,
+// with every field set, for the tests that carry events across the wire
+// and render them.
+package wiretest
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/reinsdev/reins/model"
+	"github.com/reinsdev/reins/runlog"
+)
+
+// Samples returns a payload for each event type (runlog.Event*), every
+// field set to a value that can be told apart.
+func Samples() map[string]any {
+	sb := func(note string) runlog.SandboxEvent {
+		return runlog.SandboxEvent{Name: "default", ID: "sbx" + note, Image: "busybox", Previous: "sbxold",
+			Reason: "it vanished " + note, Note: "files restored " + note}
+	}
+	return map[string]any{
+		runlog.EventRunCreated: runlog.RunCreated{Spec: runlog.Spec{Task: "fix the test", Model: "script:x", System: "be brief",
+			Sandboxes: map[string]string{"default": "busybox"}, MaxSteps: 7, MaxCost: 1.5, MaxTokens: 9000,
+			Timeout: runlog.Duration(90 * time.Second), Tools: []string{"bash"}, Policy: "tools: {bash: ask}", Script: `{"turns":[]}`}},
+		runlog.EventModelResponse: runlog.ModelResponse{Step: 2, Content: []model.Block{
+			{Type: model.BlockText, Text: "Checking the disk."},
+			{Type: model.BlockToolUse, ToolCallID: "call_1_0", ToolName: "bash", Input: json.RawMessage(`{"command":"df -h"}`)},
+			{Type: model.BlockToolUse, ToolCallID: "call_1_1", ToolName: "bash", Input: json.RawMessage(`"not an object"`), InputError: "arguments are not an object"},
+			{Type: model.BlockToolResult, ToolCallID: "call_0_0", Text: "ok", IsError: true,
+				Content: []model.Block{{Type: model.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="}}},
+		}, StopReason: model.StopToolUse, Usage: model.Usage{InputTokens: 800, OutputTokens: 13, CacheReadTokens: 5, CacheWriteTokens: 6},
+			CostUSD: 0.0027, DurationMS: 41},
+		runlog.EventToolCall: runlog.ToolCall{Step: 2, CallID: "call_1_0", Name: "bash", Input: json.RawMessage(`{"command":"df -h"}`), Key: "run_x/2/call_1_0"},
+		runlog.EventToolResult: runlog.ToolResult{Step: 2, CallID: "call_1_0", Name: "bash", Text: "Filesystem  Size", IsError: true,
+			Artifact: "sha256:aa", FullBytes: 70000, Images: []string{"sha256:bb"}, DurationMS: 12, Unknown: true, Untrusted: true},
+		runlog.EventSandboxCreated:   sb("created"),
+		runlog.EventSandboxLost:      sb("lost"),
+		runlog.EventSandboxReplaced:  sb("replaced"),
+		runlog.EventSandboxSuspended: sb("suspended"),
+		runlog.EventSandboxResumed:   sb("resumed"),
+		runlog.EventWaiting:          runlog.Waiting{CallID: "call_3_0", Question: "Which branch?"},
+		runlog.EventHumanAnswer:      runlog.HumanAnswer{CallID: "call_3_0", Text: "main, please", Actor: "admin"},
+		runlog.EventRecovered:        runlog.Note{Message: "the service restarted"},
+		runlog.EventPaused:           runlog.Note{Message: "paused by admin"},
+		runlog.EventResumed:          runlog.Note{Message: "resumed by admin"},
+		runlog.EventFinished: runlog.Finished{Status: runlog.StatusFailed, Text: "gave up", Reason: "out of steps",
+			Usage: model.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4}, Cost: 0.5, Steps: 7},
+		runlog.EventPolicyDecision: runlog.PolicyDecision{CallID: "call_4_0", Tool: "bash", Action: "deny", Rule: "no-rm-rf", Reason: "rm -rf is refused"},
+		runlog.EventApprovalRequested: runlog.ApprovalRequested{CallID: "call_5_0", Tool: "send_email", Input: json.RawMessage(`{"to":"a@example.com"}`),
+			Rule: "trifecta", Reason: "untrusted content was read"},
+		runlog.EventApprovalDecided: runlog.ApprovalDecided{CallID: "call_5_0", Approved: true, Actor: "admin",
+			Edited: json.RawMessage(`{"to":"b@example.com"}`), Always: true, Reason: "fine"},
+		runlog.EventForked:   runlog.Forked{From: "run_orig", AtSeq: 4, Model: "script:y", Message: "forked from run_orig at 4"},
+		runlog.EventArtifact: runlog.Artifact{Name: "report.txt", Digest: "sha256:cc", Size: 1234, Source: "default:/workspace/report.txt"},
+	}
+}
