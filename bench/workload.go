@@ -41,6 +41,8 @@ var (
 		"(runsc global flags, space-separated, added after gvisor.GlobalFlags), e.g. 'self=--overlay2=root:self'")
 	workloadMatch  = flag.String("workload-match", "", "run only the workloads whose name contains this")
 	workloadAdd    = flag.String("workload-add", "", "one more command to time everywhere (sh -c, $T is the trees' directory), for digging into a figure")
+	workloadWhy    = flag.Bool("workload-why", true, "count each command's syscalls and page faults on the host (strace, perf) and divide gVisor's extra time by them")
+	workloadCPUs   = flag.Float64("workload-cpus", 2, "CPUs of each sandbox of the workload suite")
 	workloadImages = flag.String("images", "/var/cache/reins/images", "image store kept across runs (the debian image is built once, about a minute)")
 )
 
@@ -177,7 +179,75 @@ func (b *bench) workload() error {
 		fmt.Fprintln(os.Stderr)
 	}
 	workTable = workTableOf(ws, places, len(gvNames), times)
+	if *workloadWhy {
+		why, err := whyTable(ctx, ws, host, len(gvNames), times)
+		if err != nil {
+			return err
+		}
+		workTable += "\n" + why
+	}
 	return nil
+}
+
+// whyTable counts, on the host, the syscalls (strace -f -c) and page
+// faults (perf stat) each command makes — the same binaries and files as
+// in the sandboxes — and divides gVisor's extra time over runc by them:
+// what each event costs in gVisor if they are where the time goes. Beside
+// the 200k-syscall loop's figure, it says which commands are bound by the
+// platform's per-syscall (and per-fault) cost rather than by file access.
+func whyTable(ctx context.Context, ws []workload, host place, gvisors int, times [][]time.Duration) (string, error) {
+	var sb strings.Builder
+	sb.WriteString("| workload | syscalls (host strace) | page faults (host perf) | gvisor − runc per syscall+fault |\n|---|---|---|---|\n")
+	for i, w := range ws {
+		if w.prep != "" {
+			if _, err := host.run(ctx, w.prep); err != nil {
+				return "", err
+			}
+		}
+		calls, faults, err := countEvents(ctx, host.t, w.cmd)
+		if err != nil {
+			return "", fmt.Errorf("counting %s: %w", w.name, err)
+		}
+		extra := times[i][0] - times[i][gvisors]
+		fmt.Fprintf(&sb, "| %s | %d | %d | %.1f µs |\n", w.name, calls, faults, float64(extra)/1e3/float64(calls+faults))
+	}
+	return sb.String(), nil
+}
+
+func countEvents(ctx context.Context, t, cmd string) (calls, faults int64, err error) {
+	out := filepath.Join(t, "strace.out")
+	defer os.Remove(out)
+	env := []string{"PATH=/usr/bin:/bin", "T=" + t, "LC_ALL=C"}
+	c := exec.CommandContext(ctx, "strace", "-f", "-c", "-o", out, "/bin/sh", "-c", cmd)
+	c.Env = env
+	if o, err := c.CombinedOutput(); err != nil {
+		return 0, 0, fmt.Errorf("strace (apt-get install strace): %v: %s", err, o)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return 0, 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) >= 5 && f[len(f)-1] == "total" {
+			fmt.Sscan(f[3], &calls)
+		}
+	}
+	c = exec.CommandContext(ctx, "perf", "stat", "-x,", "-e", "page-faults", "--", "/bin/sh", "-c", cmd)
+	c.Env = env
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	if err := c.Run(); err != nil {
+		return 0, 0, fmt.Errorf("perf stat (apt-get install linux-perf): %v: %s", err, stderr.String())
+	}
+	for line := range strings.Lines(stderr.String()) {
+		if f := strings.Split(line, ","); len(f) > 2 && f[2] == "page-faults" {
+			fmt.Sscan(f[0], &faults)
+		}
+	}
+	if calls == 0 {
+		return 0, 0, fmt.Errorf("strace counted no syscalls")
+	}
+	return calls, faults, nil
 }
 
 type variant struct {
@@ -206,7 +276,7 @@ func parseVariants(s string) ([]variant, error) {
 // clone or an unpack would be) and the image's python library copied.
 func sandboxPlace(ctx context.Context, m *manager.Manager, backend, goSrc string) (place, func(), error) {
 	rec, err := m.Create(ctx, "", sandbox.Spec{Image: "debian", Backend: backend,
-		Limits: sandbox.Limits{CPUs: 2, MemoryBytes: 4 << 30, DiskBytes: 4 << 30}}, nil)
+		Limits: sandbox.Limits{CPUs: *workloadCPUs, MemoryBytes: 4 << 30, DiskBytes: 4 << 30}}, nil)
 	if err != nil {
 		return place{}, nil, err
 	}
@@ -340,8 +410,8 @@ func writeWorkDoc(path, runsc string) error {
 		return err
 	}
 	doc := string(data)
-	block := fmt.Sprintf("%s\n## Workload suite\n\n`go run ./bench -workload-only`, %s, %s, %d CPUs, %s; each sandbox 2 CPUs, 4 GiB, debian image.\n\n%s%s",
-		workBegin, time.Now().UTC().Format("2006-01-02"), hostname(), runtime.NumCPU(), runsc, workTable, workEnd)
+	block := fmt.Sprintf("%s\n## Workload suite\n\n`go run ./bench -workload-only`, %s, %s, %d CPUs, %s; each sandbox %g CPUs, 4 GiB, debian image.\n\n%s%s",
+		workBegin, time.Now().UTC().Format("2006-01-02"), hostname(), runtime.NumCPU(), runsc, *workloadCPUs, workTable, workEnd)
 	before, rest, found := strings.Cut(doc, workBegin)
 	if _, after, ok := strings.Cut(rest, workEnd); found && ok {
 		doc = before + block + after
