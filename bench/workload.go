@@ -125,7 +125,11 @@ func (b *bench) workload() error {
 	if err != nil {
 		return err
 	}
-	goSrc := filepath.Join(runtime.GOROOT(), "src")
+	goroot, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOROOT (the suite walks Go's source tree): %w", err)
+	}
+	goSrc := filepath.Join(strings.TrimSpace(string(goroot)), "src")
 	pyLib := filepath.Join(img.Layers[0], "usr/lib/python3.11")
 	var places []place
 	for _, name := range append(gvNames, "runc") {
