@@ -122,6 +122,15 @@ func run(out string, n, execs, idle, mib int, executorPath string) error {
 		{"idle", func() error { return b.idleMemory(idle) }},
 		{"loop", func() error { return b.loop(200, 50, 40) }},
 	}
+	if *workloadOnly {
+		steps = steps[:0]
+	}
+	if *workloadOn || *workloadOnly {
+		steps = append(steps, struct {
+			name string
+			fn   func() error
+		}{"workload", b.workload})
+	}
 	for _, s := range steps {
 		fmt.Fprintf(os.Stderr, "bench: %s...\n", s.name)
 		if err := s.fn(); err != nil {
@@ -129,11 +138,19 @@ func run(out string, n, execs, idle, mib int, executorPath string) error {
 		}
 	}
 	table := b.table()
-	fmt.Print(table)
-	if out != "" {
-		return writeDoc(out, b.gv.Version(), table)
+	if len(b.rows) > 0 {
+		fmt.Print(table)
 	}
-	return nil
+	fmt.Print(workTable)
+	if out == "" {
+		return nil
+	}
+	if !*workloadOnly {
+		if err := writeDoc(out, b.gv.Version(), table); err != nil {
+			return err
+		}
+	}
+	return writeWorkDoc(out, b.gv.Version())
 }
 
 func (b *bench) add(what, ours, base string, ratio float64, goal string) {

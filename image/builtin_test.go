@@ -200,7 +200,7 @@ func TestDebian(t *testing.T) {
 	if !strings.HasPrefix(readFile(t, filepath.Join(root, "etc/debian_version")), "12.") {
 		t.Errorf("etc/debian_version is not bookworm's")
 	}
-	for _, p := range []string{"usr/bin/bash", "usr/bin/apt-get", "workspace"} {
+	for _, p := range []string{"usr/bin/bash", "usr/bin/apt-get", "usr/bin/python3", "usr/lib/python3.11/json/__init__.py", "workspace"} {
 		if !exists(filepath.Join(root, p)) {
 			t.Errorf("%s missing", p)
 		}

@@ -23,10 +23,16 @@ import (
 const (
 	debianSuite         = "bookworm"
 	defaultDebianMirror = "http://deb.debian.org/debian"
+	// debianPackages are added to debootstrap's minbase: what coding
+	// agents reach for first (python3 with its standard library).
+	debianPackages = "python3"
+	// debianSource names the recipe, so a store built by an older one
+	// (minbase alone) builds the image again.
+	debianSource = "debootstrap --variant=minbase --include=" + debianPackages + " " + debianSuite
 )
 
 func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Progress)) (*Image, error) {
-	if img, ok := s.cached(r.key, ""); ok {
+	if img, ok := s.cached(r.key, debianSource); ok {
 		return img, nil
 	}
 	fail := func(kind error, format string, args ...any) error {
@@ -50,9 +56,9 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 			cause: err,
 		}
 	}
-	report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("debootstrap --variant=minbase %s from %s (a minute or more)", debianSuite, mirror)})
+	report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("%s from %s (a minute or more)", debianSource, mirror)})
 	cfg := v1.Config{Env: []string{DefaultPath}, Cmd: []string{"bash"}, WorkingDir: DefaultWorkingDir}
-	return s.build(ctx, r, "", cfg, report, func(ctx context.Context, root string) error {
+	return s.build(ctx, r, debianSource, cfg, report, func(ctx context.Context, root string) error {
 		if err := debootstrap(ctx, prog, mirror, root, report); err != nil {
 			return err
 		}
@@ -154,7 +160,7 @@ func checkMirror(ctx context.Context, mirror string) error {
 // progress. Done counts packages retrieved, validated, extracted, unpacked
 // and configured; Total is known once the downloads are over.
 func debootstrap(ctx context.Context, prog, mirror, root string, report func(Progress)) error {
-	cmd := exec.CommandContext(ctx, prog, "--variant=minbase", debianSuite, root, mirror)
+	cmd := exec.CommandContext(ctx, prog, "--variant=minbase", "--include="+debianPackages, debianSuite, root, mirror)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// SIGTERM to the whole group lets debootstrap unmount what it mounted.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }

@@ -29,7 +29,8 @@
 // References:
 //
 //	busybox, busybox:latest    built from the host's static /usr/bin/busybox
-//	debian, debian:bookworm    built once with debootstrap --variant=minbase
+//	debian, debian:bookworm    built once with debootstrap --variant=minbase,
+//	                           with python3 added
 //	oci:PATH[:TAG|@DIGEST]     an OCI image layout directory
 //	docker-archive:PATH        a `docker save` tarball
 //	anything else              a registry reference, e.g. python:3.12-slim
