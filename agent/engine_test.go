@@ -197,14 +197,19 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, st: st, blobs: blobs, sbs: newHostSandboxes(t), dir: dir}
 }
 
+// engineModels opens the script models the tests write.
+func (e *env) engineModels() agent.ModelOpener {
+	return func(spec agent.ModelSpec) (model.Model, string, error) {
+		p := strings.TrimPrefix(spec.Model, "script:")
+		m, err := script.Load(p)
+		return m, p, err
+	}
+}
+
 func (e *env) engine() *agent.Engine {
 	eng, err := agent.New(agent.Config{
 		Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
-		Models: func(spec agent.ModelSpec) (model.Model, string, error) {
-			p := strings.TrimPrefix(spec.Model, "script:")
-			m, err := script.Load(p)
-			return m, p, err
-		},
+		Models: e.engineModels(),
 		Failpoint: func(name string) {
 			if e.fail != nil {
 				e.fail(name)
