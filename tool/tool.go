@@ -69,6 +69,21 @@ type Result struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Images (e.g. screenshots): base64 PNG.
 	Images []string `json:"images,omitempty"`
+	// Artifacts are files the call saved for the person who started the
+	// run (not for the model); the loop records them in the run's log.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+}
+
+// Artifact is one file a call saved. Either the tool stored it already
+// (Digest and Size, from the blob store it was given) or Data holds it and
+// the loop stores it.
+type Artifact struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	Data   []byte `json:"-"`
+	// Source says where it came from, for a person ("main:/out/report.pdf").
+	Source string `json:"source,omitempty"`
 }
 
 // Tool is one callable tool. Call gets the model's arguments as given (the
