@@ -82,8 +82,12 @@ type Engine struct {
 	// read the log, decide, then append.
 	steer   sync.Map // run id → *sync.Mutex
 	changed map[string]chan struct{}
-	wg      sync.WaitGroup
-	closed  bool
+	// parked keeps the folded state of runs without a worker (waiting,
+	// paused), so that steering one or reading what it waits on reads
+	// none of its log; see loadParked.
+	parked map[string]*run
+	wg     sync.WaitGroup
+	closed bool
 }
 
 type worker struct {
@@ -112,7 +116,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.ReleaseAfter == 0 {
 		cfg.ReleaseAfter = 2 * time.Minute
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger, workers: map[string]*worker{}, changed: map[string]chan struct{}{}}, nil
+	return &Engine{cfg: cfg, log: cfg.Logger, workers: map[string]*worker{}, changed: map[string]chan struct{}{},
+		parked: map[string]*run{}}, nil
 }
 
 func newRunID() string {
@@ -161,7 +166,7 @@ func (e *Engine) start(ctx context.Context, tenant string, spec runlog.Spec) (st
 		store.Event{Type: runlog.EventRunCreated, Time: now, Data: ev}); err != nil {
 		return "", err
 	}
-	e.launch(id)
+	e.launch(id, nil)
 	return id, nil
 }
 
@@ -179,12 +184,18 @@ func (e *Engine) checkTools(names []string) error {
 	return nil
 }
 
-// launch starts a worker for run id unless one runs.
-func (e *Engine) launch(id string) {
+// launch starts a worker for run id unless one runs. r, when not nil, is
+// the run's state as its log now is (a steering call's), which the worker
+// takes over instead of folding the log again.
+func (e *Engine) launch(id string, r *run) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed || e.workers[id] != nil {
 		return
+	}
+	delete(e.parked, id) // the worker's now
+	if r != nil && r.id != id {
+		r = nil
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w := &worker{cancel: cancel, done: make(chan struct{})}
@@ -198,18 +209,25 @@ func (e *Engine) launch(id string) {
 			delete(e.workers, id)
 			e.mu.Unlock()
 		}()
-		e.work(ctx, id, w)
+		e.work(ctx, id, r, w)
 	}()
 }
 
-// work drives one run until it finishes, parks or the engine stops.
-func (e *Engine) work(ctx context.Context, id string, w *worker) {
+// work drives one run until it finishes, parks or the engine stops. r is
+// the run's state, or nil to fold it from the log.
+func (e *Engine) work(ctx context.Context, id string, r *run, w *worker) {
 	log := e.log.With("run", id)
-	r, err := e.load(ctx, id)
-	if err != nil {
-		log.Error("loading run", "err", err)
-		return
+	if r == nil {
+		var err error
+		if r, err = e.load(ctx, id); err != nil {
+			log.Error("loading run", "err", err)
+			return
+		}
 	}
+	// Whatever stopped it (parked, finished, the engine stopping), the
+	// state is the log's as far as r.st.lastSeq; the next steering call
+	// checks that before it trusts it.
+	defer e.park(r)
 	for {
 		more, err := e.step(ctx, r)
 		if err == nil && more && w.pausing.Load() {
@@ -270,6 +288,62 @@ func (e *Engine) load(ctx context.Context, id string) (*run, error) {
 		after = evs[len(evs)-1].Seq
 	}
 	return &run{id: id, tenant: row.Tenant, st: st}, nil
+}
+
+// maxParked bounds the parked states kept; past it one is dropped, and
+// folded from the log again when next steered.
+const maxParked = 1024
+
+// loadParked returns the state of row's run, which is parked (waiting or
+// paused): the one kept when its worker stopped or at the last steering
+// call, if it is still the log's (its last seq is the row's), else folded
+// from the log and kept. Call it holding the run's steering lock; it waits
+// for a worker on its way out (one that has just parked the run).
+func (e *Engine) loadParked(ctx context.Context, row store.Run) (*run, error) {
+	e.mu.Lock()
+	w := e.workers[row.ID]
+	e.mu.Unlock()
+	if w != nil {
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// The worker may have appended since row was read.
+		var err error
+		if row, err = e.cfg.Store.GetRun(ctx, "", row.ID); err != nil {
+			return nil, err
+		}
+	}
+	e.mu.Lock()
+	r := e.parked[row.ID]
+	e.mu.Unlock()
+	if r != nil && r.st.lastSeq == row.LastSeq {
+		return r, nil
+	}
+	r, err := e.load(ctx, row.ID)
+	if err != nil {
+		return nil, err
+	}
+	e.park(r)
+	return r, nil
+}
+
+// park keeps r's state for steering calls; a finished run's is dropped.
+func (e *Engine) park(r *run) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r.st.finished != nil {
+		delete(e.parked, r.id)
+		return
+	}
+	if _, ok := e.parked[r.id]; !ok && len(e.parked) >= maxParked {
+		for id := range e.parked {
+			delete(e.parked, id)
+			break
+		}
+	}
+	e.parked[r.id] = r
 }
 
 // append writes events to the run's log (and its summary row), then folds
@@ -414,7 +488,7 @@ func (e *Engine) Recover(ctx context.Context) error {
 	}
 	for _, r := range runs {
 		e.log.Info("continuing run after restart", "run", r.ID)
-		e.launch(r.ID)
+		e.launch(r.ID, nil)
 	}
 	return nil
 }
@@ -439,11 +513,12 @@ func (e *Engine) Cancel(ctx context.Context, tenant, id string) error {
 		return nil
 	}
 	// Parked: no worker to stop; end it here.
-	r, err := e.load(ctx, id)
+	r, err := e.loadParked(ctx, row)
 	if err != nil {
 		return err
 	}
 	e.finish(ctx, r, runlog.StatusCancelled, "", "cancelled by a user")
+	e.park(r)
 	return nil
 }
 
@@ -457,7 +532,7 @@ func (e *Engine) Answer(ctx context.Context, tenant, id, actor, text string) err
 	if runlog.Status(row.Status) != runlog.StatusWaitingApproval {
 		return fmt.Errorf("run %s is %s, not waiting for an answer: %w", id, row.Status, errdefs.ErrFailedPrecondition)
 	}
-	r, err := e.load(ctx, id)
+	r, err := e.loadParked(ctx, row)
 	if err != nil {
 		return err
 	}
@@ -471,7 +546,7 @@ func (e *Engine) Answer(ctx context.Context, tenant, id, actor, text string) err
 		runlog.ToolResult{Step: call.Step, CallID: w.CallID, Name: askHumanName, Text: text}); err != nil {
 		return err
 	}
-	e.launch(id)
+	e.launch(id, r)
 	return nil
 }
 
@@ -636,7 +711,7 @@ func (e *Engine) releaseRun(ctx context.Context, id string) {
 	if busy {
 		return
 	}
-	r, err := e.load(ctx, id)
+	r, err := e.loadParked(ctx, row)
 	if err != nil || len(r.st.sandboxes) == 0 || r.st.suspended {
 		return
 	}

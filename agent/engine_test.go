@@ -27,6 +27,7 @@ import (
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/blob"
 	"github.com/reinsdev/reins/store/sqlite"
+	"github.com/reinsdev/reins/tool"
 )
 
 // These tests run the real loop over a real SQLite log and real executors
@@ -197,14 +198,19 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, st: st, blobs: blobs, sbs: newHostSandboxes(t), dir: dir}
 }
 
+// engineModels opens the script models the tests write.
+func (e *env) engineModels() agent.ModelOpener {
+	return func(spec agent.ModelSpec) (model.Model, string, error) {
+		p := strings.TrimPrefix(spec.Model, "script:")
+		m, err := script.Load(p)
+		return m, p, err
+	}
+}
+
 func (e *env) engine() *agent.Engine {
 	eng, err := agent.New(agent.Config{
 		Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
-		Models: func(spec agent.ModelSpec) (model.Model, string, error) {
-			p := strings.TrimPrefix(spec.Model, "script:")
-			m, err := script.Load(p)
-			return m, p, err
-		},
+		Models: e.engineModels(),
 		Failpoint: func(name string) {
 			if e.fail != nil {
 				e.fail(name)
@@ -760,5 +766,55 @@ func TestSaveArtifact(t *testing.T) {
 	want, _ := os.ReadFile(filepath.Join(e.sbs.root("sb1"), "big.bin"))
 	if !bytes.Equal(got, want) {
 		t.Errorf("the artifact differs from the file (%d bytes, want %d)", len(got), len(want))
+	}
+}
+
+// reportTool is a trusted tool that hands its artifact over as bytes.
+type reportTool struct{}
+
+func (reportTool) Spec() tool.Spec {
+	return tool.Spec{Name: "report", Description: "makes a report", Side: tool.SideTrusted,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}
+}
+func (reportTool) Call(context.Context, string, json.RawMessage) (tool.Result, error) {
+	return tool.Result{Text: "made it", Artifacts: []tool.Artifact{{Name: "report.txt", Data: []byte("the report"), Source: "report"}}}, nil
+}
+
+// TestToolArtifactsAreRecorded: the artifacts a tool returns (save_artifact's
+// stored ones, or bytes from any tool) are recorded with the call's result,
+// in one append, and can be opened.
+func TestToolArtifactsAreRecorded(t *testing.T) {
+	e := newEnv(t)
+	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs, Models: e.engineModels(),
+		Trusted: []tool.Tool{reportTool{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	model := e.script(
+		turn("", call("report", map[string]any{})),
+		turn("", call("write_file", map[string]any{"path": "out.txt", "content": "from the sandbox"})),
+		turn("", call("save_artifact", map[string]any{"path": "out.txt"})),
+		turn("done"),
+	)
+	id, _ := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model})
+	row, evs := e.finish(eng, id)
+	if row.Status != "succeeded" {
+		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)
+	}
+	got := strings.Join(types(evs), " ")
+	if n := strings.Count(got, "artifact tool_result"); n != 2 {
+		t.Errorf("want each artifact just before its call's result: %s", got)
+	}
+	for name, want := range map[string]string{"report.txt": "the report", "out.txt": "from the sandbox"} {
+		rc, a, err := eng.OpenArtifact(context.Background(), "", id, name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		data, _ := io.ReadAll(rc)
+		rc.Close()
+		if string(data) != want || a.Size != int64(len(want)) {
+			t.Errorf("%s = %q (%+v), want %q", name, data, a, want)
+		}
 	}
 }

@@ -78,7 +78,7 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now}, copied...); err != nil {
 		return "", err
 	}
-	e.launch(newID)
+	e.launch(newID, nil)
 	return newID, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/tool"
+	"github.com/reinsdev/reins/tool/sandboxtool"
 )
 
 // Sandboxes is what the loop needs of the sandbox manager.
@@ -41,14 +42,19 @@ type Sandboxes interface {
 // does not delete it when it ends.
 const AttachPrefix = "sandbox:"
 
-// sandboxCall is what a sandbox tool gets for one call.
-type sandboxCall struct {
-	client *client.Client
-	id     string // the sandbox's id
-	key    string // idempotency key
-	engine *Engine
-	run    *run
-	name   string // the run's name for the sandbox
+// oomCounter is what a Sandboxes can say about memory kills: how many
+// processes of sandbox id the memory limit has killed so far, and the limit.
+type oomCounter interface {
+	OOMKills(ctx context.Context, id string) (int, int64, error)
+}
+
+// sandboxFor is what a sandbox tool gets for one call in sandbox id.
+func (e *Engine) sandboxFor(cl *client.Client, id, name, key string) sandboxtool.Sandbox {
+	sb := sandboxtool.Sandbox{Exec: cl, Key: key, Name: name, Blobs: e.cfg.Blobs}
+	if oc, ok := e.cfg.Sandboxes.(oomCounter); ok {
+		sb.OOMKills = func(ctx context.Context) (int, int64, error) { return oc.OOMKills(ctx, id) }
+	}
+	return sb
 }
 
 // sandboxName picks the sandbox a call is for.
@@ -82,7 +88,7 @@ func sandboxList(spec runlog.Spec) string {
 
 // callSandbox runs a sandbox tool, creating the sandbox on first use and
 // replacing it when it is found gone.
-func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent runlog.ToolCall, recovering bool) (tool.Result, error) {
+func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxtool.Tool, intent runlog.ToolCall, recovering bool) (tool.Result, error) {
 	name, err := sandboxName(r.st.spec, intent.Input)
 	if err != nil {
 		return tool.Result{IsError: true, Text: err.Error()}, nil
@@ -130,7 +136,7 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 	}
 	if err == nil {
 		var res tool.Result
-		res, err = t.run(ctx, &sandboxCall{client: cl, id: id, key: intent.Key, engine: e, run: r, name: name}, intent.Input)
+		res, err = t.Run(ctx, e.sandboxFor(cl, id, name, intent.Key), intent.Input)
 		// A stream cut by the sandbox's death is an internal error
 		// (an incomplete message), not only an unavailable executor.
 		if err == nil || !(errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, errdefs.ErrInternal)) || ctx.Err() != nil {
@@ -141,26 +147,14 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxTool, intent 
 	if !gone {
 		return tool.Result{}, err
 	}
-	var mid *endedMidCall
+	var mid *sandboxtool.EndedMidCall
 	errors.As(err, &mid)
 	return e.replaceSandbox(ctx, r, name, id, why, mid)
 }
 
-// endedMidCall is a sandbox tool's error when the call had started (a
-// command ran) and then the executor went away; output is what the call
-// had gathered by then.
-type endedMidCall struct {
-	output  string
-	err     error
-	started bool // the executor said the command started
-}
-
-func (e *endedMidCall) Error() string { return e.err.Error() }
-func (e *endedMidCall) Unwrap() error { return e.err }
-
 // replaceSandbox records a lost sandbox, provisions its replacement and
 // tells the model what happened.
-func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why string, mid *endedMidCall) (tool.Result, error) {
+func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why string, mid *sandboxtool.EndedMidCall) (tool.Result, error) {
 	image := r.st.spec.Sandboxes[name]
 	if strings.HasPrefix(image, AttachPrefix) {
 		// The user's sandbox went; Replace copies its spec (and disk)
@@ -186,7 +180,7 @@ func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why st
 		return tool.Result{}, err
 	}
 	e.log.Warn("sandbox replaced", "run", r.id, "sandbox", name, "old", oldID, "new", newID, "restored", restored)
-	if mid != nil && !mid.started && mid.output == "" {
+	if mid != nil && !mid.Started && mid.Output == "" {
 		return tool.Result{IsError: true, Text: fmt.Sprintf("[the sandbox %q ended during this call, before its command reported starting: %s. "+
 			"The command may or may not have run (it may be what ended the sandbox); it was not run again. A replacement is running; %s.]",
 			name, why, note)}, nil
@@ -196,7 +190,7 @@ func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why st
 		// of it): say so, with what it printed, rather than "not run".
 		return tool.Result{IsError: true, Text: fmt.Sprintf("%s\n[the sandbox %q ended while this command ran: %s. "+
 			"A replacement is running; %s. Processes that were running are gone; the command was not run again.]",
-			mid.output, name, why, note)}, nil
+			mid.Output, name, why, note)}, nil
 	}
 	return tool.Result{IsError: true, Text: fmt.Sprintf("The sandbox %q was lost (%s). A replacement is running; %s. "+
 		"Processes that were running are gone, and this call was not run: run it again if you still need it.", name, why, note)}, nil

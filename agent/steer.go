@@ -94,16 +94,28 @@ func (e *Engine) gate(ctx context.Context, r *run, c model.Block) (json.RawMessa
 // Pending is a call waiting for a person.
 type Pending = runlog.ApprovalRequested
 
-// PendingApprovals lists the calls run id waits on.
+// PendingApprovals lists the calls run id waits on. Only a parked run
+// (waiting or paused) has any; its state is kept, so this reads one row.
 func (e *Engine) PendingApprovals(ctx context.Context, tenant, id string) ([]Pending, error) {
-	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
+	defer e.lockRun(id)()
+	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
+	if err != nil {
 		return nil, err
 	}
-	r, err := e.load(ctx, id)
+	if !parkedStatus(row.Status) {
+		return nil, nil
+	}
+	r, err := e.loadParked(ctx, row)
 	if err != nil {
 		return nil, err
 	}
 	return r.st.pendingApprovals(), nil
+}
+
+// parkedStatus reports whether a run with status has no worker of its own
+// (one may be on its way out): it waits for a person or is paused.
+func parkedStatus(status string) bool {
+	return runlog.Status(status) == runlog.StatusWaitingApproval || runlog.Status(status) == runlog.StatusPaused
 }
 
 // pendingApprovals are the calls of the last response a person must decide.
@@ -123,10 +135,15 @@ func (s *state) pendingApprovals() []Pending {
 // first) pending call. An edit must fit the tool's schema.
 func (e *Engine) Decide(ctx context.Context, tenant, id string, d runlog.ApprovalDecided) error {
 	defer e.lockRun(id)()
-	if _, err := e.cfg.Store.GetRun(ctx, tenant, id); err != nil {
+	row, err := e.cfg.Store.GetRun(ctx, tenant, id)
+	if err != nil {
 		return err
 	}
-	r, err := e.load(ctx, id)
+	// Only a parked run has calls pending (a decision sets it running).
+	if !parkedStatus(row.Status) {
+		return fmt.Errorf("run %s waits for no approval: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	r, err := e.loadParked(ctx, row)
 	if err != nil {
 		return err
 	}
@@ -170,7 +187,7 @@ func (e *Engine) Decide(ctx context.Context, tenant, id string, d runlog.Approva
 	if err := e.append(ctx, r, runlog.StatusRunning, events...); err != nil {
 		return err
 	}
-	e.launch(id)
+	e.launch(id, r)
 	return nil
 }
 
@@ -191,11 +208,12 @@ func (e *Engine) Pause(ctx context.Context, tenant, id string) error {
 	e.mu.Lock()
 	w := e.workers[id]
 	e.mu.Unlock()
-	r, err := e.load(ctx, id)
-	if err != nil {
-		return err
-	}
-	if w == nil {
+	if w == nil || parkedStatus(row.Status) {
+		// Parked (a worker still there is on its way out).
+		r, err := e.loadParked(ctx, row)
+		if err != nil {
+			return err
+		}
 		return e.append(ctx, r, runlog.StatusPaused, typedEvent{runlog.EventPaused, runlog.Note{Message: "paused by a user"}})
 	}
 	// The worker pauses at its next safe point. (Only it appends to a
@@ -215,7 +233,7 @@ func (e *Engine) Resume(ctx context.Context, tenant, id string) error {
 	if runlog.Status(row.Status) != runlog.StatusPaused {
 		return fmt.Errorf("run %s is %s, not paused: %w", id, row.Status, errdefs.ErrFailedPrecondition)
 	}
-	r, err := e.load(ctx, id)
+	r, err := e.loadParked(ctx, row)
 	if err != nil {
 		return err
 	}
@@ -227,7 +245,7 @@ func (e *Engine) Resume(ctx context.Context, tenant, id string) error {
 		return err
 	}
 	if status == runlog.StatusRunning {
-		e.launch(id)
+		e.launch(id, r)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/reinsdev/reins/policy"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/tool"
+	"github.com/reinsdev/reins/tool/sandboxtool"
 )
 
 // step does the next thing the log calls for: settle or run a pending tool
@@ -127,11 +129,11 @@ func (e *Engine) nextCall(ctx context.Context, r *run) error {
 			return err
 		}
 		e.failpoint("after_intent")
-		res := e.call(ctx, r, intent, false)
+		res, arts := e.call(ctx, r, intent, false)
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if err := e.append(ctx, r, "", res); err != nil {
+		if err := e.append(ctx, r, "", withArtifacts(res, arts)...); err != nil {
 			return err
 		}
 		e.failpoint("after_result")
@@ -145,8 +147,9 @@ func (e *Engine) nextCall(ctx context.Context, r *run) error {
 // everything else is reported to the model as an unknown outcome.
 func (e *Engine) settle(ctx context.Context, r *run, intent runlog.ToolCall) error {
 	var res runlog.ToolResult
+	var arts []runlog.Artifact
 	if t := e.findTool(intent.Name); t != nil && settleSafe(t.Spec()) {
-		res = e.call(ctx, r, intent, true)
+		res, arts = e.call(ctx, r, intent, true)
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
@@ -155,34 +158,44 @@ func (e *Engine) settle(ctx context.Context, r *run, intent runlog.ToolCall) err
 			Text: "The service restarted while this call was running, and whether it completed is unknown. " +
 				"It was not run again. Check its effects before repeating it."}
 	}
-	return e.append(ctx, r, "", res)
+	return e.append(ctx, r, "", withArtifacts(res, arts)...)
 }
 
-// call runs one tool call and returns its result; tool failures become
-// error results the model can read. With recovering, the call is a retry of
-// an intent logged before a crash.
-func (e *Engine) call(ctx context.Context, r *run, intent runlog.ToolCall, recovering bool) runlog.ToolResult {
+// withArtifacts are the events that record a call's outcome: the
+// artifacts it saved, then its result, appended together.
+func withArtifacts(res runlog.ToolResult, arts []runlog.Artifact) []any {
+	evs := make([]any, 0, len(arts)+1)
+	for _, a := range arts {
+		evs = append(evs, a)
+	}
+	return append(evs, res)
+}
+
+// call runs one tool call and returns its result and the artifacts it
+// saved; tool failures become error results the model can read. With
+// recovering, the call is a retry of an intent logged before a crash.
+func (e *Engine) call(ctx context.Context, r *run, intent runlog.ToolCall, recovering bool) (runlog.ToolResult, []runlog.Artifact) {
 	t0 := time.Now()
 	res := runlog.ToolResult{Step: intent.Step, CallID: intent.CallID, Name: intent.Name}
 	t := e.findTool(intent.Name)
 	if t == nil || !allowed(r.st.spec, intent.Name) {
 		res.IsError, res.Text = true, fmt.Sprintf("unknown tool %q: use one of %s", intent.Name, strings.Join(e.toolNames(r.st.spec), ", "))
-		return res
+		return res, nil
 	}
 	if c := r.st.call(intent.CallID); c != nil && c.InputError != "" {
 		res.IsError = true
 		res.Text = fmt.Sprintf("your arguments for %s were not valid JSON (%s), so it did not run. Its input schema is: %s",
 			intent.Name, c.InputError, compact(t.Spec().InputSchema))
-		return res
+		return res, nil
 	}
 	if err := validateInput(t.Spec().InputSchema, intent.Input); err != nil {
 		res.IsError = true
 		res.Text = fmt.Sprintf("invalid arguments for %s: %v. Its input schema is: %s", intent.Name, err, compact(t.Spec().InputSchema))
-		return res
+		return res, nil
 	}
 	var out tool.Result
 	var err error
-	if st, ok := t.(sandboxTool); ok {
+	if st, ok := t.(sandboxtool.Tool); ok {
 		out, err = e.callSandbox(ctx, r, st, intent, recovering)
 	} else {
 		out, err = t.Call(ctx, intent.Key, intent.Input)
@@ -190,12 +203,32 @@ func (e *Engine) call(ctx context.Context, r *run, intent runlog.ToolCall, recov
 	res.DurationMS = time.Since(t0).Milliseconds()
 	if err != nil {
 		res.IsError, res.Text = true, err.Error()
-		return res
+		return res, nil
 	}
 	res.IsError = out.IsError
 	res.Untrusted = policy.Untrusted(t.Spec())
 	e.fitResult(ctx, r, &res, out)
-	return res
+	return res, e.artifacts(ctx, &res, out.Artifacts)
+}
+
+// artifacts turns what a call saved into the events that record it,
+// storing those the tool handed over as bytes. One that cannot be stored
+// is told to the model rather than dropped.
+func (e *Engine) artifacts(ctx context.Context, res *runlog.ToolResult, arts []tool.Artifact) []runlog.Artifact {
+	var out []runlog.Artifact
+	for _, a := range arts {
+		if a.Digest == "" {
+			d, size, err := e.cfg.Blobs.Put(ctx, bytes.NewReader(a.Data))
+			if err != nil {
+				res.Text += fmt.Sprintf("\n[artifact %q could not be stored: %v]", a.Name, err)
+				res.IsError = true
+				continue
+			}
+			a.Digest, a.Size = d, size
+		}
+		out = append(out, runlog.Artifact{Name: a.Name, Digest: a.Digest, Size: a.Size, Source: a.Source})
+	}
+	return out
 }
 
 // Results longer than this are stored whole as an artifact; the model gets

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/tool"
+	"github.com/reinsdev/reins/tool/sandboxtool"
 	"github.com/reinsdev/reins/tool/trusted"
 )
 
@@ -20,10 +20,18 @@ var askHumanName = trusted.AskHumanSpec().Name
 // than calling it.
 var askHumanSpec = trusted.AskHumanSpec()
 
+// sandboxTools are the tools that work in a run's sandboxes.
+var sandboxTools = func() []tool.Tool {
+	var out []tool.Tool
+	for _, t := range sandboxtool.Tools() {
+		out = append(out, t)
+	}
+	return out
+}()
+
 // tools lists every tool the engine offers, sandbox tools first.
 func (e *Engine) tools() []tool.Tool {
-	out := sandboxTools()
-	return append(out, e.cfg.Trusted...)
+	return append(slices.Clip(sandboxTools), e.cfg.Trusted...)
 }
 
 func (e *Engine) findTool(name string) tool.Tool {
@@ -182,10 +190,4 @@ func typeMatches(t string, v any) bool {
 		return ok
 	}
 	return true
-}
-
-// sandboxTool is a tool that runs against one of the run's sandboxes.
-type sandboxTool interface {
-	tool.Tool
-	run(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error)
 }

@@ -2,7 +2,7 @@
 // judged against, all in one process run, and prints each figure with its
 // baseline and the ratio (these machines are noisy; ratios travel).
 //
-//	go run ./bench [-out docs/benchmarks.md] [-n 20] [-execs 300] [-idle 50]
+//	go run ./bench [-out docs/benchmarks.md] [-n 20] [-execs 300] [-idle 50] [-only steer,loop]
 //
 // It needs root, the pinned runsc (make deps; gvisor.DefaultRunsc) and the
 // built executor (make build).
@@ -73,14 +73,15 @@ func main() {
 	idle := flag.Int("idle", 50, "idle sandboxes for the memory benchmark")
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer)")
 	flag.Parse()
-	if err := run(*out, *n, *execs, *idle, *mib, *executor); err != nil {
+	if err := run(*out, *n, *execs, *idle, *mib, *executor, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string, n, execs, idle, mib int, executorPath string) error {
+func run(out string, n, execs, idle, mib int, executorPath, only string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (sandboxes); run: sudo make bench")
 	}
@@ -121,6 +122,7 @@ func run(out string, n, execs, idle, mib int, executorPath string) error {
 		{"transfer", func() error { return b.transfer(mib) }},
 		{"idle", func() error { return b.idleMemory(idle) }},
 		{"loop", func() error { return b.loop(200, 50, 40) }},
+		{"steer", func() error { return b.steer(5000, 20) }},
 	}
 	if *workloadOnly {
 		steps = steps[:0]
@@ -132,6 +134,9 @@ func run(out string, n, execs, idle, mib int, executorPath string) error {
 		}{"workload", b.workload})
 	}
 	for _, s := range steps {
+		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "bench: %s...\n", s.name)
 		if err := s.fn(); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)

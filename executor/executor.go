@@ -88,6 +88,7 @@ type Server struct {
 	// activity is when anything last happened (process.MonoNow).
 	activity atomic.Int64
 	http     atomic.Pointer[http.Server]
+	closed   atomic.Bool
 	memory   settler
 }
 
@@ -197,6 +198,13 @@ func (s *Server) Serve(l net.Listener) error {
 	if !s.http.CompareAndSwap(nil, hs) {
 		return errors.New("executor: Serve called twice")
 	}
+	// A Close that came first found no server to stop: stop here. (Close
+	// sets closed before it looks for the server, so one of the two sees
+	// the other.)
+	if s.closed.Load() {
+		l.Close()
+		return nil
+	}
 	err := hs.Serve(bufferedListener{l})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -207,6 +215,7 @@ func (s *Server) Serve(l net.Listener) error {
 // Close kills the process group of every process still running, stops
 // serving and releases the server.
 func (s *Server) Close() error {
+	s.closed.Store(true)
 	s.memory.stop()
 	s.procs.Close()
 	if hs := s.http.Load(); hs != nil {

@@ -143,6 +143,32 @@ func TestNewRefusesUnsafeConfig(t *testing.T) {
 	}
 }
 
+// TestCloseBeforeServe: a server closed before its Serve goroutine got to
+// run must not serve forever.
+func TestCloseBeforeServe(t *testing.T) {
+	srv, err := executor.New(executor.Config{Root: t.TempDir(), Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := executor.Listen(filepath.Join(t.TempDir(), "x.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		l.Close()
+		<-done
+		t.Fatal("Serve after Close is still serving")
+	}
+}
+
 func TestHelloHealthUsage(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)

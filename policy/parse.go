@@ -16,7 +16,6 @@ import (
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/tool"
-	"github.com/reinsdev/reins/tool/trusted"
 )
 
 // MaxSize is the largest policy Parse reads, in bytes.
@@ -266,9 +265,18 @@ func (ps *parser) when(r *rule, n *yaml.Node, where string) error {
 			if err := ps.needArg(r, "query", where, "when "+pred); err != nil {
 				return err
 			}
+			if err := ps.needClass(r, "query", where, "when "+pred, "SQL",
+				func(c tool.ArgClass) bool { return c.ReadOnlySQL != nil }); err != nil {
+				return err
+			}
 			write := pred == "sql_write"
 			c := cond{desc: "query is read-only SQL", arg: "query",
-				test: func(q string) bool { return trusted.IsReadOnlySQL(q) != write }}
+				test: func(spec tool.Spec, q string) bool {
+					// A tool the policy was not parsed with may not say:
+					// then nothing is read-only.
+					ro := spec.Args["query"].ReadOnlySQL
+					return (ro != nil && ro(q)) != write
+				}}
 			if write {
 				c.desc = "query is not read-only SQL"
 			}
@@ -308,7 +316,8 @@ func (ps *parser) match(r *rule, n *yaml.Node, where string) error {
 			}
 			return errf(where, "match.%s: bad regex %q: %s", e.key, src, msg)
 		}
-		r.conds = append(r.conds, cond{desc: fmt.Sprintf("%s matches %s", e.key, src), arg: e.key, test: re.MatchString})
+		r.conds = append(r.conds, cond{desc: fmt.Sprintf("%s matches %s", e.key, src), arg: e.key,
+			test: func(_ tool.Spec, v string) bool { return re.MatchString(v) }})
 	}
 	return nil
 }
@@ -324,6 +333,10 @@ func (ps *parser) host(r *rule, n *yaml.Node, where string) error {
 	if err := ps.needArg(r, "url", where, "host"); err != nil {
 		return err
 	}
+	if err := ps.needClass(r, "url", where, "host", "a URL",
+		func(c tool.ArgClass) bool { return c.Host != nil }); err != nil {
+		return err
+	}
 	globs := make([]string, len(raw))
 	for i, s := range raw {
 		if globs[i], err = hostGlob(s); err != nil {
@@ -333,10 +346,13 @@ func (ps *parser) host(r *rule, n *yaml.Node, where string) error {
 	r.conds = append(r.conds, cond{
 		desc: "the host of url matches " + strings.Join(globs, " or "),
 		arg:  "url",
-		test: func(u string) bool {
-			in, _ := json.Marshal(map[string]string{"url": u})
-			host, err := trusted.RequestHost(in)
-			if err != nil {
+		test: func(spec tool.Spec, u string) bool {
+			h := spec.Args["url"].Host
+			if h == nil {
+				return false // a tool the policy was not parsed with names no host
+			}
+			host, ok := h(u)
+			if !ok {
 				return false
 			}
 			for _, g := range globs {
@@ -351,7 +367,7 @@ func (ps *parser) host(r *rule, n *yaml.Node, where string) error {
 }
 
 // hostGlob checks and normalizes a host pattern to the form
-// trusted.RequestHost returns hosts in.
+// tool.ArgClass.Host returns hosts in.
 func hostGlob(s string) (string, error) {
 	g := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ".")
 	if strings.HasPrefix(g, "[") && strings.HasSuffix(g, "]") && strings.Contains(g, ":") {
@@ -430,6 +446,22 @@ func (ps *parser) needArg(r *rule, arg, where, what string) error {
 		args := ps.argsOf(name)
 		if !args[arg] {
 			return errf(where, "%s: %s has no argument %q (its arguments: %s)", what, name, arg, listOrNone(sortedKeys(args)))
+		}
+	}
+	return nil
+}
+
+// needClass checks that every configured tool r covers declares, on its
+// spec, how to read argument arg as kind (has says whether a class does):
+// the policy knows no tool, so it reads values only as a tool says they
+// read.
+func (ps *parser) needClass(r *rule, arg, where, what, kind string, has func(tool.ArgClass) bool) error {
+	for _, name := range sortedKeys(ps.tools) {
+		s := ps.tools[name]
+		s.Name = name
+		if r.covers(s) && !has(s.Args[arg]) {
+			return errf(where, "%s: %s does not declare its argument %q as %s, so the rule cannot be checked on it; name tools that do",
+				what, name, arg, kind)
 		}
 	}
 	return nil

@@ -102,6 +102,12 @@ func TestParseBad(t *testing.T) {
 			`policy: rules[0] ("a"): unknown when "sql_writes" (known: sql_read, sql_write, untrusted)`},
 		{`{"rules":[{"name":"a","tool":"bash","when":"sql_write","action":"ask"}]}`,
 			`policy: rules[0] ("a"): when sql_write: bash has no argument "query" (its arguments: command, timeout_s)`},
+		// db_admin has a query argument but does not say it is SQL: the
+		// policy cannot tell a read from a write there, so it refuses.
+		{`{"rules":[{"name":"a","tool":"db_admin","when":"sql_read","action":"allow"}]}`,
+			`policy: rules[0] ("a"): when sql_read: db_admin does not declare its argument "query" as SQL, so the rule cannot be checked on it; name tools that do`},
+		{`{"rules":[{"name":"a","side":"trusted","label":"reads_untrusted","when":"sql_write","action":"ask"}]}`,
+			`policy: rules[0] ("a"): when sql_write: http_request has no argument "query" (its arguments: body, headers, method, url)`},
 		{`{"trifecta":{"waive":["bash"]}}`,
 			`policy: trifecta.waive: bash is not an exfiltration sink, and only those can be waived (here: http_request, send_email)`},
 		{`{"trifecta":{"waive":["htp_request"]}}`,

@@ -41,6 +41,12 @@
 // predicate, a bad regex or glob, a duplicate key or rule name is an error
 // that names it and where, so a typo never silently allows.
 //
+// The policy knows no tool by name. It reads inside an argument's values
+// (sql_read, sql_write, host) only as the tool's spec declares they read
+// (tool.Spec.Args: http_request says how its url names a host, sql_query
+// how a query is read-only), and refuses a rule whose tools do not declare
+// it.
+//
 // # Deciding a call
 //
 //  1. The rules, in order: the first whose tools cover the call and whose
@@ -206,7 +212,7 @@ func (p *Policy) base(call Call, st State) Decision {
 	args := &arguments{input: call.Input}
 	for l := p; l != nil; l = l.under {
 		for _, r := range l.rules {
-			if r.covers(call.Tool) && r.holds(args, st) {
+			if r.covers(call.Tool) && r.holds(call.Tool, args, st) {
 				return Decision{Action: r.action, Rule: l.ruleName(r.name), Reason: l.ruleReason(r, name)}
 			}
 		}
@@ -282,7 +288,7 @@ type cond struct {
 	desc  string // in words, for the decision's reason
 	state func(State) bool
 	arg   string
-	test  func(string) bool
+	test  func(spec tool.Spec, value string) bool // spec is the called tool's
 }
 
 func (r *rule) covers(spec tool.Spec) bool {
@@ -293,7 +299,7 @@ func (r *rule) covers(spec tool.Spec) bool {
 
 // holds reports whether all of r's conditions hold, reading arguments
 // conservatively (see the package comment).
-func (r *rule) holds(args *arguments, st State) bool {
+func (r *rule) holds(spec tool.Spec, args *arguments, st State) bool {
 	all := r.action == Allow
 	for _, c := range r.conds {
 		if c.state != nil {
@@ -308,7 +314,7 @@ func (r *rule) holds(args *arguments, st State) bool {
 		}
 		n := 0
 		for _, v := range vals {
-			if c.test(v) {
+			if c.test(spec, v) {
 				n++
 			}
 		}

@@ -31,11 +31,12 @@ func testTools() map[string]tool.Spec {
 		sb("glob", `{"type":"object","properties":{"pattern":{"type":"string"}}}`, tool.LabelReadsUntrusted),
 		sb("grep", `{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}}}`, tool.LabelReadsUntrusted),
 		sb("save_artifact", `{"type":"object","properties":{"path":{"type":"string"},"name":{"type":"string"}}}`),
-		tr("sql_query", `{"type":"object","properties":{"query":{"type":"string"},"params":{"type":"array"}}}`, tool.LabelReadsUntrusted),
+		withArgs(tr("sql_query", `{"type":"object","properties":{"query":{"type":"string"},"params":{"type":"array"}}}`, tool.LabelReadsUntrusted),
+			"query", tool.ArgClass{ReadOnlySQL: trusted.IsReadOnlySQL}),
 		tr("send_email", `{"type":"object","properties":{"to":{"type":"array"},"cc":{"type":"array"},"subject":{"type":"string"},"body":{"type":"string"}}}`,
 			tool.LabelExfiltrationSink),
-		tr("http_request", `{"type":"object","properties":{"method":{"type":"string"},"url":{"type":"string"},"headers":{"type":"object"},"body":{"type":"string"}}}`,
-			tool.LabelReadsUntrusted, tool.LabelExfiltrationSink),
+		withArgs(tr("http_request", `{"type":"object","properties":{"method":{"type":"string"},"url":{"type":"string"},"headers":{"type":"object"},"body":{"type":"string"}}}`,
+			tool.LabelReadsUntrusted, tool.LabelExfiltrationSink), "url", tool.ArgClass{Host: trusted.URLHost}),
 		tr("db_admin", `{"type":"object","properties":{"query":{"type":"string"}}}`, tool.LabelDestructive),
 		trusted.AskHumanSpec(),
 	}
@@ -44,6 +45,13 @@ func testTools() map[string]tool.Spec {
 		m[s.Name] = s
 	}
 	return m
+}
+
+// withArgs declares one argument's class on s, as the trusted tools'
+// specs do (the policy reads values only through them).
+func withArgs(s tool.Spec, arg string, c tool.ArgClass) tool.Spec {
+	s.Args = map[string]tool.ArgClass{arg: c}
+	return s
 }
 
 func mustParse(t testing.TB, src string) *Policy {
@@ -148,6 +156,13 @@ func TestDecide(t *testing.T) {
 		{"label but not side", call("edit_file", `{}`), clean, Allow, "default", ""},
 		{"tools deny", call("write_file", `{"path":"x","content":""}`), clean, Deny, "tools.write_file", ""},
 		{"default for an unknown tool", Call{Tool: tool.Spec{Name: "mcp_thing"}}, clean, Allow, "default", ""},
+		// The policy reads values only as the called tool's spec says: a
+		// spec without the class (not the one the policy was parsed
+		// with) reads as no read-only SQL and no host.
+		{"sql: undeclared reads as a write", Call{Tool: tool.Spec{Name: "sql_query", Side: tool.SideTrusted}, Input: json.RawMessage(`{"query":"SELECT 1"}`)},
+			clean, Ask, "sql-writes", ""},
+		{"host: undeclared names no host", Call{Tool: tool.Spec{Name: "http_request", Side: tool.SideTrusted}, Input: json.RawMessage(`{"url":"https://db.internal.example.com/"}`)},
+			clean, Allow, "default", ""},
 
 		// The trifecta rule.
 		{"trifecta: sink before untrusted read", call("http_request", `{"method":"GET","url":"https://example.org/"}`), clean, Allow, "default", ""},

@@ -31,6 +31,26 @@ type Spec struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 	Side        Side            `json:"side"`
 	Labels      []string        `json:"labels,omitempty"`
+	// Args says, by argument name, what some arguments hold, for the
+	// policy's predicates that look inside values (when: sql_read and
+	// sql_write on "query", host: on "url"). The policy knows no tool: a
+	// predicate on an argument the tool does not declare here is refused
+	// when the policy is parsed.
+	Args map[string]ArgClass `json:"-"`
+}
+
+// ArgClass is how the values of one argument read, for the policy. A
+// field left nil says the argument is not of that kind.
+type ArgClass struct {
+	// ReadOnlySQL says the argument is SQL, and whether one value of it
+	// only reads. It answers false for anything it cannot tell, so a
+	// rule on writes errs on the side of catching.
+	ReadOnlySQL func(query string) bool
+	// Host says the argument is a URL, and returns the host one value
+	// names: lower case, without port or trailing dot, an IPv6 address
+	// without brackets ("api.example.com", "127.0.0.1", "::1"); false
+	// when it names none the tool would call.
+	Host func(url string) (string, bool)
 }
 
 // HasLabel reports whether s carries label.
@@ -49,6 +69,21 @@ type Result struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Images (e.g. screenshots): base64 PNG.
 	Images []string `json:"images,omitempty"`
+	// Artifacts are files the call saved for the person who started the
+	// run (not for the model); the loop records them in the run's log.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+}
+
+// Artifact is one file a call saved. Either the tool stored it already
+// (Digest and Size, from the blob store it was given) or Data holds it and
+// the loop stores it.
+type Artifact struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	Data   []byte `json:"-"`
+	// Source says where it came from, for a person ("main:/out/report.pdf").
+	Source string `json:"source,omitempty"`
 }
 
 // Tool is one callable tool. Call gets the model's arguments as given (the

@@ -48,3 +48,13 @@ func Violations(pkg string, banned map[string]string) ([]string, error) {
 	sort.Strings(bad)
 	return bad, nil
 }
+
+// Imports lists the packages pkg imports directly (test files excluded),
+// for fences on what a package names itself rather than what it pulls in.
+func Imports(pkg string) ([]string, error) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, pkg).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go list -f {{.Imports}} %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out)), nil
+}

@@ -25,3 +25,18 @@ func TestViolations(t *testing.T) {
 		t.Fatalf("unused bans reported %q, %v", bad, err)
 	}
 }
+
+// TestImports: direct imports only (os/exec, not what os/exec imports).
+func TestImports(t *testing.T) {
+	got, err := Imports("github.com/reinsdev/reins/internal/depstest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := map[string]bool{}
+	for _, p := range got {
+		has[p] = true
+	}
+	if !has["os/exec"] || has["internal/syscall/execenv"] {
+		t.Errorf("Imports = %q, want os/exec and nothing it pulls in", got)
+	}
+}

@@ -142,6 +142,7 @@ func (h *HTTP) Spec() tool.Spec {
 		InputSchema: httpSchema,
 		Side:        tool.SideTrusted,
 		Labels:      []string{tool.LabelReadsUntrusted, tool.LabelExfiltrationSink},
+		Args:        map[string]tool.ArgClass{"url": {Host: URLHost}},
 	}
 }
 

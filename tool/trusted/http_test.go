@@ -374,21 +374,32 @@ func TestHTTPBadInput(t *testing.T) {
 	}
 }
 
-func TestRequestHost(t *testing.T) {
-	tests := []struct{ input, host string }{
-		{`{"method":"GET","url":"https://API.Example.com:8443/x?y=1"}`, "api.example.com"},
-		{`{"url":"http://api.example.com./"}`, "api.example.com"},
-		{`{"url":"http://[::1]:8080/"}`, "::1"},
-		{`{"url":"http://127.0.0.1/"}`, "127.0.0.1"},
+// TestURLHost checks the host http_request's spec gives the policy for
+// its url argument.
+func TestURLHost(t *testing.T) {
+	h, err := NewHTTP(HTTPConfig{AllowedHosts: []string{"api.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	host := h.Spec().Args["url"].Host
+	if host == nil {
+		t.Fatal("http_request's spec declares no host for its url argument")
+	}
+	tests := []struct{ url, host string }{
+		{"https://API.Example.com:8443/x?y=1", "api.example.com"},
+		{"http://api.example.com./", "api.example.com"},
+		{"http://[::1]:8080/", "::1"},
+		{"http://127.0.0.1/", "127.0.0.1"},
 	}
 	for _, tt := range tests {
-		if host, err := RequestHost(json.RawMessage(tt.input)); err != nil || host != tt.host {
-			t.Errorf("RequestHost(%s) = %q, %v; want %q", tt.input, host, err, tt.host)
+		if got, ok := host(tt.url); !ok || got != tt.host {
+			t.Errorf("host(%s) = %q, %v; want %q", tt.url, got, ok, tt.host)
 		}
 	}
-	for _, bad := range []string{`{}`, `{"url":"file:///x"}`, `{"url":3}`, `[`} {
-		if _, err := RequestHost(json.RawMessage(bad)); !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("RequestHost(%s): err = %v", bad, err)
+	for _, bad := range []string{"", "file:///x", "3", "ftp://x.org/"} {
+		if got, ok := host(bad); ok {
+			t.Errorf("host(%q) = %q, want none", bad, got)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package trusted
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -105,22 +104,18 @@ func (h *HTTP) allowedList() string {
 	return strings.Join(s, ", ")
 }
 
-// RequestHost returns the host an http_request call would go to: the URL's
-// host name in lower case, without port or trailing dot ("api.example.com",
-// "127.0.0.1", "::1"). The policy matches it.
-func RequestHost(input json.RawMessage) (string, error) {
-	var in struct {
-		URL string `json:"url"`
-	}
-	if err := json.Unmarshal(input, &in); err != nil {
-		return "", invalidf("http_request: arguments: %v", err)
-	}
-	u, err := checkURL(in.URL)
+// URLHost returns the host an http_request call with url raw would go to:
+// the URL's host name in lower case, without port or trailing dot
+// ("api.example.com", "127.0.0.1", "::1"); false for a URL it never
+// fetches. http_request's spec declares it, and the policy matches its
+// host globs against it.
+func URLHost(raw string) (string, bool) {
+	u, err := checkURL(raw)
 	if err != nil {
-		return "", err
+		return "", false
 	}
 	host, _ := urlHostPort(u)
-	return host, nil
+	return host, true
 }
 
 // checkURL parses raw and refuses what http_request never fetches.

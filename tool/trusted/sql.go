@@ -161,6 +161,7 @@ func (s *SQL) Spec() tool.Spec {
 		InputSchema: sqlSchema,
 		Side:        tool.SideTrusted,
 		Labels:      labels,
+		Args:        map[string]tool.ArgClass{"query": {ReadOnlySQL: IsReadOnlySQL}},
 	}
 }
 

@@ -80,6 +80,11 @@ func TestSQLSpec(t *testing.T) {
 		}
 	}
 	checkSchema(t, spec.InputSchema, "query")
+	// The policy reads the query argument through the spec (sql_read,
+	// sql_write); the tool's own read-only check is the same function.
+	if ro := spec.Args["query"].ReadOnlySQL; ro == nil || !ro("SELECT 1") || ro("SELECT 1; DROP TABLE t") {
+		t.Errorf("the spec does not classify its query argument as the tool does")
+	}
 
 	spec = rw.Spec()
 	if spec.Name != "crm_sql" || !spec.HasLabel(tool.LabelDestructive) || !spec.HasLabel(tool.LabelReadsUntrusted) {

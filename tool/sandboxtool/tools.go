@@ -1,4 +1,10 @@
-package agent
+// Package sandboxtool holds the tools that work in a sandbox (bash,
+// read_file, write_file, edit_file, list_files, glob, grep, save_artifact)
+// over a small interface of its executor. A tool gets one sandbox for one
+// call and returns what the model reads, and the artifacts it saved; it
+// appends nothing to a run's log. Picking the sandbox, making it, and
+// replacing a lost one are the loop's (agent.Engine).
+package sandboxtool
 
 import (
 	"bytes"
@@ -15,15 +21,58 @@ import (
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/errdefs"
-	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/tool"
 )
 
-// The sandbox tools. Descriptions are written for a model: short, exact,
-// with their limits.
-func sandboxTools() []tool.Tool {
-	return []tool.Tool{
+// Executor is what the tools ask of a sandbox's executor; the executor's
+// client (executor/client) is one.
+type Executor interface {
+	Exec(ctx context.Context, req *executorv1.ExecRequest, onEvent func(*executorv1.ExecEvent)) (*executorv1.Exited, error)
+	Signal(ctx context.Context, pid int32, sig syscall.Signal) error
+	ReadLines(ctx context.Context, path string, first uint64, max, lineBytes uint32) (*executorv1.ReadLinesResponse, error)
+	ReadFileRange(ctx context.Context, path string, offset, limit uint64) (*executorv1.ReadFileResponse, error)
+	WriteFile(ctx context.Context, path string, data []byte, mode uint32) error
+	EditFile(ctx context.Context, path, old, new string, replaceAll bool) (int, error)
+	ListDir(ctx context.Context, path string, depth, limit uint32) (*executorv1.ListDirResponse, error)
+	Glob(ctx context.Context, pattern, dir string) (paths []string, truncated bool, err error)
+	Grep(ctx context.Context, req *executorv1.GrepRequest) (*executorv1.GrepResponse, error)
+}
+
+// Blobs is where save_artifact streams a file: a content-addressed store
+// (store.Blobs is one) that returns once the blob is durable.
+type Blobs interface {
+	Put(ctx context.Context, r io.Reader) (digest string, size int64, err error)
+}
+
+// Sandbox is one sandbox, for one call.
+type Sandbox struct {
+	Exec Executor
+	// Key is the call's idempotency key, which bash passes to the
+	// executor so that asking again never runs a command twice.
+	Key string
+	// Name is the run's name for the sandbox; artifacts name it as
+	// their source (NAME:/path).
+	Name string
+	// Blobs keeps what save_artifact saves.
+	Blobs Blobs
+	// OOMKills, when set, says how many processes of the sandbox its
+	// memory limit has killed so far, and the limit (bytes); bash tells
+	// the model when one of its processes was.
+	OOMKills func(ctx context.Context) (kills int, limit int64, err error)
+}
+
+// Tool is a sandbox tool. Call (tool.Tool's) refuses: the loop runs a
+// sandbox tool with Run, on the sandbox it picked for the call.
+type Tool interface {
+	tool.Tool
+	Run(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error)
+}
+
+// Tools returns the sandbox tools. Descriptions are written for a model:
+// short, exact, with their limits.
+func Tools() []Tool {
+	return []Tool{
 		&sbTool{spec("bash", "Run a shell command in the sandbox (/bin/sh -c; call bash explicitly if the image has it). "+
 			"Returns stdout and stderr interleaved, then the exit code. Default timeout 120 s, at most 3600 s; "+
 			"on timeout the whole process group is killed and the output so far is returned. "+
@@ -60,18 +109,22 @@ func spec(name, desc, schema string, labels ...string) tool.Spec {
 	return tool.Spec{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Side: tool.SideSandbox, Labels: labels}
 }
 
-// sbTool is a sandbox tool: Call is never used directly (the engine routes
-// sandbox tools through callSandbox, which picks and heals the sandbox).
+// sbTool is one sandbox tool: its spec and what it does.
 type sbTool struct {
 	s  tool.Spec
-	fn func(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error)
+	fn func(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error)
 }
+
+var _ Tool = (*sbTool)(nil)
 
 func (t *sbTool) Spec() tool.Spec { return t.s }
 func (t *sbTool) Call(context.Context, string, json.RawMessage) (tool.Result, error) {
-	return tool.Result{}, fmt.Errorf("%s runs in a sandbox, through the engine", t.s.Name)
+	return tool.Result{}, fmt.Errorf("%s runs in a sandbox: the loop calls it with Run", t.s.Name)
 }
-func (t *sbTool) run(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+func (t *sbTool) Run(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error) {
+	if sb.Exec == nil {
+		return tool.Result{}, fmt.Errorf("%s: no sandbox for the call", t.s.Name)
+	}
 	return t.fn(ctx, sb, input)
 }
 
@@ -106,7 +159,7 @@ func (b *boundedOutput) String() string {
 	return fmt.Sprintf("%s\n[… %d bytes of output dropped …]\n%s", b.head, b.dropped, b.tail)
 }
 
-func runBash(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+func runBash(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error) {
 	var in struct {
 		Command  string `json:"command"`
 		TimeoutS int    `json:"timeout_s"`
@@ -126,7 +179,7 @@ func runBash(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 		case <-ctx.Done():
 			if pid := pid.Load(); pid != 0 {
 				kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				sb.client.Signal(kctx, pid, syscall.SIGKILL)
+				sb.Exec.Signal(kctx, pid, syscall.SIGKILL)
 				cancel()
 			}
 		case <-done:
@@ -134,9 +187,9 @@ func runBash(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 	}()
 	oomBefore, _, oomErr := sb.oomKills(ctx)
 	var lost uint64
-	exited, err := sb.client.Exec(ctx, &executorv1.ExecRequest{
+	exited, err := sb.Exec.Exec(ctx, &executorv1.ExecRequest{
 		Argv: []string{"/bin/sh", "-c", in.Command}, TimeoutMs: int64(in.TimeoutS) * 1000,
-		IdempotencyKey: sb.key, Tag: "agent",
+		IdempotencyKey: sb.Key, Tag: "agent",
 	}, func(ev *executorv1.ExecEvent) {
 		switch e := ev.Event.(type) {
 		case *executorv1.ExecEvent_Started:
@@ -162,7 +215,7 @@ func runBash(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 		// The request went out: the command may have run (a sandbox
 		// killed by what it started can die before the executor says it
 		// started). The engine tells the model so if the sandbox is gone.
-		return tool.Result{}, &endedMidCall{output: text, err: err, started: pid.Load() != 0}
+		return tool.Result{}, &EndedMidCall{Output: text, Err: err, Started: pid.Load() != 0}
 	}
 	oomKills, limit := 0, int64(0)
 	if oomErr == nil {
@@ -186,21 +239,26 @@ func runBash(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 	return tool.Result{Text: text, IsError: exited.ExitCode != 0 || oomKills > 0 || lost > 0}, nil
 }
 
-// oomCounter is what a Sandboxes can say about memory kills: how many
-// processes of sandbox id the memory limit has killed so far, and the limit.
-type oomCounter interface {
-	OOMKills(ctx context.Context, id string) (int, int64, error)
-}
-
-func (sb *sandboxCall) oomKills(ctx context.Context) (int, int64, error) {
-	oc, ok := sb.engine.cfg.Sandboxes.(oomCounter)
-	if !ok {
+func (sb Sandbox) oomKills(ctx context.Context) (int, int64, error) {
+	if sb.OOMKills == nil {
 		return 0, 0, errors.ErrUnsupported
 	}
-	return oc.OOMKills(ctx, sb.id)
+	return sb.OOMKills(ctx)
 }
 
-func runReadFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+// EndedMidCall is a tool's error when the call had started (a command was
+// sent) and then the executor went away; Output is what the call had
+// gathered by then. The loop tells the model so if the sandbox is gone.
+type EndedMidCall struct {
+	Output  string
+	Err     error
+	Started bool // the executor said the command started
+}
+
+func (e *EndedMidCall) Error() string { return e.Err.Error() }
+func (e *EndedMidCall) Unwrap() error { return e.Err }
+
+func runReadFile(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error) {
 	var in struct {
 		Path          string `json:"path"`
 		Offset, Limit int
@@ -213,7 +271,7 @@ func runReadFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (t
 		in.Limit = 2000
 	}
 	// The executor picks the lines out: only they cross the socket.
-	resp, err := sb.client.ReadLines(ctx, in.Path, uint64(in.Offset), uint32(min(in.Limit, 100000)), 2000)
+	resp, err := sb.Exec.ReadLines(ctx, in.Path, uint64(in.Offset), uint32(min(in.Limit, 100000)), 2000)
 	if errors.Is(err, errdefs.ErrUnimplemented) {
 		return readFileWhole(ctx, sb, in.Path, in.Offset, in.Limit) // an executor older than ReadLines
 	}
@@ -243,8 +301,8 @@ func runReadFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (t
 
 // readFileWhole is read_file over ReadFile, for executors without
 // ReadLines: the first 16 MiB cross the socket and are cut here.
-func readFileWhole(ctx context.Context, sb *sandboxCall, path string, offset, limit int) (tool.Result, error) {
-	resp, err := sb.client.ReadFileRange(ctx, path, 0, 16<<20)
+func readFileWhole(ctx context.Context, sb Sandbox, path string, offset, limit int) (tool.Result, error) {
+	resp, err := sb.Exec.ReadFileRange(ctx, path, 0, 16<<20)
 	if err != nil {
 		return errResult(err)
 	}
@@ -276,29 +334,29 @@ func readFileWhole(ctx context.Context, sb *sandboxCall, path string, offset, li
 	return tool.Result{Text: b.String()}, nil
 }
 
-func runWriteFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+func runWriteFile(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error) {
 	var in struct{ Path, Content string }
 	json.Unmarshal(input, &in)
-	if err := sb.client.WriteFile(ctx, in.Path, []byte(in.Content), 0); err != nil {
+	if err := sb.Exec.WriteFile(ctx, in.Path, []byte(in.Content), 0); err != nil {
 		return errResult(err)
 	}
 	return tool.Result{Text: fmt.Sprintf("wrote %d bytes to %s", len(in.Content), in.Path)}, nil
 }
 
-func runEditFile(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+func runEditFile(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error) {
 	var in struct {
 		Path, Old, New string
 		ReplaceAll     bool `json:"replace_all"`
 	}
 	json.Unmarshal(input, &in)
-	n, err := sb.client.EditFile(ctx, in.Path, in.Old, in.New, in.ReplaceAll)
+	n, err := sb.Exec.EditFile(ctx, in.Path, in.Old, in.New, in.ReplaceAll)
 	if err != nil {
 		return errResult(err)
 	}
 	return tool.Result{Text: fmt.Sprintf("replaced %d occurrence(s) in %s", n, in.Path)}, nil
 }
 
-func runListFiles(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+func runListFiles(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error) {
 	var in struct {
 		Path  string
 		Depth int
@@ -308,7 +366,7 @@ func runListFiles(ctx context.Context, sb *sandboxCall, input json.RawMessage) (
 		in.Path = "."
 	}
 	in.Depth = min(max(in.Depth, 1), 5)
-	resp, err := sb.client.ListDir(ctx, in.Path, uint32(in.Depth), 1000)
+	resp, err := sb.Exec.ListDir(ctx, in.Path, uint32(in.Depth), 1000)
 	if err != nil {
 		return errResult(err)
 	}
@@ -332,10 +390,10 @@ func runListFiles(ctx context.Context, sb *sandboxCall, input json.RawMessage) (
 	return tool.Result{Text: b.String()}, nil
 }
 
-func runGlob(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+func runGlob(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error) {
 	var in struct{ Pattern string }
 	json.Unmarshal(input, &in)
-	paths, truncated, err := sb.client.Glob(ctx, in.Pattern, "")
+	paths, truncated, err := sb.Exec.Glob(ctx, in.Pattern, "")
 	if err != nil {
 		return errResult(err)
 	}
@@ -349,10 +407,10 @@ func runGlob(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 	return tool.Result{Text: text}, nil
 }
 
-func runGrep(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+func runGrep(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error) {
 	var in struct{ Pattern, Path string }
 	json.Unmarshal(input, &in)
-	resp, err := sb.client.Grep(ctx, &executorv1.GrepRequest{Pattern: in.Pattern, Path: in.Path, Limit: 500})
+	resp, err := sb.Exec.Grep(ctx, &executorv1.GrepRequest{Pattern: in.Pattern, Path: in.Path, Limit: 500})
 	if err != nil {
 		return errResult(err)
 	}
@@ -372,7 +430,7 @@ func runGrep(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.
 // maxArtifact is the largest file save_artifact keeps.
 const maxArtifact = 256 << 20
 
-func runSaveArtifact(ctx context.Context, sb *sandboxCall, input json.RawMessage) (tool.Result, error) {
+func runSaveArtifact(ctx context.Context, sb Sandbox, input json.RawMessage) (tool.Result, error) {
 	var in struct{ Path, Name string }
 	json.Unmarshal(input, &in)
 	if in.Name == "" {
@@ -381,8 +439,11 @@ func runSaveArtifact(ctx context.Context, sb *sandboxCall, input json.RawMessage
 	// Streamed into the blob store a range at a time, counting what
 	// arrives (not what the executor says the size is): the service holds
 	// one range, whatever the sandbox sends.
+	if sb.Blobs == nil {
+		return tool.Result{}, errors.New("save_artifact: no blob store for artifacts")
+	}
 	src := &fileRanges{ctx: ctx, sb: sb, path: in.Path}
-	digest, size, err := sb.engine.cfg.Blobs.Put(ctx, src)
+	digest, size, err := sb.Blobs.Put(ctx, src)
 	switch {
 	case errors.Is(err, errArtifactTooBig):
 		return tool.Result{IsError: true, Text: fmt.Sprintf("%s is over the %d MiB artifact limit", in.Path, maxArtifact>>20)}, nil
@@ -391,11 +452,8 @@ func runSaveArtifact(ctx context.Context, sb *sandboxCall, input json.RawMessage
 	case err != nil:
 		return tool.Result{}, err
 	}
-	a := runlog.Artifact{Name: in.Name, Digest: digest, Size: size, Source: sb.name + ":" + in.Path}
-	if err := sb.engine.append(ctx, sb.run, "", a); err != nil {
-		return tool.Result{}, err
-	}
-	return tool.Result{Text: fmt.Sprintf("saved %s (%d bytes) as artifact %q", in.Path, size, in.Name)}, nil
+	return tool.Result{Text: fmt.Sprintf("saved %s (%d bytes) as artifact %q", in.Path, size, in.Name),
+		Artifacts: []tool.Artifact{{Name: in.Name, Digest: digest, Size: size, Source: sb.Name + ":" + in.Path}}}, nil
 }
 
 var errArtifactTooBig = errors.New("artifact too big")
@@ -405,7 +463,7 @@ var errArtifactTooBig = errors.New("artifact too big")
 // executor's, for the model.
 type fileRanges struct {
 	ctx    context.Context
-	sb     *sandboxCall
+	sb     Sandbox
 	path   string
 	offset uint64
 	buf    []byte
@@ -418,7 +476,7 @@ func (r *fileRanges) Read(p []byte) (int, error) {
 		if r.eof {
 			return 0, io.EOF
 		}
-		resp, err := r.sb.client.ReadFileRange(r.ctx, r.path, r.offset, 4<<20)
+		resp, err := r.sb.Exec.ReadFileRange(r.ctx, r.path, r.offset, 4<<20)
 		if err != nil {
 			r.err = err
 			return 0, err
