@@ -28,6 +28,7 @@ import (
 	"github.com/reinsdev/reins/store/blob"
 	"github.com/reinsdev/reins/store/sqlite"
 	"github.com/reinsdev/reins/tool"
+	"github.com/reinsdev/reins/tool/sandboxtool"
 )
 
 // These tests run the real loop over a real SQLite log and real executors
@@ -112,7 +113,7 @@ func (h *hostSandboxes) Create(ctx context.Context, runID, name, image string) (
 	return id, h.start(id, root)
 }
 
-func (h *hostSandboxes) Client(ctx context.Context, id string) (*client.Client, error) {
+func (h *hostSandboxes) client(id string) (*client.Client, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	b, ok := h.live[id]
@@ -120,6 +121,26 @@ func (h *hostSandboxes) Client(ctx context.Context, id string) (*client.Client, 
 		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
 	return b.client, nil
+}
+
+func (h *hostSandboxes) Executor(ctx context.Context, id string) (sandboxtool.Executor, error) {
+	c, err := h.client(id)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (h *hostSandboxes) ExecutorStarted(ctx context.Context, id string) (time.Time, error) {
+	c, err := h.client(id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	hello, err := c.Hello(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, hello.StartedUnixNano), nil
 }
 
 func (h *hostSandboxes) Gone(ctx context.Context, id string) (bool, string) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
-	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/tool"
 	"github.com/reinsdev/reins/tool/sandboxtool"
@@ -20,10 +19,13 @@ import (
 type Sandboxes interface {
 	// Create makes run's sandbox called name from image and returns its id.
 	Create(ctx context.Context, runID, name, image string) (string, error)
-	// Client returns an executor client of a running sandbox. An error of
-	// kind not found, failed precondition or unavailable may mean the
-	// sandbox is gone; Gone says for sure.
-	Client(ctx context.Context, id string) (*client.Client, error)
+	// Executor reaches a running sandbox's executor, for the sandbox
+	// tools. An error of kind not found, failed precondition or
+	// unavailable may mean the sandbox is gone; Gone says for sure.
+	Executor(ctx context.Context, id string) (sandboxtool.Executor, error)
+	// ExecutorStarted is when the executor of a running sandbox started
+	// (it remembers idempotency keys for its life only).
+	ExecutorStarted(ctx context.Context, id string) (time.Time, error)
 	// Gone reports whether sandbox id has ended, and why in words.
 	Gone(ctx context.Context, id string) (bool, string)
 	// Replace makes a new sandbox for run's name from image, reusing the
@@ -49,7 +51,7 @@ type oomCounter interface {
 }
 
 // sandboxFor is what a sandbox tool gets for one call in sandbox id.
-func (e *Engine) sandboxFor(cl *client.Client, id, name, key string) sandboxtool.Sandbox {
+func (e *Engine) sandboxFor(cl sandboxtool.Executor, id, name, key string) sandboxtool.Sandbox {
 	sb := sandboxtool.Sandbox{Exec: cl, Key: key, Name: name, Blobs: e.cfg.Blobs}
 	if oc, ok := e.cfg.Sandboxes.(oomCounter); ok {
 		sb.OOMKills = func(ctx context.Context) (int, int64, error) { return oc.OOMKills(ctx, id) }
@@ -124,12 +126,12 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxtool.Tool, in
 			return tool.Result{}, err
 		}
 	}
-	cl, err := e.cfg.Sandboxes.Client(ctx, id)
+	cl, err := e.cfg.Sandboxes.Executor(ctx, id)
 	if err == nil && recovering && intent.Name == "bash" {
 		// The executor remembers idempotency keys for its life only: one
 		// that started after the intent cannot know it, and asking it
 		// would run the command a second time.
-		if h, herr := cl.Hello(ctx); herr != nil || time.Unix(0, h.StartedUnixNano).After(r.st.intentTime(intent.CallID)) {
+		if started, serr := e.cfg.Sandboxes.ExecutorStarted(ctx, id); serr != nil || started.After(r.st.intentTime(intent.CallID)) {
 			return tool.Result{IsError: true, Text: "The service restarted while this command ran, and its sandbox has " +
 				"restarted since, so whether it completed is unknown. It was not run again."}, nil
 		}

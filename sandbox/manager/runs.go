@@ -9,6 +9,7 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/tool/sandboxtool"
 )
 
 // Labels that tie a sandbox to the run that uses it.
@@ -58,9 +59,27 @@ func (r Runs) Create(ctx context.Context, runID, name, image string) (string, er
 	return rec.ID, nil
 }
 
-// Client returns an executor client of a running sandbox.
-func (r Runs) Client(ctx context.Context, id string) (*client.Client, error) {
-	return r.M.Client(ctx, "", id)
+// Executor reaches the executor of a running sandbox, for the loop's sandbox tools.
+func (r Runs) Executor(ctx context.Context, id string) (sandboxtool.Executor, error) {
+	c, err := r.M.Client(ctx, "", id)
+	if err != nil {
+		return nil, err // never a typed nil in the interface
+	}
+	return c, nil
+}
+
+// ExecutorStarted is when the executor of running sandbox id started, as
+// it says.
+func (r Runs) ExecutorStarted(ctx context.Context, id string) (time.Time, error) {
+	c, err := r.M.Client(ctx, "", id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	h, err := c.Hello(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, h.StartedUnixNano), nil
 }
 
 // Gone reports whether sandbox id ended, and why. A call asks after its
