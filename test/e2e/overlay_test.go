@@ -30,7 +30,7 @@ func TestLostGvisorSandboxKeepsFiles(t *testing.T) {
 		check,
 		map[string]any{"expect": "in-workspace\nin-root", "text": "done"})
 	id := strings.TrimSpace(s.must("run", "--detach", "--policy", pol, "--model", "script:"+script, "work"))
-	waitStatus(t, s, id, "waiting_approval")
+	waitStatus(t, s, id, "RUN_STATUS_WAITING_APPROVAL")
 	var sb string
 	for _, f := range strings.Fields(s.must("sandbox", "ls", "--label", "reins.run="+id)) {
 		if len(f) == 12 {
@@ -46,7 +46,7 @@ func TestLostGvisorSandboxKeepsFiles(t *testing.T) {
 		return strings.Contains(ls, "stopped"), ls
 	})
 	s.must("runs", "approve", id)
-	waitStatus(t, s, id, "succeeded")
+	waitStatus(t, s, id, "RUN_STATUS_SUCCEEDED")
 	ev := s.must("runs", "events", id)
 	if !strings.Contains(ev, "sandbox_lost") || !strings.Contains(ev, "sandbox_replaced") {
 		t.Errorf("no sandbox_lost and sandbox_replaced events:\n%s", ev)

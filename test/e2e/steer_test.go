@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 )
 
 func writePolicy(t *testing.T, text string) string {
@@ -28,6 +30,9 @@ func runStatus(s *service, id string) string {
 
 func waitStatus(t *testing.T, s *service, id, want string) {
 	t.Helper()
+	if _, ok := reinsv1.RunStatus_value[want]; !ok {
+		t.Fatalf("waitStatus: %q is no RunStatus name (the JSON says RUN_STATUS_…)", want)
+	}
 	eventually(t, 60*time.Second, "run "+id+" "+want, func() (bool, string) {
 		st := runStatus(s, id)
 		return st == want, st
