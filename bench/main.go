@@ -12,6 +12,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -71,14 +73,19 @@ func main() {
 	idle := flag.Int("idle", 50, "idle sandboxes for the memory benchmark")
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop); with -out, only a full run writes the file")
 	flag.Parse()
-	if err := run(*out, *n, *execs, *idle, *mib, *executor); err != nil {
+	if *only != "" && *out != "" {
+		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
+		os.Exit(2)
+	}
+	if err := run(*out, *only, *n, *execs, *idle, *mib, *executor); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string, n, execs, idle, mib int, executorPath string) error {
+func run(out, only string, n, execs, idle, mib int, executorPath string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (sandboxes); run: sudo make bench")
 	}
@@ -121,6 +128,9 @@ func run(out string, n, execs, idle, mib int, executorPath string) error {
 		{"loop", func() error { return b.loop(200, 50, 40) }},
 	}
 	for _, s := range steps {
+		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "bench: %s...\n", s.name)
 		if err := s.fn(); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
@@ -326,6 +336,19 @@ func (b *bench) transfer(mib int) error {
 		return err
 	}
 	down := time.Since(t0)
+	// Both copies must be the file sent: inside (as the sandbox sees it)
+	// and back on the host.
+	want, err := fileSHA(src)
+	if err != nil {
+		return err
+	}
+	if got, err := fileSHA(filepath.Join(dst, "payload")); err != nil || got != want {
+		return fmt.Errorf("the downloaded file differs from the one uploaded (%v)", err)
+	}
+	out, _, x, err := cl.Run(b.ctx, "sha256sum", "/workspace/up/payload")
+	if err != nil || x.ExitCode != 0 || !strings.HasPrefix(string(out), want) {
+		return fmt.Errorf("the uploaded file differs inside the sandbox: %q %v", out, err)
+	}
 	cpRate := size / cpTime.Seconds()
 	b.add(fmt.Sprintf("upload %d MiB (MiB/s)", mib), fmt.Sprintf("%.0f", size/up.Seconds()),
 		fmt.Sprintf("%.0f plain `cp` on the host", cpRate), (size/up.Seconds())/cpRate, "≥ 0.5×")
@@ -514,6 +537,19 @@ func writeRandom(p string, n int64) error {
 	defer f.Close()
 	_, err = io.CopyN(f, rand.Reader, n)
 	return err
+}
+
+func fileSHA(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func pct(ds []time.Duration, p int) time.Duration {

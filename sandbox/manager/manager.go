@@ -32,7 +32,11 @@ import (
 const (
 	ExecutorTarget = "/.reins/bin/reins-executor"
 	RunTarget      = "/.reins/run"
-	socketName     = "executor.sock"
+	// StagingTarget is the executor's staging directory for files the
+	// host reads and writes through its view of the root filesystem
+	// (executor.StagingDir; client.WithHostRoot).
+	StagingTarget = "/.reins/xfer"
+	socketName    = "executor.sock"
 	// tokenEnv carries the executor's token in its init's environment
 	// (the OCI spec, host-only), which the executor removes from what its
 	// processes get. It is never a file the host writes where the sandbox
@@ -492,6 +496,7 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 			"--root", "/",
 			"--workdir", workdir, "--make-workdir",
 			"--log-file", "/.reins/executor.log",
+			"--staging-dir", StagingTarget,
 		},
 		Env:      append(buildEnv(img.Env, spec.Env), tokenEnv+"="+b.rec.Token),
 		Cwd:      "/",
@@ -511,7 +516,7 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	t4 := time.Now()
 	readyCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
-	ex, err := client.WaitReady(readyCtx, ep.Unix, b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
+	ex, err := client.WaitReady(readyCtx, ep.Unix, b.rec.Token, m.clientOptions(b)...)
 	if err != nil {
 		return fmt.Errorf("the sandbox's executor did not start: %w%s", err, initLog(b.dir))
 	}
@@ -524,6 +529,16 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	}
 	m.watchDeath(b)
 	return nil
+}
+
+// clientOptions are how the manager talks to b's executor: with its
+// deadline, and reading and writing single files through the host's view
+// of its root filesystem (staged transfers; client.WithHostRoot).
+func (m *Manager) clientOptions(b *box) []client.Option {
+	return []client.Option{
+		client.WithCallTimeout(m.cfg.AnswerTimeout),
+		client.WithHostRoot(rootfs.Layout{Dir: b.dir}.Rootfs()),
+	}
 }
 
 // BackendInfo names a backend and the runtime it runs sandboxes with.
