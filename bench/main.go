@@ -176,7 +176,7 @@ func (b *bench) create(n int) error {
 		}
 	}
 	po, pr := pct(ours, 50), pct(raw, 50)
-	b.add("create → first exec (p50)", ms(po), ms(pr)+" raw `runsc run` true", ratio(po, pr), "≤ 1.5×")
+	b.add("create → first exec (p50)", ms(po), ms(pr)+" raw `runsc run` true", ratio(po, pr), "≤ 1.2×")
 	return nil
 }
 
@@ -264,10 +264,12 @@ func (b *bench) exec(n int) error {
 		}
 		api = append(api, time.Since(t0))
 	}
-	for _, p := range []int{50, 99} {
-		b.add(fmt.Sprintf("exec `true`, Go client → executor (p%d)", p), ms(pct(direct, p)),
-			ms(pct(raw, p))+" `runsc exec` true", ratio(pct(direct, p), pct(raw, p)), "≤ 0.3×")
-	}
+	p50, p99 := pct(direct, 50), pct(direct, 99)
+	b.add("exec `true`, Go client → executor (p50)", ms(p50), ms(pct(raw, 50))+" `runsc exec` true", ratio(p50, pct(raw, 50)), "")
+	b.add("exec `true`, Go client → executor (p50) against E2B envd", ms(p50),
+		fmt.Sprintf("%.1f ms E2B envd, bottom of 12.8–13.8 measured in this gVisor (issue 8; not this run)", envdExecP50),
+		float64(p50)/1e6/envdExecP50, "≤ 0.5×")
+	b.add("exec `true`, Go client → executor (p99)", ms(p99), ms(p50)+" its own p50", ratio(p99, p50), "≤ 3×")
 	b.add("exec `true` through reins serve's API (p50)", ms(pct(api, 50)),
 		ms(pct(raw, 50))+" `runsc exec` true", ratio(pct(api, 50), pct(raw, 50)), "")
 	return b.syscalls(ex)
@@ -296,6 +298,13 @@ func (b *bench) syscalls(ex *exclient.Client) error {
 		ratio(pct(in, 50), pct(host, 50)), "")
 	return nil
 }
+
+// envdDownload and envdExecP50 are E2B's envd measured in this gVisor
+// (issue 8): the top of its download range, the bottom of its exec p50 range.
+const (
+	envdDownload = 857
+	envdExecP50  = 12.8 // ms
+)
 
 // transfer: a file of mib MiB uploaded into and downloaded out of a sandbox
 // through the executor, beside a plain cp into the sandbox's writable
@@ -353,7 +362,11 @@ func (b *bench) transfer(mib int) error {
 	b.add(fmt.Sprintf("upload %d MiB (MiB/s)", mib), fmt.Sprintf("%.0f", size/up.Seconds()),
 		fmt.Sprintf("%.0f plain `cp` on the host", cpRate), (size/up.Seconds())/cpRate, "≥ 0.5×")
 	b.add(fmt.Sprintf("download %d MiB (MiB/s)", mib), fmt.Sprintf("%.0f", size/down.Seconds()),
-		fmt.Sprintf("%.0f plain `cp` on the host", cpRate), (size/down.Seconds())/cpRate, "≥ 0.5×")
+		fmt.Sprintf("%.0f plain `cp` on the host", cpRate), (size/down.Seconds())/cpRate, "")
+	// E2B's envd was measured in this gVisor before (issue 8), not in this
+	// run: the ratio is to the top of its range.
+	b.add(fmt.Sprintf("download %d MiB (MiB/s) against E2B envd", mib), fmt.Sprintf("%.0f", size/down.Seconds()),
+		fmt.Sprintf("%d E2B envd, top of 665–857 measured in this gVisor (issue 8; not this run)", envdDownload), (size/down.Seconds())/envdDownload, "≥ 1.0×")
 	return nil
 }
 
@@ -386,7 +399,12 @@ func (b *bench) idleMemory(n int) error {
 		return err
 	}
 	rss := float64(u.ExecutorRssBytes) / (1 << 20)
-	b.add("executor idle RSS (MiB)", fmt.Sprintf("%.1f", rss), "28 E2B envd (anchor)", rss/28, "≤ 20 MiB")
+	idleGo, err := b.idleGoRSS(ex)
+	if err != nil {
+		return err
+	}
+	b.add("executor idle RSS (MiB)", fmt.Sprintf("%.1f", rss),
+		fmt.Sprintf("%.1f a static Go program that only sleeps, same sandbox (E2B envd: 27, issue 8)", idleGo), rss/idleGo, "≤ 20 MiB")
 	var cg uint64
 	for _, id := range ids {
 		cg += cgroupMemory(id)
@@ -397,6 +415,39 @@ func (b *bench) idleMemory(n int) error {
 		fmt.Sprintf("%.1f (cgroup), %.1f (MemAvailable drop)", perCg, perHost),
 		"256 memory limit", perHost/256, "")
 	return nil
+}
+
+// idleGoRSS builds a static Go program that only sleeps, runs it in the
+// sandbox of ex and returns its RSS: the floor any Go daemon pays in this
+// gVisor (its runtime, its text as gVisor counts it).
+func (b *bench) idleGoRSS(ex *exclient.Client) (float64, error) {
+	dir := filepath.Join(b.dir, "idlego")
+	os.MkdirAll(dir, 0o755)
+	src := "package main\n\nimport \"time\"\n\nfunc main() { time.Sleep(time.Hour) }\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module idlego\n"), 0o644); err != nil {
+		return 0, err
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", "idlego", ".")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
+	if o, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("building the idle Go program: %v: %s", err, o)
+	}
+	if _, err := ex.CopyTo(b.ctx, filepath.Join(dir, "idlego"), "/tmp"); err != nil {
+		return 0, err
+	}
+	out, _, x, err := ex.Run(b.ctx, "sh", "-c", "/tmp/idlego & sleep 3; grep VmRSS /proc/$!/status; kill $!")
+	if err != nil || x.ExitCode != 0 {
+		return 0, fmt.Errorf("running the idle Go program: %v %v %s", x, err, out)
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("no VmRSS for the idle Go program: %q", out)
+	}
+	kb, err := strconv.ParseFloat(f[1], 64)
+	return kb / 1024, err
 }
 
 // noop is a trusted tool that does nothing: the loop benchmark's "true".
@@ -572,19 +623,28 @@ func (b *bench) table() string {
 	return sb.String()
 }
 
+// writeDoc puts the table and the line that says how it was made between
+// the markers <!-- bench:io:begin --> and <!-- bench:io:end --> of path,
+// keeping everything else (the prose that reads the table) as it is. A
+// file without the markers gets them appended.
 func writeDoc(path, runsc, table string) error {
+	const begin, end = "<!-- bench:io:begin -->", "<!-- bench:io:end -->"
 	host, _ := os.Hostname()
-	doc := fmt.Sprintf(`# Benchmarks
-
-Made by `+"`make bench`"+` (which runs `+"`go run ./bench -out docs/benchmarks.md`"+`) on %s,
-%s, %d CPUs, %s. Each figure sits beside its baseline measured in the same
-run, and the ratio is what to compare across machines.
-
-%s
-Anchors from the issue, measured on this kind of machine under the same
-gVisor: E2B's in-sandbox daemon runs `+"`true`"+` in about 9 ms p50 (0.4× of
-`+"`runsc exec`"+`), Daytona's in about 15 ms; E2B's daemon uploads 100 MiB at about
-250–300 MiB/s and idles at 28 MB RSS.
-`, time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), runsc, table)
+	gen := fmt.Sprintf("%s\nMade by `make bench` (`go run ./bench -out %s`) on %s, %s, %d CPUs, %s.\n\n%s%s",
+		begin, path, time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.NumCPU(), runsc, table, end)
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	doc := string(old)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	switch {
+	case i >= 0 && j > i:
+		doc = doc[:i] + gen + doc[j+len(end):]
+	case len(doc) == 0:
+		doc = "# Benchmarks\n\n" + gen + "\n"
+	default:
+		doc = strings.TrimRight(doc, "\n") + "\n\n" + gen + "\n"
+	}
 	return os.WriteFile(path, []byte(doc), 0o644)
 }

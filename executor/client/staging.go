@@ -286,7 +286,9 @@ func (c *Client) stageIn(ctx context.Context, src, dir string) (resp *executorv1
 	}))
 	if err != nil {
 		removeStaged(c.hostRoot, name)
-		if k := errdefs.Kind(err); k == errdefs.ErrUnimplemented {
+		// Another mount (a tmpfs /tmp), an executor without staging:
+		// the tar path does it.
+		if k := errdefs.Kind(err); k == errdefs.ErrUnimplemented || k == errdefs.ErrFailedPrecondition {
 			return nil, false, nil
 		}
 		return nil, true, err

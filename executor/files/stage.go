@@ -91,6 +91,10 @@ func (f *FS) Place(staged, dst string, mode uint32) (int64, error) {
 		}
 	}
 	if err := f.tree.Rename(sname, dname); err != nil {
+		if errors.Is(err, syscall.EXDEV) {
+			return 0, errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf(
+				"%s is on another mount than the staging directory; upload it as a tar stream", dabs))
+		}
 		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) {
 			return 0, invalid("%s is a directory; a file cannot replace it", dabs)
 		}

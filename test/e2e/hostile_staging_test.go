@@ -76,6 +76,14 @@ func TestStagedTransfers(t *testing.T) {
 			if got := sum("/w/in/from-host"); got != hostSum(t, src) {
 				t.Errorf("the uploaded file differs inside the sandbox")
 			}
+			// Into another mount (gVisor's /tmp is a tmpfs of its own): the
+			// rename cannot cross it, the tar stream does.
+			if _, err := c.CopyTo(ctx, src, "/tmp"); err != nil {
+				t.Fatal(err)
+			}
+			if got := sum("/tmp/from-host"); got != hostSum(t, src) {
+				t.Errorf("the file uploaded to /tmp differs inside the sandbox")
+			}
 			if out := s.must("sandbox", "exec", sb, "--", "sh", "-c", "/w/in/from-host; stat -c '%u %a' /w/in/from-host; ls -A /.reins/xfer | wc -l"); !strings.Contains(out, "0 755\n0\n") {
 				t.Errorf("the uploaded file's owner and mode, and the staging directory's entries: %q, want \"0 755\" and 0", out)
 			}
