@@ -17,6 +17,7 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/reins ./cmd/reins
 	$(EXECUTOR_ENV) $(GO) build -trimpath -ldflags "$(EXECUTOR_LDFLAGS)" -o bin/reins-executor ./cmd/reins-executor
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/reins-shim ./cmd/reins-shim
 
 # deps installs what reins needs from Debian's packages when it is missing.
 deps:

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/reinsdev/reins/agent"
@@ -55,6 +56,8 @@ type bench struct {
 	gv      *gvisor.Backend
 	images  *image.Store
 	busybox *image.Image
+	executor string // the built executor (host path)
+	phases   *bootPhases
 	rows    []row
 }
 
@@ -73,19 +76,20 @@ func main() {
 	idle := flag.Int("idle", 50, "idle sandboxes for the memory benchmark")
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
+	shim := flag.String("shim", "bin/reins-shim", "the built sandbox shim (\"\": this program re-executed)")
 	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop); with -out, only a full run writes the file")
 	flag.Parse()
 	if *only != "" && *out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
 		os.Exit(2)
 	}
-	if err := run(*out, *only, *n, *execs, *idle, *mib, *executor); err != nil {
+	if err := run(*out, *only, *shim, *n, *execs, *idle, *mib, *executor); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, only string, n, execs, idle, mib int, executorPath string) error {
+func run(out, only, shim string, n, execs, idle, mib int, executorPath string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (sandboxes); run: sudo make bench")
 	}
@@ -98,8 +102,16 @@ func run(out, only string, n, execs, idle, mib int, executorPath string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b := &bench{ctx: context.Background(), dir: dir}
-	if b.gv, err = gvisor.New(filepath.Join(dir, "rt")); err != nil {
+	b := &bench{ctx: context.Background(), dir: dir, executor: exe, phases: &bootPhases{d: map[string][]time.Duration{}}}
+	var gopts []gvisor.Option
+	if shim != "" {
+		p, err := filepath.Abs(shim)
+		if err != nil {
+			return err
+		}
+		gopts = append(gopts, gvisor.WithShim(p))
+	}
+	if b.gv, err = gvisor.New(filepath.Join(dir, "rt"), gopts...); err != nil {
 		return err
 	}
 	if b.images, err = image.NewStore(filepath.Join(dir, "images")); err != nil {
@@ -112,7 +124,7 @@ func run(out, only string, n, execs, idle, mib int, executorPath string) error {
 		Dir: filepath.Join(dir, "sb"), ExecutorPath: exe,
 		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
 		Images: manager.ImageStore(b.images), CheckInterval: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(b.phases),
 	})
 	if err != nil {
 		return err
@@ -150,14 +162,27 @@ func (b *bench) add(what, ours, base string, ratio float64, goal string) {
 }
 
 // create: create → first exec of `true` through the executor, beside raw
-// `runsc run` of /bin/true in the same busybox bundle.
+// `runsc run` of /bin/true, interleaved round by round so that the load of
+// a shared machine falls on all alike. Two raw bundles: the bare busybox
+// layer (no mounts, no cgroup: runsc's floor), and the sandbox's own
+// bundle (its bind mounts, its cgroup with the same limits) with /bin/true
+// for the executor: what reins adds on top of what it asks runsc to run.
 func (b *bench) create(n int) error {
-	raw, err := b.rawRuns(n)
-	if err != nil {
-		return err
-	}
-	var ours []time.Duration
+	var ours, bare, same []time.Duration
+	var limits *sandbox.Limits
 	for i := 0; i < n; i++ {
+		d, err := b.rawRun(fmt.Sprintf("bare%d", i), nil)
+		if err != nil {
+			return err
+		}
+		bare = append(bare, d)
+		if limits != nil {
+			d, err := b.rawRun(fmt.Sprintf("same%d", i), limits)
+			if err != nil {
+				return err
+			}
+			same = append(same, d)
+		}
 		t0 := time.Now()
 		rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox"}, nil)
 		if err != nil {
@@ -167,43 +192,95 @@ func (b *bench) create(n int) error {
 		if err != nil {
 			return err
 		}
+		t1 := time.Now()
 		if err := execTrue(b.ctx, ex); err != nil {
 			return err
 		}
 		ours = append(ours, time.Since(t0))
+		b.phases.add("first_exec", time.Since(t1))
+		limits = &rec.Spec.Limits
 		if err := b.m.Delete(b.ctx, "", rec.ID); err != nil {
 			return err
 		}
 	}
-	po, pr := pct(ours, 50), pct(raw, 50)
-	b.add("create → first exec (p50)", ms(po), ms(pr)+" raw `runsc run` true", ratio(po, pr), "≤ 1.2×")
+	po, pb, ps := pct(ours, 50), pct(bare, 50), pct(same, 50)
+	b.add("create → first exec (p50)", ms(po), ms(ps)+" raw `runsc run` true, the sandbox's bundle (its mounts, cgroup, limits)", ratio(po, ps), "≤ 1.2×")
+	b.add("create → first exec (p50), bare", ms(po), ms(pb)+" raw `runsc run` true, bare busybox bundle", ratio(po, pb), "")
+	var parts []string
+	for _, k := range []string{"mount", "prepare", "backend_start", "executor_ready", "first_exec"} {
+		if d := b.phases.d[k]; len(d) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", strings.ReplaceAll(k, "_", " "), ms(pct(d, 50))))
+		}
+	}
+	b.add("create phases (p50 each)", strings.Join(parts, ", "), ms(ps)+" raw `runsc run` true, the sandbox's bundle", 1, "")
 	return nil
 }
 
-func (b *bench) rawRuns(n int) ([]time.Duration, error) {
-	bundle, root := filepath.Join(b.dir, "rawbundle"), filepath.Join(b.dir, "rawroot")
-	os.MkdirAll(bundle, 0o755)
-	spec, err := oci.Spec(sandbox.Bundle{ID: "raw", Rootfs: b.busybox.Layers[0], Args: []string{"/bin/true"}})
-	if err != nil {
-		return nil, err
+// bootPhases collects the durations the manager logs for each sandbox
+// boot (its "sandbox boot" debug record), for the create breakdown.
+type bootPhases struct {
+	mu sync.Mutex
+	d  map[string][]time.Duration
+}
+
+func (p *bootPhases) add(k string, d time.Duration) {
+	p.mu.Lock()
+	p.d[k] = append(p.d[k], d)
+	p.mu.Unlock()
+}
+
+func (p *bootPhases) Enabled(context.Context, slog.Level) bool { return true }
+func (p *bootPhases) WithAttrs([]slog.Attr) slog.Handler     { return p }
+func (p *bootPhases) WithGroup(string) slog.Handler          { return p }
+func (p *bootPhases) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "sandbox boot" {
+		return nil
 	}
-	spec.Linux.CgroupsPath = ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Value.Kind() == slog.KindDuration {
+			p.add(a.Key, a.Value.Duration())
+		}
+		return true
+	})
+	return nil
+}
+
+// rawRun times `runsc run` of /bin/true in busybox: bare (limits nil), or
+// with the mounts and cgroup limits a reins sandbox gets.
+func (b *bench) rawRun(id string, limits *sandbox.Limits) (time.Duration, error) {
+	bundle := filepath.Join(b.dir, "raw", id)
+	runDir := filepath.Join(bundle, "run")
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(bundle)
+	bd := sandbox.Bundle{ID: id, Rootfs: b.busybox.Layers[0], Args: []string{"/bin/true"}}
+	if limits != nil {
+		bd.Limits = *limits
+		bd.Mounts = []sandbox.Mount{
+			{Source: b.executor, Target: manager.ExecutorTarget, ReadOnly: true},
+			{Source: runDir, Target: manager.RunTarget},
+		}
+	}
+	spec, err := oci.Spec(bd)
+	if err != nil {
+		return 0, err
+	}
+	if limits == nil {
+		spec.Linux.CgroupsPath = ""
+	}
 	spec.Root.Readonly = true
 	js, _ := json.Marshal(spec)
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), js, 0o644); err != nil {
-		return nil, err
+		return 0, err
 	}
-	var out []time.Duration
-	for i := 0; i < n; i++ {
-		args := append([]string{"--root", root}, gvisor.GlobalFlags...)
-		args = append(args, "run", "--bundle", bundle, fmt.Sprintf("raw%d", i))
-		t0 := time.Now()
-		if o, err := exec.Command(gvisor.DefaultRunsc(), args...).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("runsc run: %v: %s", err, o)
-		}
-		out = append(out, time.Since(t0))
+	args := append([]string{"--root", filepath.Join(b.dir, "rawroot")}, gvisor.GlobalFlags...)
+	args = append(args, "run", "--bundle", bundle, id)
+	t0 := time.Now()
+	if o, err := exec.Command(gvisor.DefaultRunsc(), args...).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("runsc run: %v: %s", err, o)
 	}
-	return out, nil
+	return time.Since(t0), nil
 }
 
 func execTrue(ctx context.Context, ex *exclient.Client) error {

@@ -70,6 +70,13 @@ func run() error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Listen first: the service's first call waits in the socket's
+	// backlog while the rest starts, instead of polling for the socket
+	// (this is on every create's path).
+	l, err := executor.Listen(*listen)
+	if err != nil {
+		return err
+	}
 	if *makeWorkdir {
 		// Made here, inside the sandbox, where its symlinks resolve as
 		// the sandbox sees them: the host never walks this path.
@@ -95,11 +102,7 @@ func run() error {
 		Logger:     log,
 	})
 	if err != nil {
-		return err
-	}
-	l, err := executor.Listen(*listen)
-	if err != nil {
-		srv.Close()
+		l.Close()
 		return err
 	}
 	if *logFile != "" {
