@@ -50,15 +50,15 @@ import (
 )
 
 type bench struct {
-	ctx     context.Context
-	dir     string
-	m       *manager.Manager
-	gv      *gvisor.Backend
-	images  *image.Store
-	busybox *image.Image
+	ctx      context.Context
+	dir      string
+	m        *manager.Manager
+	gv       *gvisor.Backend
+	images   *image.Store
+	busybox  *image.Image
 	executor string // the built executor (host path)
 	phases   *bootPhases
-	rows    []row
+	rows     []row
 }
 
 // row is one line of the results table.
@@ -230,8 +230,8 @@ func (p *bootPhases) add(k string, d time.Duration) {
 }
 
 func (p *bootPhases) Enabled(context.Context, slog.Level) bool { return true }
-func (p *bootPhases) WithAttrs([]slog.Attr) slog.Handler     { return p }
-func (p *bootPhases) WithGroup(string) slog.Handler          { return p }
+func (p *bootPhases) WithAttrs([]slog.Attr) slog.Handler       { return p }
+func (p *bootPhases) WithGroup(string) slog.Handler            { return p }
 func (p *bootPhases) Handle(_ context.Context, r slog.Record) error {
 	if r.Message != "sandbox boot" {
 		return nil
