@@ -308,3 +308,11 @@ func copyStaged(r io.Reader, dst string) (int, int64, error) {
 	}
 	return files, n, err
 }
+
+// StagedDownload is Download's fast path on its own, for a relay (the
+// service's API): a tar stream of the regular file p read from the host's
+// view of the sandbox's root, or ok false when p cannot be staged (then
+// use Download). Close the reader.
+func (c *Client) StagedDownload(ctx context.Context, p string) (r io.ReadCloser, ok bool, err error) {
+	return c.stageOut(ctx, p)
+}

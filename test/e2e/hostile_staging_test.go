@@ -64,6 +64,13 @@ func TestStagedTransfers(t *testing.T) {
 			if got := hostSum(t, filepath.Join(dst, "made-inside")); got != sum("/w/made-inside") {
 				t.Errorf("the downloaded file differs from the sandbox's")
 			}
+			// The same through the service's API (reins sandbox cp), which
+			// serves Download from the staged file too.
+			viaCLI := t.TempDir()
+			s.must("sandbox", "cp", sb+":/w/made-inside", viaCLI)
+			if got := hostSum(t, filepath.Join(viaCLI, "made-inside")); got != sum("/w/made-inside") {
+				t.Errorf("the file downloaded through the API differs from the sandbox's")
+			}
 			src := filepath.Join(t.TempDir(), "from-host")
 			data := make([]byte, 4<<20+3)
 			rand.Read(data)
