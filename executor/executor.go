@@ -46,7 +46,7 @@ const APIVersion = 1
 
 // Capabilities lists what this executor can do (HelloResponse.capabilities).
 var Capabilities = []string{"exec", "stdin", "pty", "background", "attach", "idempotency", "signal",
-	"files", "edit", "glob", "grep", "tar", "usage"}
+	"files", "edit", "glob", "grep", "tar", "usage", "stage"}
 
 // Config is the executor's configuration. Root and Token are required: there
 // is no default that would be safe.
@@ -63,6 +63,10 @@ type Config struct {
 	// BaseEnv is the environment of every process (K=V), to which each Exec
 	// adds its own. A PATH is added when it has none.
 	BaseEnv []string
+	// StagingDir, a directory inside the sandbox on the root
+	// filesystem's mount (StagingDir), enables Stage and Place; the
+	// executor empties it at start. "" disables them.
+	StagingDir string
 
 	// RingBytes is the output kept per stream of each process (default 1 MiB).
 	RingBytes int
@@ -126,6 +130,7 @@ func New(cfg Config) (*Server, error) {
 		fsys.Close()
 		return nil, err
 	}
+	s.prepareStaging()
 	s.touch()
 	return s, nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"net/http"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
@@ -37,12 +38,18 @@ type Lifecycle interface {
 	Backends() []sandbox.BackendInfo
 }
 
-// Executor is what the API needs of one sandbox's executor: the two calls
-// it relays event by event (Exec, Attach), and for every other call, passed
-// through as bytes, the transport and the token that reach it.
+// Executor is what the API needs of one sandbox's executor: the calls it
+// serves itself (Exec and Attach relayed event by event; Download from the
+// staged file when it can, relayed otherwise), and for every other call,
+// passed through as bytes, the transport and the token that reach it.
 type Executor interface {
 	Exec(ctx context.Context, req *executorv1.ExecRequest, onEvent func(*executorv1.ExecEvent)) (*executorv1.Exited, error)
 	Attach(ctx context.Context, pid int32, follow bool, onEvent func(*executorv1.ExecEvent)) (*executorv1.Exited, error)
+	// StagedDownload opens a single file through the host's view of the
+	// sandbox's root (ok false: it cannot be, use Download); Download
+	// writes the executor's tar stream of path to w and returns its sha256.
+	StagedDownload(ctx context.Context, path string) (r io.ReadCloser, ok bool, err error)
+	Download(ctx context.Context, path string, w io.Writer) (string, error)
 	Token() string
 	Transport(procedure string) http.RoundTripper
 }

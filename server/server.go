@@ -85,6 +85,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(path, h)
 	}
 	s.handleExec(mux)
+	s.handleDownload(mux)
 	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	return s.auth(mux)

@@ -54,6 +54,7 @@ func run() error {
 	logFile := flag.String("log-file", "", "once listening, send this process's own output here (a file inside the sandbox) instead of the stdout and stderr it was started with")
 	makeWorkdir := flag.Bool("make-workdir", false, "create --workdir (and its parents) if it is missing")
 	tokenFile := flag.String("token-file", "", "file holding the token calls must present; deleted once read (or set "+tokenEnv+")")
+	staging := flag.String("staging-dir", "", "directory (inside the sandbox, on the root filesystem's mount) for files the host reads or writes directly (Stage, Place); emptied at start")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *version {
@@ -69,6 +70,13 @@ func run() error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Listen first: the service's first call waits in the socket's
+	// backlog while the rest starts, instead of polling for the socket
+	// (this is on every create's path).
+	l, err := executor.Listen(*listen)
+	if err != nil {
+		return err
+	}
 	if *makeWorkdir {
 		// Made here, inside the sandbox, where its symlinks resolve as
 		// the sandbox sees them: the host never walks this path.
@@ -86,18 +94,15 @@ func run() error {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
 	srv, err := executor.New(executor.Config{
-		Root:    *root,
-		Workdir: *workdir,
-		Token:   token,
-		BaseEnv: os.Environ(), // the token is already out of it
-		Logger:  log,
+		Root:       *root,
+		Workdir:    *workdir,
+		Token:      token,
+		BaseEnv:    os.Environ(), // the token is already out of it
+		StagingDir: *staging,
+		Logger:     log,
 	})
 	if err != nil {
-		return err
-	}
-	l, err := executor.Listen(*listen)
-	if err != nil {
-		srv.Close()
+		l.Close()
 		return err
 	}
 	if *logFile != "" {

@@ -341,6 +341,9 @@ func (c *Client) Download(ctx context.Context, path string, w io.Writer) (string
 // CopyTo uploads the local file or directory src into the sandbox
 // directory dir (as dir/<base of src>).
 func (c *Client) CopyTo(ctx context.Context, src, dir string) (*executorv1.UploadResponse, error) {
+	if resp, ok, err := c.stageIn(ctx, src, dir); ok {
+		return resp, err
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(archive.Write(pw, src)) }()
 	resp, err := c.Upload(ctx, dir, pr)
@@ -351,6 +354,12 @@ func (c *Client) CopyTo(ctx context.Context, src, dir string) (*executorv1.Uploa
 // CopyFrom downloads the sandbox file or directory path into the local
 // directory dst (as dst/<base of path>), safely (see package archive).
 func (c *Client) CopyFrom(ctx context.Context, path, dst string) (files int, bytes int64, err error) {
+	if r, ok, err := c.stageOut(ctx, path); err != nil {
+		return 0, 0, err
+	} else if ok {
+		defer r.Close()
+		return copyStaged(r, dst)
+	}
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {

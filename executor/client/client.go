@@ -50,10 +50,13 @@ type Client struct {
 	name    string   // the socket's name in dir
 	token   string
 	timeout time.Duration
-	tr      *http.Transport // HTTP/2: every call but the bulk transfers
-	bulkTr  *http.Transport // HTTP/1.1: Upload and Download
-	rpc     executorv1connect.ExecutorClient
-	bulk    executorv1connect.ExecutorClient
+	// hostRoot is where the host sees the sandbox's root filesystem
+	// (WithHostRoot), for staged transfers; "" without.
+	hostRoot string
+	tr       *http.Transport // HTTP/2: every call but the bulk transfers
+	bulkTr   *http.Transport // HTTP/1.1: Upload and Download
+	rpc      executorv1connect.ExecutorClient
+	bulk     executorv1connect.ExecutorClient
 }
 
 // Dial returns a client for the executor listening on socketPath. It does

@@ -55,6 +55,9 @@ type tree interface {
 	RemoveAll(name string) error
 	Rename(oldname, newname string) error
 	Readlink(name string) (string, error)
+	Link(oldname, newname string) error
+	Lchown(name string, uid, gid int) error
+	Chmod(name string, mode fs.FileMode) error
 }
 
 // New returns an FS over the directory root (required; "/" inside a
@@ -193,6 +196,15 @@ func (plainTree) Rename(oldname, newname string) error {
 	return os.Rename(plainPath(oldname), plainPath(newname))
 }
 func (plainTree) Readlink(name string) (string, error) { return os.Readlink(plainPath(name)) }
+func (plainTree) Link(oldname, newname string) error {
+	return os.Link(plainPath(oldname), plainPath(newname))
+}
+func (plainTree) Lchown(name string, uid, gid int) error {
+	return os.Lchown(plainPath(name), uid, gid)
+}
+func (plainTree) Chmod(name string, mode fs.FileMode) error {
+	return os.Chmod(plainPath(name), mode)
+}
 
 // isNoSpace reports a full disk or an exhausted quota.
 func isNoSpace(err error) bool {

@@ -32,7 +32,11 @@ import (
 const (
 	ExecutorTarget = "/.reins/bin/reins-executor"
 	RunTarget      = "/.reins/run"
-	socketName     = "executor.sock"
+	// StagingTarget is the executor's staging directory for files the
+	// host reads and writes through its view of the root filesystem
+	// (executor.StagingDir; client.WithHostRoot).
+	StagingTarget = "/.reins/xfer"
+	socketName    = "executor.sock"
 	// tokenEnv carries the executor's token in its init's environment
 	// (the OCI spec, host-only), which the executor removes from what its
 	// processes get. It is never a file the host writes where the sandbox
@@ -463,6 +467,7 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 			"--root", "/",
 			"--workdir", workdir, "--make-workdir",
 			"--log-file", "/.reins/executor.log",
+			"--staging-dir", StagingTarget,
 		},
 		Env:      append(buildEnv(img.Env, spec.Env), tokenEnv+"="+b.rec.Token),
 		Cwd:      "/",
@@ -489,7 +494,7 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 	t4 := time.Now()
 	readyCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
-	ex, err := client.WaitReady(readyCtx, ep.Unix, b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
+	ex, err := client.WaitReady(readyCtx, ep.Unix, b.rec.Token, m.clientOptions(b)...)
 	if err != nil {
 		return fmt.Errorf("the sandbox's executor did not start: %w%s", err, initLog(b.dir))
 	}
@@ -535,6 +540,19 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 		{Source: l.Run(), Target: RunTarget},
 	}
 	return nil
+}
+
+// clientOptions are how the manager talks to b's executor: with its
+// deadline, and reading and writing single files through the host's view
+// of its root filesystem (staged transfers; client.WithHostRoot).
+// A sandbox.RootMaker's root is not on this host: its transfers all go
+// through the executor.
+func (m *Manager) clientOptions(b *box) []client.Option {
+	opts := []client.Option{client.WithCallTimeout(m.cfg.AnswerTimeout)}
+	if _, remote := m.cfg.Backends[b.rec.Spec.Backend].(sandbox.RootMaker); !remote {
+		opts = append(opts, client.WithHostRoot(rootfs.Layout{Dir: b.dir}.Rootfs()))
+	}
+	return opts
 }
 
 // Backends lists the backends this manager can run, by name.

@@ -160,7 +160,7 @@ func (m *Manager) Client(ctx context.Context, tenant, id string) (*client.Client
 		return nil, fmt.Errorf("sandbox %s is %s%s: %w", id, b.rec.State, stoppedWhy(b.rec), errdefs.ErrFailedPrecondition)
 	}
 	if b.client == nil {
-		c, err := client.Dial(ctx, b.endpoint(), b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
+		c, err := client.Dial(ctx, b.endpoint(), b.rec.Token, m.clientOptions(b)...)
 		if err != nil {
 			return nil, err
 		}

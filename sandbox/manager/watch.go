@@ -90,7 +90,7 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 	// replaced its socket) must not hold up the service's start.
 	wctx, cancel := context.WithTimeout(ctx, min(m.cfg.ReadyTimeout, recoverTimeout))
 	defer cancel()
-	ex, err := client.WaitReady(wctx, b.endpoint(), b.rec.Token, client.WithCallTimeout(m.cfg.AnswerTimeout))
+	ex, err := client.WaitReady(wctx, b.endpoint(), b.rec.Token, m.clientOptions(b)...)
 	if err != nil {
 		log.Warn("executor does not answer after restart", "err", err)
 		m.stopLocked(b, sandbox.ReasonLost, "its executor did not answer after the service restarted: "+err.Error())

@@ -38,6 +38,8 @@ func run(m *testing.M) int {
 	builds := [][]string{
 		{"go", "build", "-o", filepath.Join(dir, "reins"), "./cmd/reins"},
 		{"go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(dir, "reins-executor"), "./cmd/reins-executor"},
+		// reins serve starts it for each sandbox when it is beside it.
+		{"go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(dir, "reins-shim"), "./cmd/reins-shim"},
 	}
 	for _, b := range builds {
 		cmd := exec.Command(b[0], b[1:]...)

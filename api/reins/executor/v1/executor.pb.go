@@ -3019,6 +3019,222 @@ func (x *UploadResponse) GetSha256() string {
 	return ""
 }
 
+type StageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // 32 lowercase hex digits, chosen by the caller
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageRequest) Reset() {
+	*x = StageRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageRequest) ProtoMessage() {}
+
+func (x *StageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageRequest.ProtoReflect.Descriptor instead.
+func (*StageRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *StageRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *StageRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type StageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Size          uint64                 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	Mode          uint32                 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"` // permission bits
+	MtimeUnixNano int64                  `protobuf:"varint,3,opt,name=mtime_unix_nano,json=mtimeUnixNano,proto3" json:"mtime_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageResponse) Reset() {
+	*x = StageResponse{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageResponse) ProtoMessage() {}
+
+func (x *StageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageResponse.ProtoReflect.Descriptor instead.
+func (*StageResponse) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *StageResponse) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *StageResponse) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *StageResponse) GetMtimeUnixNano() int64 {
+	if x != nil {
+		return x.MtimeUnixNano
+	}
+	return 0
+}
+
+type PlaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`  // as for Stage
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`  // where the file goes
+	Mode          uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"` // permission bits (0: 0644)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceRequest) Reset() {
+	*x = PlaceRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceRequest) ProtoMessage() {}
+
+func (x *PlaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceRequest.ProtoReflect.Descriptor instead.
+func (*PlaceRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *PlaceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+type PlaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Size          uint64                 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceResponse) Reset() {
+	*x = PlaceResponse{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceResponse) ProtoMessage() {}
+
+func (x *PlaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceResponse.ProtoReflect.Descriptor instead.
+func (*PlaceResponse) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *PlaceResponse) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 type DownloadRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"` // file or directory
@@ -3028,7 +3244,7 @@ type DownloadRequest struct {
 
 func (x *DownloadRequest) Reset() {
 	*x = DownloadRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3256,7 @@ func (x *DownloadRequest) String() string {
 func (*DownloadRequest) ProtoMessage() {}
 
 func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3269,7 @@ func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadRequest.ProtoReflect.Descriptor instead.
 func (*DownloadRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{50}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DownloadRequest) GetPath() string {
@@ -3073,7 +3289,7 @@ type DownloadResponse struct {
 
 func (x *DownloadResponse) Reset() {
 	*x = DownloadResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3301,7 @@ func (x *DownloadResponse) String() string {
 func (*DownloadResponse) ProtoMessage() {}
 
 func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3314,7 @@ func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadResponse.ProtoReflect.Descriptor instead.
 func (*DownloadResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{51}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DownloadResponse) GetData() []byte {
@@ -3314,7 +3530,20 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x0eUploadResponse\x12\x14\n" +
 	"\x05files\x18\x01 \x01(\rR\x05files\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"%\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"6\n" +
+	"\fStageRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"_\n" +
+	"\rStageResponse\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\rR\x04mode\x12&\n" +
+	"\x0fmtime_unix_nano\x18\x03 \x01(\x03R\rmtimeUnixNano\"J\n" +
+	"\fPlaceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\rR\x04mode\"#\n" +
+	"\rPlaceResponse\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x04R\x04size\"%\n" +
 	"\x0fDownloadRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\">\n" +
 	"\x10DownloadResponse\x12\x12\n" +
@@ -3325,7 +3554,7 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x11\n" +
 	"\rFILE_TYPE_DIR\x10\x02\x12\x15\n" +
 	"\x11FILE_TYPE_SYMLINK\x10\x03\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\x042\x84\x0e\n" +
+	"\x0fFILE_TYPE_OTHER\x10\x042\x9c\x0f\n" +
 	"\bExecutor\x12J\n" +
 	"\x05Hello\x12\x1f.reins.executor.v1.HelloRequest\x1a .reins.executor.v1.HelloResponse\x12M\n" +
 	"\x06Health\x12 .reins.executor.v1.HealthRequest\x1a!.reins.executor.v1.HealthResponse\x12J\n" +
@@ -3349,7 +3578,9 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x04Glob\x12\x1e.reins.executor.v1.GlobRequest\x1a\x1f.reins.executor.v1.GlobResponse\x12G\n" +
 	"\x04Grep\x12\x1e.reins.executor.v1.GrepRequest\x1a\x1f.reins.executor.v1.GrepResponse\x12O\n" +
 	"\x06Upload\x12 .reins.executor.v1.UploadRequest\x1a!.reins.executor.v1.UploadResponse(\x01\x12U\n" +
-	"\bDownload\x12\".reins.executor.v1.DownloadRequest\x1a#.reins.executor.v1.DownloadResponse0\x01B<Z:github.com/reinsdev/reins/api/reins/executor/v1;executorv1b\x06proto3"
+	"\bDownload\x12\".reins.executor.v1.DownloadRequest\x1a#.reins.executor.v1.DownloadResponse0\x01\x12J\n" +
+	"\x05Stage\x12\x1f.reins.executor.v1.StageRequest\x1a .reins.executor.v1.StageResponse\x12J\n" +
+	"\x05Place\x12\x1f.reins.executor.v1.PlaceRequest\x1a .reins.executor.v1.PlaceResponseB<Z:github.com/reinsdev/reins/api/reins/executor/v1;executorv1b\x06proto3"
 
 var (
 	file_reins_executor_v1_executor_proto_rawDescOnce sync.Once
@@ -3364,7 +3595,7 @@ func file_reins_executor_v1_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_executor_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(FileType)(0),                 // 0: reins.executor.v1.FileType
 	(*ErrorDetail)(nil),           // 1: reins.executor.v1.ErrorDetail
@@ -3417,8 +3648,12 @@ var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(*UploadRequest)(nil),         // 48: reins.executor.v1.UploadRequest
 	(*UploadHeader)(nil),          // 49: reins.executor.v1.UploadHeader
 	(*UploadResponse)(nil),        // 50: reins.executor.v1.UploadResponse
-	(*DownloadRequest)(nil),       // 51: reins.executor.v1.DownloadRequest
-	(*DownloadResponse)(nil),      // 52: reins.executor.v1.DownloadResponse
+	(*StageRequest)(nil),          // 51: reins.executor.v1.StageRequest
+	(*StageResponse)(nil),         // 52: reins.executor.v1.StageResponse
+	(*PlaceRequest)(nil),          // 53: reins.executor.v1.PlaceRequest
+	(*PlaceResponse)(nil),         // 54: reins.executor.v1.PlaceResponse
+	(*DownloadRequest)(nil),       // 55: reins.executor.v1.DownloadRequest
+	(*DownloadResponse)(nil),      // 56: reins.executor.v1.DownloadResponse
 }
 var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	10, // 0: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
@@ -3453,31 +3688,35 @@ var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	43, // 29: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
 	45, // 30: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
 	48, // 31: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
-	51, // 32: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
-	3,  // 33: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
-	5,  // 34: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
-	7,  // 35: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
-	9,  // 36: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
-	9,  // 37: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
-	15, // 38: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
-	17, // 39: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
-	19, // 40: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
-	21, // 41: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
-	25, // 42: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
-	27, // 43: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
-	29, // 44: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
-	31, // 45: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
-	34, // 46: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
-	36, // 47: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
-	38, // 48: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
-	40, // 49: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
-	42, // 50: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
-	44, // 51: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
-	46, // 52: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
-	50, // 53: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
-	52, // 54: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
-	33, // [33:55] is the sub-list for method output_type
-	11, // [11:33] is the sub-list for method input_type
+	55, // 32: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
+	51, // 33: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
+	53, // 34: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
+	3,  // 35: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
+	5,  // 36: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
+	7,  // 37: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
+	9,  // 38: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
+	9,  // 39: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
+	15, // 40: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
+	17, // 41: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
+	19, // 42: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
+	21, // 43: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
+	25, // 44: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
+	27, // 45: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
+	29, // 46: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
+	31, // 47: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
+	34, // 48: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
+	36, // 49: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
+	38, // 50: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
+	40, // 51: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
+	42, // 52: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
+	44, // 53: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
+	46, // 54: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
+	50, // 55: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
+	56, // 56: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
+	52, // 57: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
+	54, // 58: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
+	35, // [35:59] is the sub-list for method output_type
+	11, // [11:35] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -3505,7 +3744,7 @@ func file_reins_executor_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_executor_v1_executor_proto_rawDesc), len(file_reins_executor_v1_executor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -86,6 +86,10 @@ const (
 	ExecutorUploadProcedure = "/reins.executor.v1.Executor/Upload"
 	// ExecutorDownloadProcedure is the fully-qualified name of the Executor's Download RPC.
 	ExecutorDownloadProcedure = "/reins.executor.v1.Executor/Download"
+	// ExecutorStageProcedure is the fully-qualified name of the Executor's Stage RPC.
+	ExecutorStageProcedure = "/reins.executor.v1.Executor/Stage"
+	// ExecutorPlaceProcedure is the fully-qualified name of the Executor's Place RPC.
+	ExecutorPlaceProcedure = "/reins.executor.v1.Executor/Place"
 )
 
 // ExecutorClient is a client for the reins.executor.v1.Executor service.
@@ -136,6 +140,18 @@ type ExecutorClient interface {
 	// Download sends a tar stream of a file or directory; the last message
 	// carries the sha256 of the whole tar stream.
 	Download(context.Context, *connect.Request[v1.DownloadRequest]) (*connect.ServerStreamForClient[v1.DownloadResponse], error)
+	// Stage hard-links the regular file at path (a final symbolic link
+	// followed) into the staging directory under name, for a host that sees
+	// the sandbox's root filesystem to read it there instead of receiving it
+	// over the socket (docs/decisions/0017-staged-transfers.md). The caller
+	// removes it (Remove) once it has it open. Anything but a regular file on
+	// the root filesystem's own mount is refused with failed_precondition:
+	// use Download.
+	Stage(context.Context, *connect.Request[v1.StageRequest]) (*connect.Response[v1.StageResponse], error)
+	// Place moves the regular file the host wrote into the staging directory
+	// under name to path (parents made; an existing file replaced), owned by
+	// the executor's user, with mode.
+	Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error)
 }
 
 // NewExecutorClient constructs a client for the reins.executor.v1.Executor service. By default, it
@@ -281,6 +297,18 @@ func NewExecutorClient(httpClient connect.HTTPClient, baseURL string, opts ...co
 			connect.WithSchema(executorMethods.ByName("Download")),
 			connect.WithClientOptions(opts...),
 		),
+		stage: connect.NewClient[v1.StageRequest, v1.StageResponse](
+			httpClient,
+			baseURL+ExecutorStageProcedure,
+			connect.WithSchema(executorMethods.ByName("Stage")),
+			connect.WithClientOptions(opts...),
+		),
+		place: connect.NewClient[v1.PlaceRequest, v1.PlaceResponse](
+			httpClient,
+			baseURL+ExecutorPlaceProcedure,
+			connect.WithSchema(executorMethods.ByName("Place")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -308,6 +336,8 @@ type executorClient struct {
 	grep          *connect.Client[v1.GrepRequest, v1.GrepResponse]
 	upload        *connect.Client[v1.UploadRequest, v1.UploadResponse]
 	download      *connect.Client[v1.DownloadRequest, v1.DownloadResponse]
+	stage         *connect.Client[v1.StageRequest, v1.StageResponse]
+	place         *connect.Client[v1.PlaceRequest, v1.PlaceResponse]
 }
 
 // Hello calls reins.executor.v1.Executor.Hello.
@@ -420,6 +450,16 @@ func (c *executorClient) Download(ctx context.Context, req *connect.Request[v1.D
 	return c.download.CallServerStream(ctx, req)
 }
 
+// Stage calls reins.executor.v1.Executor.Stage.
+func (c *executorClient) Stage(ctx context.Context, req *connect.Request[v1.StageRequest]) (*connect.Response[v1.StageResponse], error) {
+	return c.stage.CallUnary(ctx, req)
+}
+
+// Place calls reins.executor.v1.Executor.Place.
+func (c *executorClient) Place(ctx context.Context, req *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error) {
+	return c.place.CallUnary(ctx, req)
+}
+
 // ExecutorHandler is an implementation of the reins.executor.v1.Executor service.
 type ExecutorHandler interface {
 	// Hello is the handshake: version and capabilities.
@@ -468,6 +508,18 @@ type ExecutorHandler interface {
 	// Download sends a tar stream of a file or directory; the last message
 	// carries the sha256 of the whole tar stream.
 	Download(context.Context, *connect.Request[v1.DownloadRequest], *connect.ServerStream[v1.DownloadResponse]) error
+	// Stage hard-links the regular file at path (a final symbolic link
+	// followed) into the staging directory under name, for a host that sees
+	// the sandbox's root filesystem to read it there instead of receiving it
+	// over the socket (docs/decisions/0017-staged-transfers.md). The caller
+	// removes it (Remove) once it has it open. Anything but a regular file on
+	// the root filesystem's own mount is refused with failed_precondition:
+	// use Download.
+	Stage(context.Context, *connect.Request[v1.StageRequest]) (*connect.Response[v1.StageResponse], error)
+	// Place moves the regular file the host wrote into the staging directory
+	// under name to path (parents made; an existing file replaced), owned by
+	// the executor's user, with mode.
+	Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error)
 }
 
 // NewExecutorHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -609,6 +661,18 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 		connect.WithSchema(executorMethods.ByName("Download")),
 		connect.WithHandlerOptions(opts...),
 	)
+	executorStageHandler := connect.NewUnaryHandler(
+		ExecutorStageProcedure,
+		svc.Stage,
+		connect.WithSchema(executorMethods.ByName("Stage")),
+		connect.WithHandlerOptions(opts...),
+	)
+	executorPlaceHandler := connect.NewUnaryHandler(
+		ExecutorPlaceProcedure,
+		svc.Place,
+		connect.WithSchema(executorMethods.ByName("Place")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.executor.v1.Executor/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ExecutorHelloProcedure:
@@ -655,6 +719,10 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 			executorUploadHandler.ServeHTTP(w, r)
 		case ExecutorDownloadProcedure:
 			executorDownloadHandler.ServeHTTP(w, r)
+		case ExecutorStageProcedure:
+			executorStageHandler.ServeHTTP(w, r)
+		case ExecutorPlaceProcedure:
+			executorPlaceHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -750,4 +818,12 @@ func (UnimplementedExecutorHandler) Upload(context.Context, *connect.ClientStrea
 
 func (UnimplementedExecutorHandler) Download(context.Context, *connect.Request[v1.DownloadRequest], *connect.ServerStream[v1.DownloadResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.Download is not implemented"))
+}
+
+func (UnimplementedExecutorHandler) Stage(context.Context, *connect.Request[v1.StageRequest]) (*connect.Response[v1.StageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.Stage is not implemented"))
+}
+
+func (UnimplementedExecutorHandler) Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.Place is not implemented"))
 }

@@ -1,0 +1,104 @@
+package files
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"syscall"
+
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// Link hard-links the regular file p leads to (symbolic links at its end
+// followed) to dst, and describes it. It is how a file is staged for a host
+// that reads the sandbox's disk directly: a link costs no copy, and the
+// host never follows a name the sandbox chose. Anything but a regular file,
+// or a file on another mount than dst's, is errdefs.ErrFailedPrecondition.
+func (f *FS) Link(p, dst string) (fs.FileInfo, error) {
+	name, abs, err := f.resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	dname, dabs, err := f.resolve(dst)
+	if err != nil {
+		return nil, err
+	}
+	name, abs, fi, err := f.followLinks(name, abs)
+	if err != nil {
+		return nil, err
+	}
+	if fi == nil {
+		return nil, pathError(abs, fs.ErrNotExist)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf("%s is not a regular file", abs))
+	}
+	err = f.tree.Link(name, dname)
+	if errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EPERM) {
+		return nil, errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf("%s cannot be linked to %s: %v", abs, dabs, err))
+	}
+	if err != nil {
+		return nil, pathError(dabs, err)
+	}
+	fi, err = f.tree.Lstat(dname)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s changed while it was staged", abs)
+	}
+	if err != nil {
+		f.tree.Remove(dname)
+		return nil, errdefs.WithMessage(errdefs.ErrFailedPrecondition, err.Error())
+	}
+	return fi, nil
+}
+
+// Place moves the regular file staged (written by the host) to dst,
+// making dst's parents, replacing a file there, owned by the executor's
+// user and with mode's permission bits (0: 0644). It returns the file's
+// size.
+func (f *FS) Place(staged, dst string, mode uint32) (int64, error) {
+	sname, sabs, err := f.resolve(staged)
+	if err != nil {
+		return 0, err
+	}
+	dname, dabs, err := f.resolve(dst)
+	if err != nil {
+		return 0, err
+	}
+	if dname == "." {
+		return 0, invalid("the sandbox's root directory cannot be replaced by a file")
+	}
+	fi, err := f.tree.Lstat(sname)
+	if err != nil {
+		return 0, pathError(sabs, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf("the staged file %s is not a regular file", sabs))
+	}
+	if mode&0o777 == 0 {
+		mode = 0o644
+	}
+	if err := f.tree.Lchown(sname, os.Geteuid(), os.Getegid()); err != nil {
+		return 0, pathError(sabs, err)
+	}
+	if err := f.tree.Chmod(sname, fs.FileMode(mode&0o777)); err != nil {
+		return 0, pathError(sabs, err)
+	}
+	if parent := path.Dir(dabs); parent != "/" {
+		if err := f.MakeDir(parent, true, 0); err != nil {
+			return 0, err
+		}
+	}
+	if err := f.tree.Rename(sname, dname); err != nil {
+		if errors.Is(err, syscall.EXDEV) {
+			return 0, errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf(
+				"%s is on another mount than the staging directory; upload it as a tar stream", dabs))
+		}
+		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) {
+			return 0, invalid("%s is a directory; a file cannot replace it", dabs)
+		}
+		return 0, pathError(dabs, err)
+	}
+	return fi.Size(), nil
+}

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reinsdev/reins/executor/client"
+)
+
+// stagingClient dials sandbox id's executor the way the service does: with
+// the host's view of its root filesystem, so single files move through the
+// staging directory (docs/decisions/0017-staged-transfers.md).
+func stagingClient(t *testing.T, s *service, id string) (*client.Client, string) {
+	t.Helper()
+	dir := filepath.Join(s.dataDir, "sandboxes", id)
+	data, err := os.ReadFile(filepath.Join(dir, "sandbox.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Token string }
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rootfs := filepath.Join(dir, "rootfs")
+	c, err := client.Dial(context.Background(), filepath.Join(dir, "run", "executor.sock"), rec.Token,
+		client.WithCallTimeout(20*time.Second), client.WithHostRoot(rootfs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, rootfs
+}
+
+// TestStagedTransfers: files written inside the sandbox come out whole
+// through the host's view of its disk, and files the host stages arrive
+// whole as the sandbox sees them (gVisor's caches do not hide either).
+func TestStagedTransfers(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s := startService(t)
+			sb := s.create("--backend", backend)
+			c, _ := stagingClient(t, s, sb)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			sum := func(p string) string {
+				out := s.must("sandbox", "exec", sb, "--", "sha256sum", p)
+				return strings.Fields(out)[0]
+			}
+			s.must("sandbox", "exec", sb, "--", "sh", "-c", "mkdir -p /w && head -c 5000123 /dev/urandom > /w/made-inside")
+			dst := t.TempDir()
+			if _, _, err := c.CopyFrom(ctx, "/w/made-inside", dst); err != nil {
+				t.Fatal(err)
+			}
+			if got := hostSum(t, filepath.Join(dst, "made-inside")); got != sum("/w/made-inside") {
+				t.Errorf("the downloaded file differs from the sandbox's")
+			}
+			// The same through the service's API (reins sandbox cp), which
+			// serves Download from the staged file too.
+			viaCLI := t.TempDir()
+			s.must("sandbox", "cp", sb+":/w/made-inside", viaCLI)
+			if got := hostSum(t, filepath.Join(viaCLI, "made-inside")); got != sum("/w/made-inside") {
+				t.Errorf("the file downloaded through the API differs from the sandbox's")
+			}
+			src := filepath.Join(t.TempDir(), "from-host")
+			data := make([]byte, 4<<20+3)
+			rand.Read(data)
+			if err := os.WriteFile(src, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.CopyTo(ctx, src, "/w/in"); err != nil {
+				t.Fatal(err)
+			}
+			if got := sum("/w/in/from-host"); got != hostSum(t, src) {
+				t.Errorf("the uploaded file differs inside the sandbox")
+			}
+			// Into another mount (gVisor's /tmp is a tmpfs of its own): the
+			// rename cannot cross it, the tar stream does.
+			if _, err := c.CopyTo(ctx, src, "/tmp"); err != nil {
+				t.Fatal(err)
+			}
+			if got := sum("/tmp/from-host"); got != hostSum(t, src) {
+				t.Errorf("the file uploaded to /tmp differs inside the sandbox")
+			}
+			if out := s.must("sandbox", "exec", sb, "--", "sh", "-c", "/w/in/from-host; stat -c '%u %a' /w/in/from-host; ls -A /.reins/xfer | wc -l"); !strings.Contains(out, "0 755\n0\n") {
+				t.Errorf("the uploaded file's owner and mode, and the staging directory's entries: %q, want \"0 755\" and 0", out)
+			}
+		})
+	}
+}
+
+func hostSum(t *testing.T, p string) string {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:])
+}
+
+// TestHostileStaging: the sandbox owns its staging directory and plays
+// what it can there against the host that reads and writes it — a symlink
+// to a host file under a staged name, a fifo, a file far larger than
+// announced, the whole directory swapped for a symlink to a host
+// directory. The host reads no host file, writes nothing outside, does not
+// hang, and reads no more than announced; transfers still work over the
+// socket.
+//
+// gVisor only: there the host's view of the root filesystem is the one the
+// sandbox writes (--overlay2=none). A runc sandbox runs on an idmapped
+// overlay of its own (oci.UserNS), the host's view stays empty, and its
+// transfers go over the socket (TestStagedTransfers covers that they do).
+func TestHostileStaging(t *testing.T) {
+	for _, backend := range []string{"gvisor"} {
+		t.Run(backend, func(t *testing.T) {
+			s := startService(t)
+			sb := s.create("--backend", backend)
+			c, rootfs := stagingClient(t, s, sb)
+			secret := filepath.Join(t.TempDir(), "secret")
+			if err := os.WriteFile(secret, []byte("host secret\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			const link, fifo, huge = "11111111111111111111111111111111", "22222222222222222222222222222222", "33333333333333333333333333333333"
+			s.must("sandbox", "exec", sb, "--", "sh", "-c", strings.Join([]string{
+				"cd /.reins/xfer",
+				"ln -s " + secret + " " + link,
+				"mkfifo " + fifo,
+				"truncate -s 1099511627776 " + huge,
+			}, " && "))
+			open := func(name string, size int64) error {
+				done := make(chan error, 1)
+				go func() {
+					f, err := client.OpenStaged(rootfs, name, size)
+					if err == nil {
+						f.Close()
+					}
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					return err
+				case <-time.After(10 * time.Second):
+					t.Fatalf("opening the staged %s hangs", name)
+					return nil
+				}
+			}
+			// Opened as a plain path, the symlink leads to the host file.
+			if err := open(link, int64(len("host secret\n"))); !errors.Is(err, client.ErrNotStaged) {
+				t.Errorf("a staged symlink to a host file: err %v, want ErrNotStaged", err)
+			}
+			// (gVisor keeps a fifo made on its root filesystem to itself:
+			// the host sees no file, which is as good.)
+			if err := open(fifo, 0); !errors.Is(err, client.ErrNotStaged) && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a staged fifo: err %v, want ErrNotStaged or not found", err)
+			}
+			if err := open(huge, 10); !errors.Is(err, client.ErrNotStaged) {
+				t.Errorf("a 1 TiB file announced as 10 bytes: err %v, want ErrNotStaged", err)
+			}
+
+			// The whole staging directory swapped for a symlink to a host
+			// directory that holds a file under a staged name.
+			hostDir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(hostDir, link), []byte("host secret\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s.must("sandbox", "exec", sb, "--", "sh", "-c", "rm -rf /.reins/xfer && ln -s "+hostDir+" /.reins/xfer && mkdir -p "+hostDir+" && echo inside > /w.txt")
+			if err := open(link, int64(len("host secret\n"))); !errors.Is(err, client.ErrNotStaged) {
+				t.Errorf("a staging directory that is a symlink to a host directory: err %v, want ErrNotStaged", err)
+			}
+			if f, err := client.CreateStaged(rootfs, fifo); err == nil {
+				f.Close()
+				t.Errorf("the host created a staged file through the symlinked staging directory")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			src := filepath.Join(t.TempDir(), "up.txt")
+			os.WriteFile(src, []byte("uploaded\n"), 0o644)
+			if _, err := c.CopyTo(ctx, src, "/w"); err != nil {
+				t.Fatalf("upload with a broken staging directory: %v", err)
+			}
+			dst := t.TempDir()
+			if _, _, err := c.CopyFrom(ctx, "/w.txt", dst); err != nil {
+				t.Fatalf("download with a broken staging directory: %v", err)
+			}
+			if got, _ := os.ReadFile(filepath.Join(dst, "w.txt")); string(got) != "inside\n" {
+				t.Errorf("downloaded %q, want the sandbox's file", got)
+			}
+			ents, _ := os.ReadDir(hostDir)
+			if len(ents) != 1 {
+				t.Errorf("the host directory behind the symlink has %d entries, want only the one the test made", len(ents))
+			}
+			if got, _ := os.ReadFile(filepath.Join(hostDir, link)); !bytes.Equal(got, []byte("host secret\n")) {
+				t.Errorf("the host file was changed: %q", got)
+			}
+		})
+	}
+}
