@@ -55,6 +55,18 @@ func (s selfRooted) Start(ctx context.Context, b sandbox.Bundle) (sandbox.Endpoi
 	return s.Backend.Start(ctx, b)
 }
 
+// buildExecutor builds the static executor into dir.
+func buildExecutor(t *testing.T, dir string) string {
+	t.Helper()
+	exe := filepath.Join(dir, "reins-executor")
+	build := exec.Command("go", "build", "-o", exe, "github.com/reinsdev/reins/cmd/reins-executor")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the executor: %v\n%s", err, out)
+	}
+	return exe
+}
+
 func copyFile(from, to string) error {
 	data, err := os.ReadFile(from)
 	if err != nil {
@@ -74,12 +86,7 @@ func TestRootMakerSkipsLocalRoot(t *testing.T) {
 		t.Fatalf("busybox at %s", busybox)
 	}
 	dir := t.TempDir()
-	exe := filepath.Join(dir, "reins-executor")
-	build := exec.Command("go", "build", "-o", exe, "github.com/reinsdev/reins/cmd/reins-executor")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the executor: %v\n%s", err, out)
-	}
+	exe := buildExecutor(t, dir)
 	rb, err := runc.New(filepath.Join(dir, "runc"))
 	if err != nil {
 		t.Fatal(err)

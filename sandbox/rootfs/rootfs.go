@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -104,6 +105,13 @@ func MountDisk(l Layout) error {
 		return fmt.Errorf("opening disk image: %w", err)
 	}
 	defer img.Close()
+	// A filesystem of this disk may still be alive, detached from its
+	// mount point but held open (an unmount that found it busy): a second
+	// one on the same image would read blocks the first has not written
+	// yet, and both would write. Wait for it to go, or refuse.
+	if err := waitDetached(img, detachWait); err != nil {
+		return err
+	}
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("opening /dev/loop-control (loop devices are needed for sandbox disks): %w", err)
@@ -279,12 +287,27 @@ func Remove(l Layout) error {
 	return os.RemoveAll(l.Dir)
 }
 
+// busyWait is how long an unmount that finds its filesystem busy (a
+// runtime tearing down, a transfer finishing) tries again before it
+// detaches it instead; detachWait is how long mounting a disk waits for a
+// detached filesystem of it to be let go.
+var (
+	busyWait   = 5 * time.Second
+	detachWait = 15 * time.Second
+)
+
 func unmount(p string) error {
+	deadline := time.Now().Add(busyWait)
 	for mounted(p) {
 		err := unix.Unmount(p, 0)
+		if errors.Is(err, unix.EBUSY) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
 		if errors.Is(err, unix.EBUSY) {
-			// Something still holds it (a runtime tearing down). Detach
-			// it: the kernel frees it once the last user lets go.
+			// Something still holds it. Detach it: the kernel frees it
+			// once the last user lets go, and MountDisk waits for that
+			// before it mounts the disk again.
 			err = unix.Unmount(p, unix.MNT_DETACH)
 		}
 		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
@@ -295,6 +318,47 @@ func unmount(p string) error {
 		}
 	}
 	return nil
+}
+
+// waitDetached waits until no loop device is backed by img (the file of a
+// sandbox's disk), for up to wait. A device stays attached while a
+// filesystem on it lives, detached from its mount point or not (autoclear
+// frees it with the filesystem).
+func waitDetached(img *os.File, wait time.Duration) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(img.Fd()), &st); err != nil {
+		return fmt.Errorf("disk image: %w", err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		dev, attached := loopBacking(st.Dev, st.Ino)
+		if !attached {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the sandbox's disk is still held by its previous filesystem (%s: a process on the host keeps a file of it open); try again once it has let go: %w", dev, errdefs.ErrUnavailable)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// loopBacking finds a loop device whose backing file is the inode ino on
+// device dev.
+func loopBacking(dev, ino uint64) (string, bool) {
+	names, _ := filepath.Glob("/sys/block/loop*")
+	for _, n := range names {
+		path := "/dev/" + filepath.Base(n)
+		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		info, err := unix.IoctlLoopGetStatus64(int(f.Fd()))
+		f.Close()
+		if err == nil && info.Inode == ino && info.Device == dev {
+			return path, true
+		}
+	}
+	return "", false
 }
 
 // mounted reports whether p is a mount point. Everything this package

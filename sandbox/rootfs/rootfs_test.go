@@ -6,11 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/internal/testenv"
 )
 
@@ -117,5 +120,78 @@ func write(t *testing.T, p, s string) {
 	}
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A disk whose filesystem an unmount had to detach (something held a file
+// of it open) is not mounted a second time while that filesystem lives:
+// the second would read blocks the first had not written yet. MountDisk
+// waits for it to be let go, then sees everything written through it; if
+// it is never let go, MountDisk says so.
+func TestRemountWaitsForTheDetachedFilesystem(t *testing.T) {
+	testenv.RequiresRoot(t)
+	testenv.RequiresBinary(t, "mkfs.ext4", "e2fsprogs")
+	busy, detach := busyWait, detachWait
+	busyWait, detachWait = 100*time.Millisecond, 10*time.Second
+	t.Cleanup(func() { busyWait, detachWait = busy, detach })
+	l := Layout{Dir: filepath.Join(t.TempDir(), "sb")}
+	t.Cleanup(func() { Remove(l) })
+	if err := CreateDisk(context.Background(), l, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := MountDisk(l); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte("written before the unmount\n"), 4000)
+	holder, err := os.Create(filepath.Join(l.Upper(), "kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	// The open file keeps the filesystem busy: Unmount detaches it.
+	if err := Unmount(l); err != nil {
+		holder.Close()
+		t.Fatal(err)
+	}
+	if mounted(l.Disk()) {
+		t.Fatal("the disk is still mounted after Unmount")
+	}
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		holder.Close()
+		close(released)
+	}()
+	t0 := time.Now()
+	if err := MountDisk(l); err != nil {
+		t.Fatal(err)
+	}
+	<-released
+	if waited := time.Since(t0); waited < 400*time.Millisecond {
+		t.Errorf("MountDisk mounted the disk again after %v, while its detached filesystem was alive", waited)
+	}
+	got, err := os.ReadFile(filepath.Join(l.Upper(), "kept"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after the remount the file holds %d bytes (%v), want the %d written", len(got), err, len(want))
+	}
+
+	// Held for good: a clear error, and nothing mounted.
+	holder, err = os.Open(filepath.Join(l.Upper(), "kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := Unmount(l); err != nil {
+		t.Fatal(err)
+	}
+	detachWait = 300 * time.Millisecond
+	err = MountDisk(l)
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "still held by its previous filesystem") {
+		t.Fatalf("MountDisk of a disk still held = %v, want unavailable, still held", err)
+	}
+	if mounted(l.Disk()) {
+		t.Error("MountDisk mounted a disk still held by its detached filesystem")
 	}
 }

@@ -1,0 +1,88 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/internal/testenv"
+	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/gvisor"
+)
+
+// What a gVisor sandbox wrote just before it was suspended is on its disk
+// when it wakes: gVisor keeps written file data in the sentry's memory
+// until it is synced, and suspending ends the sentry.
+func TestSuspendKeepsWrittenData(t *testing.T) {
+	testenv.RequiresRoot(t)
+	runsc := testenv.RequiresRunsc(t, gvisor.DefaultRunsc())
+	dir := t.TempDir()
+	exe := buildExecutor(t, dir)
+	gv, err := gvisor.New(filepath.Join(dir, "runsc"), gvisor.WithBinary(runsc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, err := image.NewStore(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{
+		Dir: filepath.Join(dir, "sandboxes"), ExecutorPath: exe,
+		Backends: map[string]sandbox.Backend{"gvisor": gv}, DefaultBackend: "gvisor",
+		Images: ImageStore(images), DiskPool: -1, CheckInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	info, err := m.Create(ctx, "", sandbox.Spec{Image: "busybox"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Delete(context.Background(), "", info.ID)
+	for round := range 5 {
+		c, err := m.Client(ctx, "", info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("round %d: written just before the suspend", round)
+		if err := c.WriteFile(ctx, "/workspace/kept.txt", []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := c.Run(ctx, "sh", "-c", fmt.Sprintf("echo %d >> /workspace/log.txt", round)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Suspend(ctx, "", info.ID); err != nil {
+			t.Fatal(err)
+		}
+		if woke, err := m.Wake(ctx, "", info.ID); err != nil || !woke {
+			t.Fatalf("Wake: %v, %v", woke, err)
+		}
+		c, err = m.Client(ctx, "", info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.ReadFile(ctx, "/workspace/kept.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Fatalf("round %d: after suspend and wake kept.txt holds %q, want %q", round, got, want)
+		}
+		log, _, _, err := c.Run(ctx, "cat", "/workspace/log.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(log); n != 2*(round+1) {
+			t.Fatalf("round %d: log.txt after wake is %q", round, log)
+		}
+	}
+}
