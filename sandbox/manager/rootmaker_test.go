@@ -55,6 +55,28 @@ func (s selfRooted) Start(ctx context.Context, b sandbox.Bundle) (sandbox.Endpoi
 	return s.Backend.Start(ctx, b)
 }
 
+// realManager is a Manager in dir over one real backend, with the real
+// image store (busybox is built in) and the executor exe; it is closed
+// when the test ends.
+func realManager(t *testing.T, dir, exe, name string, b sandbox.Backend) *Manager {
+	t.Helper()
+	images, err := image.NewStore(filepath.Join(dir, "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{
+		Dir: filepath.Join(dir, "sandboxes"), ExecutorPath: exe,
+		Backends: map[string]sandbox.Backend{name: b}, DefaultBackend: name,
+		Images: ImageStore(images), DiskPool: -1, CheckInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
 // buildExecutor builds the static executor into dir.
 func buildExecutor(t *testing.T, dir string) string {
 	t.Helper()
@@ -91,21 +113,8 @@ func TestRootMakerSkipsLocalRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	images, err := image.NewStore(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	backend := selfRooted{Backend: rb, got: make(chan sandbox.Bundle, 1)}
-	m, err := New(Config{
-		Dir: filepath.Join(dir, "sandboxes"), ExecutorPath: exe,
-		Backends: map[string]sandbox.Backend{"self": backend}, DefaultBackend: "self",
-		Images: ImageStore(images), DiskPool: -1, CheckInterval: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := realManager(t, dir, exe, "self", backend)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	info, err := m.Create(ctx, "", sandbox.Spec{Image: "busybox", Backend: "self"}, nil)

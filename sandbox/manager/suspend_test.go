@@ -3,21 +3,19 @@ package manager
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/reinsdev/reins/image"
 	"github.com/reinsdev/reins/internal/testenv"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/gvisor"
 )
 
 // What a gVisor sandbox wrote just before it was suspended is on its disk
-// when it wakes: gVisor keeps written file data in the sentry's memory
-// until it is synced, and suspending ends the sentry.
+// when it wakes, round after round (the disk's filesystem is unmounted and
+// mounted again each time; see rootfs.TestRemountWaitsForTheDetachedFilesystem
+// for a disk whose old filesystem was still held).
 func TestSuspendKeepsWrittenData(t *testing.T) {
 	testenv.RequiresRoot(t)
 	runsc := testenv.RequiresRunsc(t, gvisor.DefaultRunsc())
@@ -27,20 +25,7 @@ func TestSuspendKeepsWrittenData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	images, err := image.NewStore(filepath.Join(dir, "images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(Config{
-		Dir: filepath.Join(dir, "sandboxes"), ExecutorPath: exe,
-		Backends: map[string]sandbox.Backend{"gvisor": gv}, DefaultBackend: "gvisor",
-		Images: ImageStore(images), DiskPool: -1, CheckInterval: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := realManager(t, dir, exe, "gvisor", gv)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	info, err := m.Create(ctx, "", sandbox.Spec{Image: "busybox"}, nil)
