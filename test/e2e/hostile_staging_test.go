@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	reinsclient "github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/executor/client"
 )
 
@@ -204,4 +208,55 @@ func TestHostileStaging(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loopsBacking lists the loop devices whose backing file is under dir
+// (a sandbox's disk image, deleted or not).
+func loopsBacking(dir string) []string {
+	var out []string
+	devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, p := range devs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), dir+"/") {
+			out = append(out, filepath.Base(filepath.Dir(filepath.Dir(p)))+": "+strings.TrimSpace(string(b)))
+		}
+	}
+	return out
+}
+
+// TestHostileStagingDownloadOutlivesSandbox: a tenant starts a download
+// through the API (served from the staged file on the host), reads a
+// little of it and stops reading, then removes the sandbox. The service's
+// open file on the sandbox's overlay must not outlive the sandbox: held,
+// it keeps the sandbox's filesystem (detached) and its loop device and
+// deleted disk image alive for as long as the caller stalls, on no
+// tenant's account — repeated, a tenant fills the host's disk past every
+// limit.
+func TestHostileStagingDownloadOutlivesSandbox(t *testing.T) {
+	s := startService(t)
+	sb := s.create("--backend", "gvisor")
+	s.must("sandbox", "exec", sb, "--", "sh", "-c", "head -c 67108864 /dev/urandom > /big")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	api := reinsclient.New(s.url, s.token)
+	defer api.Close()
+	stream, err := api.Sandbox(sb).RPC().Download(ctx, connect.NewRequest(&executorv1.DownloadRequest{Path: "/big"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() {
+		t.Fatalf("the download sent nothing: %v", stream.Err())
+	}
+	// Stalled: no more reads. The service blocks in its send with the
+	// staged file open.
+	dir := filepath.Join(s.dataDir, "sandboxes", sb)
+	if len(loopsBacking(dir)) == 0 {
+		t.Fatalf("no loop device backs %s: the test does not see the sandbox's disk", dir)
+	}
+	s.must("sandbox", "rm", sb)
+	eventually(t, 20*time.Second, "the removed sandbox's loop device to go", func() (bool, string) {
+		l := loopsBacking(dir)
+		return len(l) == 0, strings.Join(l, ", ")
+	})
 }
