@@ -259,4 +259,22 @@ func TestHostileStagingDownloadOutlivesSandbox(t *testing.T) {
 		l := loopsBacking(dir)
 		return len(l) == 0, strings.Join(l, ", ")
 	})
+	// Read on: the download ends in an error (the file did not arrive
+	// whole), and that error names no host path.
+	done := make(chan error, 1)
+	go func() {
+		for stream.Receive() {
+		}
+		done <- stream.Err()
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("the download of a removed sandbox's file ended without an error")
+		} else if strings.Contains(err.Error(), s.dataDir) {
+			t.Errorf("the download's error names a host path: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("the download of a removed sandbox's file does not end")
+	}
 }
