@@ -205,6 +205,14 @@ func (c *Client) stageOut(ctx context.Context, p string) (r io.ReadCloser, ok bo
 	if base == "." || base == "/" || strings.Contains(p, "..") {
 		return nil, false, nil // the tar path names it as the executor resolves it
 	}
+	// A host view without the staging directory (a runc sandbox's, whose
+	// root is mounted elsewhere; one the sandbox broke) reads nothing:
+	// then do not make the sandbox link (and perhaps copy up) the file.
+	dir, derr := openStagingDir(c.hostRoot)
+	if derr != nil {
+		return nil, false, nil
+	}
+	unix.Close(dir)
 	name := stagedName()
 	resp, err := c.rpc.Stage(ctx, connect.NewRequest(&executorv1.StageRequest{Path: p, Name: name}))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	reinsclient "github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/client"
 )
 
@@ -276,5 +278,90 @@ func TestHostileStagingDownloadOutlivesSandbox(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Errorf("the download of a removed sandbox's file does not end")
+	}
+}
+
+// TestHostileStagingFullDisk: the host's writes into the staging directory
+// land on the sandbox's disk and stop at its limit — an upload larger than
+// the disk fails as "no space", promptly, leaving no staged file, and the
+// disk image on the host grows no larger than the sandbox's --disk; a disk
+// the sandbox filled itself makes the next upload fail the same way, not
+// hang.
+func TestHostileStagingFullDisk(t *testing.T) {
+	s := startService(t)
+	sb := s.create("--backend", "gvisor", "--disk", "32M")
+	c, _ := stagingClient(t, s, sb)
+	dir := filepath.Join(s.dataDir, "sandboxes", sb)
+	src := filepath.Join(t.TempDir(), "big")
+	data := make([]byte, 64<<20)
+	rand.Read(data)
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	upload := func(what string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := c.CopyTo(ctx, src, "/w")
+		if errdefs.Kind(err) != errdefs.ErrNoSpace {
+			t.Errorf("%s: upload of 64 MiB into a 32 MiB disk: %v, want a no-space error", what, err)
+		}
+		if err != nil && strings.Contains(err.Error(), s.dataDir) {
+			t.Errorf("%s: the error names a host path: %v", what, err)
+		}
+		if out := s.must("sandbox", "exec", sb, "--", "sh", "-c", "ls -A /.reins/xfer | wc -l"); strings.TrimSpace(out) != "0" {
+			t.Errorf("%s: %s staged files left behind", what, strings.TrimSpace(out))
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(dir, "disk.img"), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Blocks*512 > 32<<20 {
+			t.Errorf("%s: the disk image holds %d bytes on the host, beyond the sandbox's 32 MiB", what, st.Blocks*512)
+		}
+	}
+	upload("an empty disk")
+	s.run("sandbox", "exec", sb, "--", "dd", "if=/dev/zero", "of=/fill", "bs=1M", "count=64")
+	upload("a disk the sandbox filled")
+}
+
+// TestHostileStagingRunc: a runc sandbox's root is an idmapped overlay
+// mounted elsewhere (oci.UserNS); the host's view of it (DIR/rootfs) is
+// an empty mount point while it runs. A file the sandbox puts under a
+// staged name is not what the host reads — the host finds nothing and
+// creates nothing there, and the transfers go over the socket, with the
+// sandbox's own bytes.
+func TestHostileStagingRunc(t *testing.T) {
+	s := startService(t)
+	sb := s.create("--backend", "runc")
+	c, rootfs := stagingClient(t, s, sb)
+	const name = "44444444444444444444444444444444"
+	s.must("sandbox", "exec", sb, "--", "sh", "-c", "echo staged > /.reins/xfer/"+name+" && echo inside > /w.txt")
+	if f, err := client.OpenStaged(rootfs, name, int64(len("staged\n"))); err == nil {
+		f.Close()
+		t.Errorf("the host opened a runc sandbox's staged file through DIR/rootfs")
+	}
+	if f, err := client.CreateStaged(rootfs, name); err == nil {
+		f.Close()
+		t.Errorf("the host created a staged file under a runc sandbox's DIR/rootfs")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dst := t.TempDir()
+	if _, _, err := c.CopyFrom(ctx, "/w.txt", dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "w.txt")); string(got) != "inside\n" {
+		t.Errorf("downloaded %q, want the sandbox's file", got)
+	}
+	// Nor does the sandbox stage (link, copying up from the image) a
+	// file the host cannot read: an image file stays in the image.
+	if _, _, err := c.CopyFrom(ctx, "/bin/busybox", dst); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.dataDir, "sandboxes", sb, "disk", "upper", "bin", "busybox")); err == nil {
+		t.Errorf("downloading an image file from a runc sandbox copied it up onto its disk")
+	}
+	if ents, err := os.ReadDir(rootfs); err != nil || len(ents) != 0 {
+		t.Errorf("the host's view of a running runc sandbox's root holds %d entries (%v), want an empty mount point", len(ents), err)
 	}
 }
