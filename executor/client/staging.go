@@ -309,8 +309,17 @@ func (c *Client) stageIn(ctx context.Context, src, dir string) (resp *executorv1
 	}
 	n, err := out.ReadFrom(in)
 	if err == nil { // the time the tar path would keep
-		mt := unix.NsecToTimeval(fi.ModTime().UnixNano())
-		err = unix.Futimes(int(out.Fd()), []unix.Timeval{mt, mt})
+		// Through the file's own reference to its descriptor: Close
+		// (from another goroutine) cannot free and reuse the number
+		// under it.
+		var rc syscall.RawConn
+		if rc, err = out.SyscallConn(); err == nil {
+			mt := unix.NsecToTimeval(fi.ModTime().UnixNano())
+			var terr error
+			if err = rc.Control(func(fd uintptr) { terr = unix.Futimes(int(fd), []unix.Timeval{mt, mt}) }); err == nil {
+				err = terr
+			}
+		}
 	}
 	if cerr := c.release(out); err == nil {
 		err = cerr
