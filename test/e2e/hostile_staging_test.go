@@ -8,10 +8,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -406,4 +409,70 @@ func TestStagedDownloadSeesMappedWrites(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(viaCLI, "m")); !bytes.Equal(got, bytes.Repeat([]byte("b"), 4096)) {
 		t.Errorf("downloaded through the API %.16q… (%d bytes), want what the sandbox reads: 4096 b's", got, len(got))
 	}
+}
+
+// rssBytes is process pid's resident memory.
+func rssBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+// TestHostileStagingStalledDownloads: the service serves Download itself
+// (a chunk read from the staged file, or relayed from the executor, held
+// while it is sent), so a caller that opens many downloads and reads none
+// makes the service, not the sandbox, hold their buffers. What one
+// sandbox's stalled downloads pin in the service stays bounded.
+func TestHostileStagingStalledDownloads(t *testing.T) {
+	s := startService(t)
+	sb := s.create("--backend", "gvisor")
+	s.must("sandbox", "exec", sb, "--", "sh", "-c", "head -c 67108864 /dev/urandom > /big")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	api := reinsclient.New(s.url, s.token)
+	defer api.Close()
+	rpc := api.Sandbox(sb).RPC()
+	// Warm: one download read to the end.
+	if st, err := rpc.Download(ctx, connect.NewRequest(&executorv1.DownloadRequest{Path: "/big"})); err == nil {
+		for st.Receive() {
+		}
+		st.Close()
+	}
+	before := rssBytes(t, s.cmd.Process.Pid)
+	const n = 64
+	var started sync.WaitGroup
+	for range n {
+		started.Add(1)
+		go func() {
+			defer started.Done()
+			st, err := rpc.Download(ctx, connect.NewRequest(&executorv1.DownloadRequest{Path: "/big"}))
+			if err != nil {
+				return
+			}
+			st.Receive() // the first message, then no more reads
+			<-ctx.Done()
+			st.Close()
+		}()
+	}
+	time.Sleep(5 * time.Second)
+	grown := rssBytes(t, s.cmd.Process.Pid) - before
+	t.Logf("%d stalled downloads: the service's RSS grew by %d MiB", n, grown>>20)
+	if grown > 48<<20 {
+		t.Errorf("%d stalled downloads of one sandbox grew the service's resident memory by %d MiB", n, grown>>20)
+	}
+	cancel()
+	started.Wait()
 }
