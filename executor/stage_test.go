@@ -3,6 +3,7 @@ package executor_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -157,5 +158,32 @@ func TestStagedCopy(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(e.host("up2/blob.bin")); !bytes.Equal(got, data) {
 		t.Error("the fallback upload's content differs")
+	}
+}
+
+// TestStagedClosedWithClient: Close closes the staged files a transfer
+// holds open — a download cut in the middle fails as the sandbox having
+// stopped — and a closed client opens no more.
+func TestStagedClosedWithClient(t *testing.T) {
+	e := newEnv(t, withStaging)
+	c := e.hostClient()
+	ctx := ctxT(t)
+	data := make([]byte, 1<<20)
+	must(t, os.WriteFile(e.host("big"), data, 0o644))
+	r, ok, err := c.StagedDownload(ctx, "/big")
+	if err != nil || !ok {
+		t.Fatalf("StagedDownload: ok %v, %v", ok, err)
+	}
+	defer r.Close()
+	if _, err := r.Read(make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	_, err = io.Copy(io.Discard, r)
+	if errdefs.Kind(err) != errdefs.ErrUnavailable {
+		t.Errorf("reading on after Close: %v, want unavailable (the sandbox stopped)", err)
+	}
+	if _, ok, _ := c.StagedDownload(ctx, "/big"); ok {
+		t.Errorf("a closed client staged a download")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -31,8 +32,62 @@ func (s *Server) handleDownload(mux *http.ServeMux) {
 // downloadChunk is the size of the messages the service sends.
 const downloadChunk = 1 << 20
 
+// downloadsPerSandbox is how many downloads of one sandbox the service
+// serves at a time; more wait for one to end. Each holds a chunk (read
+// from the staged file, or the executor's message) while it is sent, in
+// the service's memory, not the sandbox's: without a bound, a caller that
+// opens many downloads and reads none grows the service by ~2 MiB each
+// (TestHostileStagingStalledDownloads).
+const downloadsPerSandbox = 4
+
+// downloadSlots bounds the downloads served at a time, per sandbox.
+type downloadSlots struct {
+	mu sync.Mutex
+	m  map[string]*slots
+}
+
+type slots struct {
+	ch    chan struct{}
+	users int // holding or waiting; the entry goes at 0
+}
+
+// acquire waits for one of sandbox id's slots (or for ctx) and returns
+// its release.
+func (d *downloadSlots) acquire(ctx context.Context, id string) (release func(), err error) {
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = map[string]*slots{}
+	}
+	sl := d.m[id]
+	if sl == nil {
+		sl = &slots{ch: make(chan struct{}, downloadsPerSandbox)}
+		d.m[id] = sl
+	}
+	sl.users++
+	d.mu.Unlock()
+	leave := func() {
+		d.mu.Lock()
+		if sl.users--; sl.users == 0 {
+			delete(d.m, id)
+		}
+		d.mu.Unlock()
+	}
+	select {
+	case sl.ch <- struct{}{}:
+		return func() { <-sl.ch; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
+}
+
 func (s *Server) download(ctx context.Context, req *connect.Request[executorv1.DownloadRequest], stream *connect.ServerStream[executorv1.DownloadResponse]) error {
 	id, ex := s.executor(ctx)
+	release, err := s.downloads.acquire(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	r, ok, err := ex.StagedDownload(ctx, req.Msg.Path)
 	if err != nil {
 		return s.downloadError(id, err)

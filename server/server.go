@@ -37,6 +37,8 @@ type Server struct {
 	// serves the tenant API.
 	tenants *Tenants
 	version string
+	// downloads bounds the downloads served at once per sandbox.
+	downloads downloadSlots
 }
 
 // WithVersion names the service's build in Version's answer.

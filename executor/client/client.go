@@ -57,6 +57,14 @@ type Client struct {
 	bulkTr   *http.Transport // HTTP/1.1: Upload and Download
 	rpc      executorv1connect.ExecutorClient
 	bulk     executorv1connect.ExecutorClient
+
+	// staged are the files on the host's view of the sandbox's root that
+	// staged transfers hold open; Close closes them, so that none keeps
+	// the sandbox's filesystem (and its disk) alive after it (a caller
+	// that stalls a download, say). closed: Close was called.
+	stagedMu sync.Mutex
+	staged   map[*os.File]struct{}
+	closed   bool
 }
 
 // Dial returns a client for the executor listening on socketPath. It does
@@ -204,6 +212,13 @@ func (c *Client) Socket() string { return c.socket }
 
 // Close closes the connection.
 func (c *Client) Close() error {
+	c.stagedMu.Lock()
+	c.closed = true
+	for f := range c.staged {
+		f.Close()
+	}
+	c.staged = nil
+	c.stagedMu.Unlock()
 	c.tr.CloseIdleConnections()
 	c.bulkTr.CloseIdleConnections()
 	return c.dir.Close()

@@ -158,6 +158,35 @@ func removeStaged(hostRoot, name string) {
 	}
 }
 
+// hold records f as an open staged file, closed by Close; false (and f
+// closed) when the client is closed already.
+func (c *Client) hold(f *os.File) bool {
+	c.stagedMu.Lock()
+	defer c.stagedMu.Unlock()
+	if c.closed {
+		f.Close()
+		return false
+	}
+	if c.staged == nil {
+		c.staged = map[*os.File]struct{}{}
+	}
+	c.staged[f] = struct{}{}
+	return true
+}
+
+// release closes a file hold recorded.
+func (c *Client) release(f *os.File) error {
+	c.stagedMu.Lock()
+	delete(c.staged, f)
+	c.stagedMu.Unlock()
+	return f.Close()
+}
+
+// errClosedDuring is a staged transfer cut by Close: the sandbox stopped.
+func errClosedDuring(what string) error {
+	return errdefs.WithMessage(errdefs.ErrUnavailable, fmt.Sprintf("the sandbox stopped during the %s; start it and try again", what))
+}
+
 func stagedName() string {
 	b := make([]byte, 16)
 	rand.Read(b)
@@ -176,6 +205,14 @@ func (c *Client) stageOut(ctx context.Context, p string) (r io.ReadCloser, ok bo
 	if base == "." || base == "/" || strings.Contains(p, "..") {
 		return nil, false, nil // the tar path names it as the executor resolves it
 	}
+	// A host view without the staging directory (a runc sandbox's, whose
+	// root is mounted elsewhere; one the sandbox broke) reads nothing:
+	// then do not make the sandbox link (and perhaps copy up) the file.
+	dir, derr := openStagingDir(c.hostRoot)
+	if derr != nil {
+		return nil, false, nil
+	}
+	unix.Close(dir)
 	name := stagedName()
 	resp, err := c.rpc.Stage(ctx, connect.NewRequest(&executorv1.StageRequest{Path: p, Name: name}))
 	if err != nil {
@@ -190,30 +227,31 @@ func (c *Client) stageOut(ctx context.Context, p string) (r io.ReadCloser, ok bo
 	// (A link left behind by a failed Remove goes when the executor next
 	// starts: it empties the staging directory.)
 	c.rpc.Remove(ctx, connect.NewRequest(&executorv1.RemoveRequest{Path: path.Join("/", stagingName, name)}))
-	if oerr != nil {
-		return nil, false, nil // tampered with, or gone: the socket it is
+	if oerr != nil || !c.hold(f) {
+		return nil, false, nil // tampered with, gone, or closed: the socket it is
 	}
 	var hb bytes.Buffer
 	tw := tar.NewWriter(&hb)
 	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: base, Size: int64(resp.Msg.Size), Mode: int64(resp.Msg.Mode & 0o7777),
 		ModTime: time.Unix(0, resp.Msg.MtimeUnixNano)}
 	if err := tw.WriteHeader(hdr); err != nil {
-		f.Close()
+		c.release(f)
 		return nil, false, err
 	}
 	pad := (512 - hdr.Size%512) % 512
 	return &stagedTar{
 		Reader: io.MultiReader(&hb, &exactReader{r: f, n: hdr.Size}, bytes.NewReader(make([]byte, pad+1024))),
-		f:      f,
+		f:      f, c: c,
 	}, true, nil
 }
 
 type stagedTar struct {
 	io.Reader
 	f *os.File
+	c *Client
 }
 
-func (s *stagedTar) Close() error { return s.f.Close() }
+func (s *stagedTar) Close() error { return s.c.release(s.f) }
 
 // exactReader reads exactly n bytes of r: fewer is an error (the file
 // shrank while it was read), and it never reads past n.
@@ -231,6 +269,9 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	}
 	n, err := e.r.Read(p)
 	e.n -= int64(n)
+	if errors.Is(err, os.ErrClosed) {
+		return n, errClosedDuring("download")
+	}
 	if err == io.EOF && e.n > 0 {
 		return n, errdefs.WithMessage(errdefs.ErrFailedPrecondition, "the file shrank while it was downloaded; try again")
 	}
@@ -262,13 +303,29 @@ func (c *Client) stageIn(ctx context.Context, src, dir string) (resp *executorv1
 	if err != nil {
 		return nil, false, nil
 	}
+	if !c.hold(out) {
+		removeStaged(c.hostRoot, name)
+		return nil, false, nil
+	}
 	n, err := out.ReadFrom(in)
 	if err == nil { // the time the tar path would keep
-		mt := unix.NsecToTimeval(fi.ModTime().UnixNano())
-		err = unix.Futimes(int(out.Fd()), []unix.Timeval{mt, mt})
+		// Through the file's own reference to its descriptor: Close
+		// (from another goroutine) cannot free and reuse the number
+		// under it.
+		var rc syscall.RawConn
+		if rc, err = out.SyscallConn(); err == nil {
+			mt := unix.NsecToTimeval(fi.ModTime().UnixNano())
+			var terr error
+			if err = rc.Control(func(fd uintptr) { terr = unix.Futimes(int(fd), []unix.Timeval{mt, mt}) }); err == nil {
+				err = terr
+			}
+		}
 	}
-	if cerr := out.Close(); err == nil {
+	if cerr := c.release(out); err == nil {
 		err = cerr
+	}
+	if errors.Is(err, os.ErrClosed) {
+		err = errClosedDuring("upload")
 	}
 	if err != nil {
 		removeStaged(c.hostRoot, name)
