@@ -177,6 +177,25 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 	return writeWorkDoc(out, b.gv.Version())
 }
 
+// stores opens a fresh SQLite store and blob store under the bench's
+// directory, in name.
+func (b *bench) stores(name string) (*sqlite.Store, *blob.Store, error) {
+	dir := filepath.Join(b.dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	st, err := sqlite.Open(filepath.Join(dir, "reins.db"))
+	if err != nil {
+		return nil, nil, err
+	}
+	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, blobs, nil
+}
+
 func (b *bench) add(what, ours, base string, ratio float64, goal string) {
 	b.rows = append(b.rows, row{what, ours, base, ratio, goal})
 	fmt.Fprintf(os.Stderr, "  %s: %s vs %s (%.2f×)\n", what, ours, base, ratio)
@@ -625,17 +644,11 @@ func (noop) Call(context.Context, string, json.RawMessage) (tool.Result, error) 
 // the floor of three durable SQLite appends (intent, result, response);
 // then steps per second across many concurrent runs.
 func (b *bench) loop(steps, runs, stepsPerRun int) error {
-	dir := filepath.Join(b.dir, "loop")
-	os.MkdirAll(dir, 0o755)
-	st, err := sqlite.Open(filepath.Join(dir, "reins.db"))
+	st, blobs, err := b.stores("loop")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		return err
-	}
 	scriptFor := func(n int) (string, error) {
 		turn := map[string]any{"tool_calls": []any{map[string]any{"name": "noop", "input": map[string]any{}}}}
 		turns := make([]any, 0, n+1)
@@ -644,7 +657,7 @@ func (b *bench) loop(steps, runs, stepsPerRun int) error {
 		}
 		turns = append(turns, map[string]any{"text": "done"})
 		data, _ := json.Marshal(map[string]any{"turns": turns})
-		p := filepath.Join(dir, fmt.Sprintf("script%d.json", n))
+		p := filepath.Join(b.dir, "loop", fmt.Sprintf("script%d.json", n))
 		return "script:" + p, os.WriteFile(p, data, 0o644)
 	}
 	eng, err := agent.New(agent.Config{

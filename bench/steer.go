@@ -15,8 +15,6 @@ import (
 	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox/manager"
-	"github.com/reinsdev/reins/store/blob"
-	"github.com/reinsdev/reins/store/sqlite"
 	"github.com/reinsdev/reins/tool"
 )
 
@@ -36,17 +34,11 @@ func (gate) Spec() tool.Spec {
 // whole log from the store, which is what each call cost when it folded
 // the log.
 func (b *bench) steer(events, approvals int) error {
-	dir := filepath.Join(b.dir, "steer")
-	os.MkdirAll(dir, 0o755)
-	st, err := sqlite.Open(filepath.Join(dir, "reins.db"))
+	st, blobs, err := b.stores("steer")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		return err
-	}
 	step := map[string]any{"tool_calls": []any{map[string]any{"name": "noop", "input": map[string]any{}}}}
 	ask := map[string]any{"tool_calls": []any{map[string]any{"name": "gate", "input": map[string]any{}}}}
 	var turns []any
@@ -58,7 +50,7 @@ func (b *bench) steer(events, approvals int) error {
 	}
 	turns = append(turns, map[string]any{"text": "done"})
 	data, _ := json.Marshal(map[string]any{"turns": turns})
-	p := filepath.Join(dir, "script.json")
+	p := filepath.Join(b.dir, "steer", "script.json")
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		return err
 	}
