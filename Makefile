@@ -35,7 +35,8 @@ test: deps build
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -p 1 -timeout 25m -count=1 ./...
 
-bench: deps build
+bench: build
+	@sh scripts/install-deps.sh bench
 	$(GO) run ./bench -out docs/benchmarks.md
 
 proto:

@@ -2,7 +2,7 @@
 # Installs what reins needs: Debian packages, if any is missing, and gVisor's
 # runsc, built once from the Go module proxy at the pinned version into a
 # cache outside the clone. Run as root (apt-get, /var/cache); without root it
-# says what to install.
+# says what to install. `install-deps.sh bench` adds what make bench needs.
 set -eu
 
 # RUNSC_VERSION is gVisor's module version without the "v"; it must match
@@ -22,6 +22,12 @@ want ip iproute2
 want curl curl
 want debootstrap debootstrap
 want protoc protobuf-compiler # make proto (the generated code is committed)
+if [ "${1:-}" = bench ]; then
+	# make bench: the workload suite counts each command's syscalls and
+	# page faults on the host.
+	want strace strace
+	want perf linux-perf
+fi
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need="$need postgresql-15"
 dpkg -s busybox-static >/dev/null 2>&1 || need="$need busybox-static"
 command -v go >/dev/null 2>&1 || { echo "install Go 1.26 or newer (https://go.dev/dl) and put it on PATH" >&2; exit 1; }
