@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 )
 
@@ -70,6 +71,9 @@ type Spec struct {
 	Env         []string          `json:"env,omitempty"` // K=V
 	Labels      map[string]string `json:"labels,omitempty"`
 	Workdir     string            `json:"workdir,omitempty"`
+	// Network is the sandbox's network boundary (egress.Rules; the zero
+	// value is egress mode with an empty allowlist: nothing leaves).
+	Network egress.Rules `json:"network,omitzero"`
 }
 
 // Mount is a bind mount from the host into a sandbox.
