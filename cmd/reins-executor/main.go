@@ -55,6 +55,7 @@ func run() error {
 	makeWorkdir := flag.Bool("make-workdir", false, "create --workdir (and its parents) if it is missing")
 	tokenFile := flag.String("token-file", "", "file holding the token calls must present; deleted once read (or set "+tokenEnv+")")
 	staging := flag.String("staging-dir", "", "directory (inside the sandbox, on the root filesystem's mount) for files the host reads or writes directly (Stage, Place); emptied at start")
+	caCert := flag.String("ca-cert", "", "a CA certificate (PEM) to add to the sandbox's trust store and name in SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE and the like")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *version {
@@ -85,6 +86,15 @@ func run() error {
 		if err := os.MkdirAll(*workdir, 0o755); err != nil {
 			log.Warn("cannot make the workdir; starting in /", "workdir", *workdir, "err", err)
 			*workdir = "/"
+		}
+	}
+
+	if *caCert != "" {
+		// Before the base environment is taken: the processes get it.
+		if bundle, err := trustCA(*caCert); err != nil {
+			log.Warn("cannot trust the sandbox's CA; TLS to hosts whose secrets the proxy adds will fail", "err", err)
+		} else {
+			log.Debug("trusting the sandbox's CA", "bundle", bundle)
 		}
 	}
 

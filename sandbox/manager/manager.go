@@ -88,7 +88,10 @@ type Config struct {
 	// tenant may have (0 or less: no limit). Nil, and the admin tenant "",
 	// have no limit.
 	MaxSandboxes func(ctx context.Context, tenant string) (int, error)
-	Logger       *slog.Logger
+	// Network gives sandboxes their network boundary; nil: loopback only,
+	// and rules that would let anything out are refused.
+	Network Network
+	Logger  *slog.Logger
 }
 
 // Manager runs sandboxes. Its methods are safe for concurrent use.
@@ -238,6 +241,9 @@ func (m *Manager) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 		return spec, fmt.Errorf("ttl and idle timeout must not be negative: %w", errdefs.ErrInvalidArgument)
 	}
 	if err := checkSizes(spec); err != nil {
+		return spec, err
+	}
+	if err := m.checkNetwork(spec.Network); err != nil {
 		return spec, err
 	}
 	for _, kv := range spec.Env {
@@ -471,7 +477,7 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 		},
 		Env:      append(buildEnv(img.Env, spec.Env), tokenEnv+"="+b.rec.Token),
 		Cwd:      "/",
-		Hostname: "sandbox-" + b.rec.ID,
+		Hostname: hostname(b.rec.ID),
 		Limits:   spec.Limits,
 	}
 	backend := m.cfg.Backends[spec.Backend]
@@ -480,6 +486,9 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 		bundle.Image = sandbox.BundleImage{Ref: spec.Image, Digest: img.Digest}
 		bundle.Executor = m.cfg.ExecutorPath
 	} else if err := m.localRoot(ctx, b, img, &bundle); err != nil {
+		return err
+	}
+	if err := m.attachNetwork(ctx, b, &bundle); err != nil {
 		return err
 	}
 	t3 := time.Now()

@@ -32,6 +32,11 @@ type Record struct {
 	// a read of /proc rather than a call to the runtime.
 	Pid      int    `json:"pid,omitempty"`
 	PidStart uint64 `json:"pid_start,omitempty"`
+	// Placeholders are the secret placeholders in the sandbox's
+	// environment (name → placeholder), kept across its starts; NetAddr
+	// its address on its network, as the boundary gave it.
+	Placeholders map[string]string `json:"placeholders,omitempty"`
+	NetAddr      string            `json:"net_addr,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }

@@ -63,6 +63,7 @@ func (m *Manager) releaseLocked(b *box) {
 	if err := rootfs.Unmount(rootfs.Layout{Dir: b.dir}); err != nil {
 		m.log.Warn("unmount failed", "sandbox", b.rec.ID, "err", err)
 	}
+	m.detachNetwork(b)
 }
 
 // stopLocked ends a sandbox's processes and records why. The disk is kept

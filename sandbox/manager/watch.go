@@ -86,6 +86,16 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 		m.cleanup(b, true)
 		return
 	}
+	// The boundary registers it again (same namespace, same rules): the
+	// proxy of this process has not seen it yet.
+	if m.cfg.Network != nil {
+		if _, err := m.cfg.Network.Attach(ctx, m.networkRequest(b)); err != nil {
+			log.Warn("network of a surviving sandbox could not be restored", "err", err)
+			m.stopLocked(b, sandbox.ReasonLost, "its network could not be restored after the service restarted: "+err.Error())
+			m.cleanup(b, true)
+			return
+		}
+	}
 	// Bounded: a sandbox that cut its own executor off (removed or
 	// replaced its socket) must not hold up the service's start.
 	wctx, cancel := context.WithTimeout(ctx, min(m.cfg.ReadyTimeout, recoverTimeout))
