@@ -448,6 +448,8 @@ func encodeEvent(ev any) (string, json.RawMessage, error) {
 		typ = runlog.EventFinished
 	case runlog.Artifact:
 		typ = runlog.EventArtifact
+	case runlog.Egress:
+		typ = runlog.EventEgress
 	case typedEvent:
 		t := ev.(typedEvent)
 		data, err := json.Marshal(t.data)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/tool"
@@ -204,4 +205,59 @@ func (s *state) intentTime(callID string) time.Time {
 		return t
 	}
 	return time.Now()
+}
+
+// egressLog is what a Sandboxes can read of a sandbox's egress log: its
+// entries after afterSeq, and the seq of the last one returned.
+type egressLog interface {
+	EgressSince(ctx context.Context, id string, afterSeq int64) (entries []egress.Entry, lastSeq int64, err error)
+}
+
+// maxEgressEntries is the most entries one egress event carries.
+const maxEgressEntries = 100
+
+// egressEvents are the events recording the connections the run's
+// sandboxes made (or were refused) since the last ones recorded: appended
+// after each call, so the log shows what a command reached out to. A log
+// that cannot be read costs the record, never the run.
+func (e *Engine) egressEvents(ctx context.Context, r *run) []any {
+	el, ok := e.cfg.Sandboxes.(egressLog)
+	if !ok {
+		return nil
+	}
+	var out []any
+	for _, name := range sortedKeys(r.st.sandboxes) {
+		id := r.st.sandboxes[name]
+		after := r.st.egressSeq[id]
+		entries, last, err := el.EgressSince(ctx, id, after)
+		if err != nil {
+			e.log.Warn("reading a sandbox's egress log", "run", r.id, "sandbox", id, "err", err)
+			continue
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		ev := runlog.Egress{Sandbox: name, ID: id, AfterSeq: after, LastSeq: last}
+		for _, en := range entries {
+			if !en.Allowed {
+				ev.Denied++
+			}
+		}
+		if len(entries) > maxEgressEntries {
+			ev.Omitted = len(entries) - maxEgressEntries
+			entries = entries[:maxEgressEntries]
+		}
+		ev.Entries = entries
+		out = append(out, ev)
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

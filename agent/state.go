@@ -31,6 +31,9 @@ type state struct {
 	results  map[string]runlog.ToolResult
 	// sandboxes maps a run's sandbox name to its current sandbox id.
 	sandboxes map[string]string
+	// egressSeq is, per sandbox id, the last entry of its egress log
+	// the run's events record.
+	egressSeq map[string]int64
 	waiting   *runlog.Waiting
 	answers   map[string]runlog.HumanAnswer
 	finished  *runlog.Finished
@@ -53,7 +56,7 @@ func (s *state) awaitingApproval() bool { return len(s.pendingApprovals()) > 0 }
 
 func newState(id string) *state {
 	return &state{id: id, intents: map[string]runlog.ToolCall{}, intentAt: map[string]time.Time{}, results: map[string]runlog.ToolResult{},
-		sandboxes: map[string]string{}, answers: map[string]runlog.HumanAnswer{},
+		sandboxes: map[string]string{}, egressSeq: map[string]int64{}, answers: map[string]runlog.HumanAnswer{},
 		asked: map[string]runlog.ApprovalRequested{}, approvals: map[string]runlog.ApprovalDecided{}, always: map[string]bool{}}
 }
 
@@ -112,6 +115,12 @@ func (s *state) apply(ev store.Event) error {
 			return bad(err)
 		}
 		delete(s.sandboxes, d.Name)
+	case runlog.EventEgress:
+		var d runlog.Egress
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.egressSeq[d.ID] = d.LastSeq
 	case runlog.EventWaiting:
 		var d runlog.Waiting
 		if err := json.Unmarshal(ev.Data, &d); err != nil {

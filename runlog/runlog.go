@@ -1,7 +1,7 @@
 // Package runlog is the vocabulary of a run's log: the spec that opens a
 // run, its statuses, and each event's type and payload, as the loop writes
 // them and the service, the CLI and other readers decode them. It imports
-// nothing of reins but the model vocabulary and errdefs.
+// nothing of reins but the model and egress vocabularies and errdefs.
 package runlog
 
 import (
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 )
@@ -236,7 +237,23 @@ const (
 	EventForked            = "forked"             // Forked: the first event after a fork's copied history
 	EventSandboxSuspended  = "sandbox_suspended"  // SandboxEvent: compute released while the run waits
 	EventSandboxResumed    = "sandbox_resumed"    // SandboxEvent: started again on the same files
+	EventEgress            = "egress"             // Egress: connections a run's sandbox made or was refused
 )
+
+// Egress records the connections one of a run's sandboxes made, or was
+// refused, since the last such event (its egress log's entries after
+// AfterSeq up to LastSeq), appended after the tool call in which they
+// happened. Omitted counts entries past the most an event carries; the
+// sandbox's egress log has them all.
+type Egress struct {
+	Sandbox  string         `json:"sandbox"` // the run's name for it
+	ID       string         `json:"id"`
+	AfterSeq int64          `json:"after_seq"`
+	LastSeq  int64          `json:"last_seq"`
+	Entries  []egress.Entry `json:"entries"`
+	Omitted  int            `json:"omitted,omitempty"`
+	Denied   int            `json:"denied,omitempty"` // of all, omitted ones included
+}
 
 // PolicyDecision records what the policy said of a call, and which rule.
 type PolicyDecision struct {
