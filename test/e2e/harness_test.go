@@ -69,6 +69,7 @@ type service struct {
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
 	extra   []string
+	env     []string // added to reins serve's environment
 }
 
 func requireSandboxes(t *testing.T) {
@@ -81,13 +82,20 @@ func requireSandboxes(t *testing.T) {
 // startService starts reins serve on a new data dir and a free port.
 func startService(t *testing.T, extra ...string) *service {
 	t.Helper()
+	return startServiceEnv(t, nil, extra...)
+}
+
+// startServiceEnv is startService with env added to the service's
+// environment.
+func startServiceEnv(t *testing.T, env []string, extra ...string) *service {
+	t.Helper()
 	requireSandboxes(t)
 	// Short data dir paths keep unix socket paths short.
 	dataDir, err := os.MkdirTemp("", "re2e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &service{t: t, dataDir: dataDir, addr: freeAddr(t), extra: extra}
+	s := &service{t: t, dataDir: dataDir, addr: freeAddr(t), extra: extra, env: env}
 	s.url = "http://" + s.addr
 	s.start()
 	t.Cleanup(func() {
@@ -118,6 +126,9 @@ func (s *service) start() {
 	s.t.Helper()
 	args := append([]string{"serve", "--data-dir", s.dataDir, "--addr", s.addr, "--check-interval", "200ms"}, s.extra...)
 	s.cmd = exec.Command(filepath.Join(binDir, "reins"), args...)
+	if s.env != nil {
+		s.cmd.Env = append(os.Environ(), s.env...)
+	}
 	s.log = &bytes.Buffer{}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	// Its own process group, like a service under a supervisor.
@@ -200,6 +211,17 @@ func (s *service) run(args ...string) result {
 
 func (s *service) runEnv(env []string, args ...string) result {
 	s.t.Helper()
+	return s.runIn(env, "", args...)
+}
+
+// runStdin runs the CLI with stdin as its input.
+func (s *service) runStdin(stdin string, args ...string) result {
+	s.t.Helper()
+	return s.runIn(nil, stdin, args...)
+}
+
+func (s *service) runIn(env []string, stdin string, args ...string) result {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "reins"), args...)
@@ -207,6 +229,9 @@ func (s *service) runEnv(env []string, args ...string) result {
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
