@@ -181,7 +181,7 @@ func setupRouter() error {
 		return err
 	}
 	if err := sysctls(map[string]string{
-		"ipv4/ip_forward":            "0",
+		"ipv4/ip_forward":             "0",
 		"ipv4/conf/all/rp_filter":     "1",
 		"ipv4/conf/default/rp_filter": "1",
 		"ipv4/conf/all/forwarding":    "0",

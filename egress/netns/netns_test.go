@@ -224,7 +224,6 @@ func TestFirewall(t *testing.T) {
 	}
 }
 
-
 func checkRecorded(t *testing.T, name string, rec *recorder, want []string) {
 	t.Helper()
 	eventually(func() bool { return len(rec.lines()) >= len(want) })
