@@ -16,6 +16,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 )
 
@@ -169,3 +170,47 @@ func CheckTenantName(name string) error {
 	}
 	return nil
 }
+
+// EgressRecord is one entry of a sandbox's egress log and its place in
+// it.
+type EgressRecord struct {
+	// Seq numbers a sandbox's entries from 1, in the order they were
+	// appended, without gaps (the oldest may have been dropped: see
+	// EgressLog).
+	Seq   int64        `json:"seq"`
+	Entry egress.Entry `json:"entry"`
+}
+
+// MaxEgressPerSandbox is how many entries of one sandbox's egress log an
+// EgressLog keeps: a sandbox decides how many connections it opens, and
+// must not fill the service's disk by opening them. 100 000 entries are
+// about 30 MB of SQLite.
+const MaxEgressPerSandbox = 100_000
+
+// EgressLog holds the egress logs of sandboxes: every connection (and
+// DNS query) the egress proxy allowed or denied. Entries belong to a
+// tenant, who alone (with the admin, "") reads them. Implementations pass
+// storetest.RunEgress.
+type EgressLog interface {
+	// AppendEgress stores entries, in one transaction, as tenant's: each
+	// goes at the end of its sandbox's log (entries of several sandboxes
+	// may come in one batch; Entry.Sandbox says whose each is, and an
+	// empty one is errdefs.ErrInvalidArgument, which writes nothing). A
+	// zero Time becomes now. In the same transaction a sandbox's log is
+	// cut to its newest MaxEgressPerSandbox entries (the implementation
+	// may be built with a smaller bound; never a larger one).
+	AppendEgress(ctx context.Context, tenant string, entries []egress.Entry) error
+	// ListEgress returns sandbox's entries with seq > afterSeq, oldest
+	// first, at most limit of them (0: a default of 1000). Tenant ""
+	// sees every sandbox's; a tenant sees only the entries it appended,
+	// and another tenant's sandbox has none (never an error: existence
+	// does not leak). Times come back in UTC, microsecond precision at
+	// least.
+	ListEgress(ctx context.Context, tenant, sandbox string, afterSeq int64, limit int) ([]EgressRecord, error)
+	// DeleteEgress removes a sandbox's whole log (when the sandbox is
+	// removed). Deleting a log that does not exist is not an error.
+	DeleteEgress(ctx context.Context, sandbox string) error
+}
+
+// DefaultEgressLimit is ListEgress's limit when none is given.
+const DefaultEgressLimit = 1000

@@ -55,6 +55,16 @@ CREATE INDEX tenant_tokens_by_tenant ON tenant_tokens (tenant);
 	`
 ALTER TABLE tenants ADD COLUMN policy TEXT NOT NULL DEFAULT '';
 `,
+	// 4: sandboxes' egress logs, each numbered from 1 (egress.go).
+	`
+CREATE TABLE egress (
+	sandbox TEXT    NOT NULL,
+	seq     INTEGER NOT NULL,
+	tenant  TEXT    NOT NULL,
+	entry   TEXT    NOT NULL, -- egress.Entry as JSON
+	PRIMARY KEY (sandbox, seq)
+) WITHOUT ROWID;
+`,
 }
 
 // schemaVersion is the version this code writes and reads.

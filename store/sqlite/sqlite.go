@@ -67,6 +67,10 @@ type Store struct {
 	loopDone  chan struct{} // closed when writeLoop returns
 	closeOnce sync.Once
 	closeErr  error
+
+	// egressKeep, when not 0, bounds each sandbox's egress log below
+	// store.MaxEgressPerSandbox (tests set it).
+	egressKeep int
 }
 
 // Open opens the store in the SQLite file at path, creating it and its

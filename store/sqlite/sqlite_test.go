@@ -255,3 +255,16 @@ func TestFilesArePrivate(t *testing.T) {
 	}
 	check("reopened world-readable database")
 }
+
+func TestEgressConformance(t *testing.T) {
+	storetest.RunEgress(t, func(t *testing.T, keep int) store.EgressLog {
+		s := open(t, filepath.Join(t.TempDir(), "reins.db"))
+		s.SetEgressKeep(keep)
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	})
+}

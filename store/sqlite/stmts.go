@@ -13,8 +13,9 @@ type stmts struct {
 	// finds them already prepared on the one writer connection.
 	lastSeq, insertEvent, updateRun, insertRun *sql.Stmt
 	savepoint, rollbackTo, release             *sql.Stmt
+	lastEgress, insertEgress, trimEgress       *sql.Stmt
 	// On the readers.
-	getRun, getTenantRun, events, runExists *sql.Stmt
+	getRun, getTenantRun, events, runExists, listEgress *sql.Stmt
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -36,17 +37,24 @@ func (s *Store) prepare(ctx context.Context) error {
 		rollbackTo: p(s.w, `ROLLBACK TO w`),
 		release:    p(s.w, `RELEASE w`),
 
+		lastEgress:   p(s.w, `SELECT coalesce(max(seq), 0) FROM egress WHERE sandbox = ?`),
+		insertEgress: p(s.w, `INSERT INTO egress (sandbox, seq, tenant, entry) VALUES (?, ?, ?, ?)`),
+		trimEgress:   p(s.w, `DELETE FROM egress WHERE sandbox = ? AND seq <= ?`),
+
 		getRun:       p(s.r, `SELECT `+runColumns+` FROM runs WHERE id = ?`),
 		getTenantRun: p(s.r, `SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant = ?`),
 		events:       p(s.r, `SELECT seq, type, time, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`),
 		runExists:    p(s.r, `SELECT 1 FROM runs WHERE id = ?`),
+		listEgress: p(s.r, `SELECT seq, entry FROM egress WHERE sandbox = ? AND seq > ? AND (? = '' OR tenant = ?)
+			ORDER BY seq LIMIT ?`),
 	}
 	return errors.Join(errs...)
 }
 
 func (st *stmts) close() {
 	for _, s := range []*sql.Stmt{st.lastSeq, st.insertEvent, st.updateRun, st.insertRun,
-		st.savepoint, st.rollbackTo, st.release, st.getRun, st.getTenantRun, st.events, st.runExists} {
+		st.savepoint, st.rollbackTo, st.release, st.lastEgress, st.insertEgress, st.trimEgress,
+		st.getRun, st.getTenantRun, st.events, st.runExists, st.listEgress} {
 		if s != nil {
 			s.Close()
 		}
