@@ -18,6 +18,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reinsdev/reins/agent"
+	"github.com/reinsdev/reins/egress"
+	"github.com/reinsdev/reins/egress/boundary"
+	"github.com/reinsdev/reins/egress/egresslog"
 	"github.com/reinsdev/reins/image"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/gvisor"
@@ -45,6 +48,8 @@ type serveConfig struct {
 	ConfigFile     string
 	TenantQuota    store.Quota
 	ReleaseAfter   time.Duration
+	EgressResolve  []string // NAME=IP
+	EgressDNS      string
 }
 
 func serveCmd() *cobra.Command {
@@ -95,6 +100,8 @@ are read from this process's environment:
 	f.Var(&maxDisk, "tenant-max-disk", "largest disk a tenant's sandbox may ask for (disks are sparse: the host's free space is not checked)")
 	f.Int64Var(&cfg.TenantMax.Pids, "tenant-max-pids", 32768, "most processes a tenant's sandbox may ask for")
 	f.IntVar(&cfg.TenantQuota.Sandboxes, "tenant-max-sandboxes", 10, "sandboxes (not stopped) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
+	f.StringArrayVar(&cfg.EgressResolve, "egress-resolve", nil, "NAME=IP: the egress proxy resolves NAME to IP without DNS, and trusts it (the address may be private); repeat for more names or addresses (split-horizon DNS, tests)")
+	f.StringVar(&cfg.EgressDNS, "egress-dns", "", "HOST:PORT of the DNS server the egress proxy asks for allowed names (default: this host's resolver)")
 	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
 	return c
 }
@@ -148,6 +155,27 @@ func serve(cfg serveConfig) error {
 	}
 	defer st.Close()
 	tenants := &server.Tenants{Store: st, Defaults: cfg.TenantQuota}
+	// The API's listener first: the proxy must know the service's own
+	// address to refuse it, and a taken port fails before anything runs.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
+	}
+	defer ln.Close()
+	overrides, err := parseResolve(cfg.EgressResolve)
+	if err != nil {
+		return err
+	}
+	egressLog := egresslog.New(st, log)
+	defer egressLog.Close()
+	bnd, err := boundary.New(boundary.Config{
+		Dir: filepath.Join(cfg.DataDir, "net"), Overrides: overrides, Resolver: resolverAt(cfg.EgressDNS),
+		Forbidden: ownAddrs(ln.Addr()), Log: egressLog.Add, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer bnd.Close()
 	m, err := manager.New(manager.Config{
 		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
 		ExecutorPath:   cfg.ExecutorPath,
@@ -159,7 +187,13 @@ func serve(cfg serveConfig) error {
 		CheckInterval:  cfg.CheckInterval,
 		AnswerTimeout:  cfg.AnswerTimeout,
 		MaxSandboxes:   tenants.MaxSandboxes,
-		Logger:         log,
+		Network:        bnd,
+		Removed: func(id string) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			egressLog.Delete(ctx, id)
+		},
+		Logger: log,
 	})
 	if err != nil {
 		return err
@@ -186,7 +220,9 @@ func serve(cfg serveConfig) error {
 		Sandboxes: manager.Runs{M: m, TenantOf: func(ctx context.Context, runID string) (string, error) {
 			run, err := st.GetRun(ctx, "", runID)
 			return run.Tenant, err
-		}},
+		}, NetworkOf: func(ctx context.Context, runID string) (egress.Rules, error) {
+			return runNetwork(ctx, st, runID)
+		}, Egress: egressLog.Since},
 	})
 	if err != nil {
 		return err
@@ -198,10 +234,6 @@ func serve(cfg serveConfig) error {
 	go engine.Janitor(ctx)
 	defer engine.Close()
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
-	}
 	srv := &http.Server{
 		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,

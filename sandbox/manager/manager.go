@@ -91,6 +91,9 @@ type Config struct {
 	// Network gives sandboxes their network boundary; nil: loopback only,
 	// and rules that would let anything out are refused.
 	Network Network
+	// Removed is told of each sandbox whose record is gone (rm, or a
+	// stopped one forgotten), so what is kept of it elsewhere goes too.
+	Removed func(id string)
 	Logger  *slog.Logger
 }
 
@@ -727,8 +730,15 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	m.mu.Lock()
 	delete(m.boxes, id)
 	m.mu.Unlock()
+	m.removed(id)
 	m.log.Info("sandbox removed", "sandbox", id)
 	return nil
+}
+
+func (m *Manager) removed(id string) {
+	if m.cfg.Removed != nil {
+		m.cfg.Removed(id)
+	}
 }
 
 // cleanup removes a stopped sandbox's files. With keepRecord, the record

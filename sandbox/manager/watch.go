@@ -278,6 +278,7 @@ func (m *Manager) forget(b *box) {
 	m.mu.Lock()
 	delete(m.boxes, b.rec.ID)
 	m.mu.Unlock()
+	m.removed(b.rec.ID)
 }
 
 // pidAlive reports whether pid still runs and is the process that started
