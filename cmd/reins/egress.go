@@ -72,4 +72,3 @@ func runNetwork(ctx context.Context, st store.Store, runID string) (egress.Rules
 	}
 	return d.Spec.Network, nil
 }
-

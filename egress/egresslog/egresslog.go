@@ -39,7 +39,7 @@ type Log struct {
 
 	mu      sync.Mutex
 	lost    map[string]lostCount // sandbox → entries dropped, not yet told
-	changed chan struct{}         // closed and replaced at each write
+	changed chan struct{}        // closed and replaced at each write
 	flushes chan chan struct{}
 
 	done chan struct{}

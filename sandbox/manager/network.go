@@ -139,4 +139,3 @@ func mergeEnv(env, extra []string) []string {
 	})
 	return append(out, extra...)
 }
-
