@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 )
@@ -56,6 +57,10 @@ type Spec struct {
 	// Script is the JSON of a script: model, sent inline (the CLI reads
 	// the file Model names); Model's name then only labels it.
 	Script string `json:"script,omitempty"`
+	// Network is the rules of every sandbox the run creates (the zero
+	// value: egress mode, nothing allowed); a sandbox it attaches to
+	// keeps its own. The API normalizes them before the run starts.
+	Network egress.Rules `json:"network,omitzero"`
 }
 
 // Duration is a time.Duration that reads and writes as "30s" in JSON.
