@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,7 +19,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reinsdev/reins/agent"
+	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
@@ -186,6 +189,16 @@ func serve(cfg serveConfig) error {
 		Sandboxes: manager.Runs{M: m, TenantOf: func(ctx context.Context, runID string) (string, error) {
 			run, err := st.GetRun(ctx, "", runID)
 			return run.Tenant, err
+		}, NetworkOf: func(ctx context.Context, runID string) (egress.Rules, error) {
+			run, err := st.GetRun(ctx, "", runID)
+			if err != nil {
+				return egress.Rules{}, err
+			}
+			var spec runlog.Spec
+			if err := json.Unmarshal(run.Spec, &spec); err != nil {
+				return egress.Rules{}, fmt.Errorf("run %s: its spec does not read: %w", runID, err)
+			}
+			return spec.Network, nil
 		}},
 	})
 	if err != nil {

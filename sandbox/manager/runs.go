@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/sandbox"
@@ -30,6 +31,10 @@ type Runs struct {
 	// TenantOf names the tenant of a run, who owns the run's sandboxes
 	// and whose quota they count against. Nil: the admin owns them.
 	TenantOf func(ctx context.Context, runID string) (string, error)
+	// NetworkOf gives the network rules of a run's sandboxes (its spec's,
+	// which the API normalized). Nil: the zero rules (egress mode,
+	// nothing allowed), or Spec's.
+	NetworkOf func(ctx context.Context, runID string) (egress.Rules, error)
 }
 
 func (r Runs) tenant(ctx context.Context, runID string) (string, error) {
@@ -39,11 +44,34 @@ func (r Runs) tenant(ctx context.Context, runID string) (string, error) {
 	return r.TenantOf(ctx, runID)
 }
 
-func (r Runs) spec(runID, name, image string) sandbox.Spec {
+func (r Runs) spec(ctx context.Context, runID, name, image string) (sandbox.Spec, error) {
 	s := r.Spec
 	s.Image = image
 	s.Labels = map[string]string{LabelRun: runID, LabelSandbox: name}
-	return s
+	if r.NetworkOf != nil {
+		n, err := r.NetworkOf(ctx, runID)
+		if err != nil {
+			return s, fmt.Errorf("the network rules of run %s: %w", runID, err)
+		}
+		s.Network = n
+	}
+	return s, nil
+}
+
+// replaceSpec is the spec of the sandbox that replaces oldID.
+func (r Runs) replaceSpec(ctx context.Context, runID, name, image, oldID string) (sandbox.Spec, error) {
+	spec, err := r.spec(ctx, runID, name, image)
+	if err != nil {
+		return spec, err
+	}
+	if old, err := r.M.Get(ctx, "", oldID); err == nil {
+		// Same image, limits, backend and network rules as the one it
+		// replaces (an attached sandbox's spec is only known this way,
+		// and rules changed while it ran are its latest).
+		spec.Image, spec.Backend, spec.Limits, spec.Env, spec.Workdir = old.Spec.Image, old.Spec.Backend, old.Spec.Limits, old.Spec.Env, old.Spec.Workdir
+		spec.Network = old.Spec.Network
+	}
+	return spec, nil
 }
 
 // Create makes run's sandbox called name.
@@ -52,7 +80,11 @@ func (r Runs) Create(ctx context.Context, runID, name, image string) (string, er
 	if err != nil {
 		return "", err
 	}
-	rec, err := r.M.Create(ctx, tenant, r.spec(runID, name, image), nil)
+	spec, err := r.spec(ctx, runID, name, image)
+	if err != nil {
+		return "", err
+	}
+	rec, err := r.M.Create(ctx, tenant, spec, nil)
 	if err != nil {
 		return "", err
 	}
@@ -108,11 +140,9 @@ func (r Runs) Replace(ctx context.Context, runID, name, image, oldID string) (st
 	if err != nil {
 		return "", false, err
 	}
-	spec := r.spec(runID, name, image)
-	if old, err := r.M.Get(ctx, "", oldID); err == nil {
-		// Same image, limits and backend as the one it replaces (an
-		// attached sandbox's spec is only known this way).
-		spec.Image, spec.Backend, spec.Limits, spec.Env, spec.Workdir = old.Spec.Image, old.Spec.Backend, old.Spec.Limits, old.Spec.Env, old.Spec.Workdir
+	spec, err := r.replaceSpec(ctx, runID, name, image, oldID)
+	if err != nil {
+		return "", false, err
 	}
 	rec, restored, err := r.M.CreateFrom(ctx, tenant, spec, oldID)
 	if err != nil {
