@@ -54,10 +54,10 @@ command; a script FILE is read by this command and sent to the service.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			spec.Task = strings.Join(args, " ")
 			var err error
-			if spec.Model, spec.Script, err = modelArg(spec.Model); err != nil {
+			if spec.Network, err = network.spec(); err != nil {
 				return err
 			}
-			if spec.Network, err = network.spec(); err != nil {
+			if spec.Model, spec.Script, err = modelArg(spec.Model); err != nil {
 				return err
 			}
 			if policyFile != "" {
