@@ -29,6 +29,12 @@ func (c *Client) EgressLog(ctx context.Context, id string, afterSeq int64, follo
 	if err != nil {
 		return c.wrap(err)
 	}
+	return receive(c, stream, fn)
+}
+
+// receive calls fn with each message of a server stream until it ends
+// (its error, wrapped) or fn fails (fn's error).
+func receive[T any](c *Client, stream *connect.ServerStreamForClient[T], fn func(*T) error) error {
 	defer stream.Close()
 	for stream.Receive() {
 		if err := fn(stream.Msg()); err != nil {

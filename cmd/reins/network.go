@@ -52,18 +52,14 @@ func (n *networkFlags) rules() (egress.Rules, error) {
 			return r, usageError{fmt.Errorf("--network: %w", err)}
 		}
 	}
-	if r.AllowHosts, err = parseHosts("--allow-host", n.allow); err != nil {
-		return r, err
+	if r.AllowHosts, err = wire.HostRulesFromProto(nonEmpty(n.allow)); err != nil {
+		return r, usageError{fmt.Errorf("--allow-host: %w", err)}
 	}
-	if r.DenyHosts, err = parseHosts("--deny-host", n.deny); err != nil {
-		return r, err
+	if r.DenyHosts, err = wire.HostRulesFromProto(nonEmpty(n.deny)); err != nil {
+		return r, usageError{fmt.Errorf("--deny-host: %w", err)}
 	}
-	for _, c := range nonEmpty(n.cidrs) {
-		p, err := egress.ParseCIDR(c)
-		if err != nil {
-			return r, usageError{fmt.Errorf("--allow-cidr: %w", err)}
-		}
-		r.AllowCIDRs = append(r.AllowCIDRs, p)
+	if r.AllowCIDRs, err = wire.CIDRsFromProto(nonEmpty(n.cidrs)); err != nil {
+		return r, usageError{fmt.Errorf("--allow-cidr: %w", err)}
 	}
 	for _, s := range n.secrets {
 		ref, err := egress.ParseSecretRef(s)
@@ -78,18 +74,6 @@ func (n *networkFlags) rules() (egress.Rules, error) {
 		return r, usageError{err}
 	}
 	return r, nil
-}
-
-func parseHosts(flag string, hosts []string) ([]egress.HostRule, error) {
-	var out []egress.HostRule
-	for _, h := range nonEmpty(hosts) {
-		r, err := egress.ParseHostRule(h)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("%s: %w", flag, err)}
-		}
-		out = append(out, r)
-	}
-	return out, nil
 }
 
 // nonEmpty drops empty values: --deny-host "" names the list and empties

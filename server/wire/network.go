@@ -82,26 +82,23 @@ func NetworkFromProto(p *reinsv1.Network) (egress.Rules, error) {
 
 // HostRulesFromProto parses host rules (HOST or HOST:PORT).
 func HostRulesFromProto(hosts []string) ([]egress.HostRule, error) {
-	var out []egress.HostRule
-	for _, h := range hosts {
-		r, err := egress.ParseHostRule(h)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return parseAll(hosts, egress.ParseHostRule)
 }
 
 // CIDRsFromProto parses prefixes (or single addresses).
 func CIDRsFromProto(cidrs []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, c := range cidrs {
-		p, err := egress.ParseCIDR(c)
+	return parseAll(cidrs, egress.ParseCIDR)
+}
+
+// parseAll parses each of items, stopping at the first error.
+func parseAll[T any](items []string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, s := range items {
+		v, err := parse(s)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, p)
+		out = append(out, v)
 	}
 	return out, nil
 }
