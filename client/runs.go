@@ -54,13 +54,7 @@ func (c *Client) RunEvents(ctx context.Context, id string, afterSeq int64, follo
 	if err != nil {
 		return c.wrap(err)
 	}
-	defer stream.Close()
-	for stream.Receive() {
-		if err := fn(stream.Msg()); err != nil {
-			return err
-		}
-	}
-	return c.wrap(stream.Err())
+	return receive(c, stream, fn)
 }
 
 // CancelRun ends a run now.

@@ -32,7 +32,13 @@ type Runs struct {
 var _ reinsv1connect.RunServiceHandler = (*Runs)(nil)
 
 func (r *Runs) Start(ctx context.Context, req *connect.Request[reinsv1.StartRunRequest]) (*connect.Response[reinsv1.StartRunResponse], error) {
-	spec := wire.SpecFromProto(req.Msg.Spec)
+	spec, err := wire.SpecFromProto(req.Msg.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Network, err = normalizeNetwork(ctx, spec.Network); err != nil {
+		return nil, err
+	}
 	if err := agent.CheckModelName(spec.Model); err != nil {
 		return nil, err
 	}

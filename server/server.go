@@ -39,6 +39,10 @@ type Server struct {
 	version string
 	// downloads bounds the downloads served at once per sandbox.
 	downloads downloadSlots
+	// networks and egress, when set, serve UpdateNetwork and EgressLog
+	// (network.go).
+	networks Networks
+	egress   EgressLogs
 }
 
 // WithVersion names the service's build in Version's answer.
@@ -152,6 +156,9 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 	if err != nil {
 		return err
 	}
+	if spec.Network, err = normalizeNetwork(ctx, spec.Network); err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	if err := CheckImage(tenant(ctx), spec.Image); err != nil {
 		return err
@@ -202,13 +209,18 @@ func (s *Server) Delete(ctx context.Context, req *connect.Request[reinsv1.Delete
 	return connect.NewResponse(&reinsv1.DeleteSandboxResponse{}), nil
 }
 
-// SpecFromProto converts and checks a wire spec.
+// SpecFromProto converts and checks a wire spec. Its network rules are
+// parsed, not normalized (normalizeNetwork, which knows the caller).
 func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
 	if p == nil {
 		p = &reinsv1.SandboxSpec{}
 	}
 	if p.Cpus < 0 || p.MemoryBytes < 0 || p.Pids < 0 || p.DiskBytes < 0 || p.TtlMs < 0 || p.IdleTimeoutMs < 0 {
 		return sandbox.Spec{}, fmt.Errorf("limits, ttl and idle timeout must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	network, err := wire.NetworkFromProto(p.Network)
+	if err != nil {
+		return sandbox.Spec{}, err
 	}
 	return sandbox.Spec{
 		Image:   p.Image,
@@ -221,6 +233,7 @@ func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
 		Env:         p.Env,
 		Labels:      p.Labels,
 		Workdir:     p.Workdir,
+		Network:     network,
 	}, nil
 }
 
@@ -256,6 +269,7 @@ func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 			Pids: r.Spec.Limits.Pids, DiskBytes: r.Spec.Limits.DiskBytes,
 			TtlMs: r.Spec.TTL.Milliseconds(), IdleTimeoutMs: r.Spec.IdleTimeout.Milliseconds(),
 			Env: r.Spec.Env, Labels: r.Spec.Labels, Workdir: r.Spec.Workdir,
+			Network: wire.Network(r.Spec.Network),
 		},
 		State:           wire.SandboxState(r.State),
 		Reason:          wire.SandboxReason(r.Reason),

@@ -44,9 +44,11 @@ const adminToken = "reins_admin-token-of-this-test"
 // root, no images), so the sandboxes a test needs are stopped ones,
 // recovered from records: seeded maps an id to its tenant.
 type env struct {
-	url string
-	st  *sqlite.Store
-	t   *testing.T
+	url    string
+	st     *sqlite.Store
+	t      *testing.T
+	nets   *fakeNetworks
+	egress *fakeEgress
 }
 
 // openStores opens a SQLite store and a blob store in dir, closed when
@@ -67,6 +69,22 @@ func openStores(t *testing.T, dir string) (*sqlite.Store, *blob.Store) {
 
 func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 	t.Helper()
+	var seeds []seed
+	for id, tenant := range seeded {
+		seeds = append(seeds, seed{id: id, tenant: tenant})
+	}
+	return newEnvSeeds(t, defaults, seeds)
+}
+
+// seed is a stopped sandbox recovered from its record; a zero spec is a
+// busybox on the fake backend.
+type seed struct {
+	id, tenant string
+	spec       sandbox.Spec
+}
+
+func newEnvSeeds(t *testing.T, defaults store.Quota, seeds []seed) *env {
+	t.Helper()
 	dir := t.TempDir()
 	st, blobs := openStores(t, dir)
 	tenants := &server.Tenants{Store: st, Defaults: defaults}
@@ -74,9 +92,11 @@ func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 	exe := filepath.Join(dir, "reins-executor")
 	os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755)
 	sbDir := filepath.Join(dir, "sandboxes")
-	for id, tenant := range seeded {
-		rec, _ := json.Marshal(manager.Record{Version: 1, Info: sandbox.Info{ID: id, Tenant: tenant, State: sandbox.StateStopped,
-			Reason: sandbox.ReasonExited, Message: "it ended", Spec: sandbox.Spec{Backend: "fake", Image: "busybox"}, CreatedAt: time.Now()}})
+	for _, sd := range seeds {
+		id, spec := sd.id, sd.spec
+		spec.Backend, spec.Image = "fake", "busybox"
+		rec, _ := json.Marshal(manager.Record{Version: 1, Info: sandbox.Info{ID: id, Tenant: sd.tenant, State: sandbox.StateStopped,
+			Reason: sandbox.ReasonExited, Message: "it ended", Spec: spec, CreatedAt: time.Now()}})
 		os.MkdirAll(filepath.Join(sbDir, id), 0o700)
 		if err := os.WriteFile(filepath.Join(sbDir, id, "sandbox.json"), rec, 0o600); err != nil {
 			t.Fatal(err)
@@ -105,14 +125,16 @@ func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 	}
 	t.Cleanup(eng.Close)
 
+	nets, eg := &fakeNetworks{m: m}, newFakeEgress(st)
 	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
-		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).Handler())
+		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).
+		WithNetworks(nets).WithEgressLogs(eg).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{url: srv.URL, st: st, t: t}
+	return &env{url: srv.URL, st: st, t: t, nets: nets, egress: eg}
 }
 
 type noImages struct{}
@@ -456,6 +478,13 @@ func TestIsolation(t *testing.T) {
 	sbCalls := map[string]func(id string) error{
 		"Get":    func(id string) error { _, err := beta.Get(ctx, id); return err },
 		"Delete": func(id string) error { return beta.Delete(ctx, id) },
+		"UpdateNetwork": func(id string) error {
+			_, err := beta.UpdateNetwork(ctx, &reinsv1.UpdateNetworkRequest{Id: id, AllowHosts: &reinsv1.StringList{Items: []string{"x.example.com"}}})
+			return err
+		},
+		"EgressLog": func(id string) error {
+			return beta.EgressLog(ctx, id, 0, false, func(*reinsv1.EgressLogEntry) error { return errors.New("an entry of another tenant's") })
+		},
 		"Create": nil, "List": nil, // below; Create has no id
 		"Version": nil, // below; it names no tenant's things
 	}

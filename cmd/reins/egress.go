@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 
 	"github.com/reinsdev/reins/egress"
-	"github.com/reinsdev/reins/runlog"
-	"github.com/reinsdev/reins/store"
 )
 
 // parseResolve reads serve --egress-resolve NAME=IP flags.
@@ -58,17 +55,4 @@ func ownAddrs(a net.Addr) []netip.AddrPort {
 		}
 	}
 	return out
-}
-
-// runNetwork reads the network rules of a run's sandboxes from its spec.
-func runNetwork(ctx context.Context, st store.Store, runID string) (egress.Rules, error) {
-	evs, err := st.Events(ctx, runID, 0, 1)
-	if err != nil || len(evs) == 0 {
-		return egress.Rules{}, err
-	}
-	var d runlog.RunCreated
-	if err := json.Unmarshal(evs[0].Data, &d); err != nil {
-		return egress.Rules{}, err
-	}
-	return d.Spec.Network, nil
 }

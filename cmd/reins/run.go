@@ -38,6 +38,7 @@ func runCmd() *cobra.Command {
 		timeout    time.Duration
 		detach     bool
 		asJSON     bool
+		network    *networkFlags
 	)
 	c := &cobra.Command{
 		Use:   "run [flags] TASK",
@@ -53,6 +54,9 @@ command; a script FILE is read by this command and sent to the service.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			spec.Task = strings.Join(args, " ")
 			var err error
+			if spec.Network, err = network.spec(); err != nil {
+				return err
+			}
 			if spec.Model, spec.Script, err = modelArg(spec.Model); err != nil {
 				return err
 			}
@@ -118,6 +122,7 @@ command; a script FILE is read by this command and sent to the service.`,
 	f.DurationVar(&timeout, "timeout", 0, "most wall time (default 1h)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the run id and return at once")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object at the end (with --detach: the id)")
+	network = addNetworkFlags(f, true)
 	return c
 }
 
@@ -505,6 +510,7 @@ func runsShowCmd() *cobra.Command {
 			for name, sb := range r.Sandboxes {
 				fmt.Fprintf(w, "sandbox\t%s = %s (%s)\n", name, sb, r.Spec.Sandboxes[name])
 			}
+			printNetwork(w, r.Spec.GetNetwork())
 			if r.Reason != "" {
 				fmt.Fprintf(w, "reason\t%s\n", r.Reason)
 			}

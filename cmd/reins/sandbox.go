@@ -31,7 +31,8 @@ func sandboxCmd() *cobra.Command {
 		Aliases: []string{"sb"},
 		Short:   "Create, use and remove sandboxes",
 	}
-	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), rmCmd())
+	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), rmCmd(),
+		networkCmd(), egressCmd())
 	return group(c)
 }
 
@@ -88,6 +89,7 @@ func createCmd() *cobra.Command {
 		ttl, idle   time.Duration
 		env, labels kvFlag
 		asJSON      bool
+		network     *networkFlags
 	)
 	c := &cobra.Command{
 		Use:   "create",
@@ -97,11 +99,21 @@ func createCmd() *cobra.Command {
 Defaults: image busybox, backend gvisor, 1 CPU, 1 GiB memory, 4096 pids,
 4 GiB disk, no TTL, no idle timeout. A TTL or idle timeout that runs out
 deletes the sandbox; ls then shows it stopped with reason ttl_expired or
-idle_timeout.`,
+idle_timeout.
+
+Network: by default a sandbox may reach nothing (egress mode with an
+empty allowlist); --allow-host names what it may reach, through the
+service's egress proxy, and every connection is logged (reins sandbox
+egress ID). --network none leaves it loopback only; --network open lets
+it reach any public host, still through the proxy and logged.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if ttl < 0 || idle < 0 {
 				return usageError{errors.New("--ttl and --idle-timeout must not be negative")}
+			}
+			var err error
+			if spec.Network, err = network.spec(); err != nil {
+				return err
 			}
 			cl, err := client.FromEnv()
 			if err != nil {
@@ -138,6 +150,7 @@ idle_timeout.`,
 	f.Var(&labels, "label", "label K=V (repeatable)")
 	f.StringVar(&spec.Workdir, "workdir", "", "working directory of commands (default the image's, or /workspace)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
+	network = addNetworkFlags(f, true)
 	return c
 }
 
@@ -223,6 +236,7 @@ func showCmd() *cobra.Command {
 			if sb.OomKills > 0 {
 				fmt.Fprintf(w, "oom kills\t%d\n", sb.OomKills)
 			}
+			printNetwork(w, s.GetNetwork())
 			return w.Flush()
 		},
 	}

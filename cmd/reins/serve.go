@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/reinsdev/reins/egress/boundary"
 	"github.com/reinsdev/reins/egress/egresslog"
 	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
@@ -221,7 +223,15 @@ func serve(cfg serveConfig) error {
 			run, err := st.GetRun(ctx, "", runID)
 			return run.Tenant, err
 		}, NetworkOf: func(ctx context.Context, runID string) (egress.Rules, error) {
-			return runNetwork(ctx, st, runID)
+			run, err := st.GetRun(ctx, "", runID)
+			if err != nil {
+				return egress.Rules{}, err
+			}
+			var spec runlog.Spec
+			if err := json.Unmarshal(run.Spec, &spec); err != nil {
+				return egress.Rules{}, fmt.Errorf("run %s: its spec does not read: %w", runID, err)
+			}
+			return spec.Network, nil
 		}, Egress: egressLog.Since},
 	})
 	if err != nil {
@@ -235,7 +245,8 @@ func serve(cfg serveConfig) error {
 	defer engine.Close()
 
 	srv := &http.Server{
-		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithRuns(&server.Runs{
+		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).
+			WithNetworks(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/egress"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/store"
 )
 
@@ -39,6 +40,7 @@ type Log struct {
 
 	mu      sync.Mutex
 	lost    map[string]lostCount // sandbox → entries dropped, not yet told
+	gone    map[string]bool      // sandboxes removed (Delete), for Wait
 	changed chan struct{}        // closed and replaced at each write
 	flushes chan chan struct{}
 
@@ -56,7 +58,7 @@ func New(st store.EgressLog, logger *slog.Logger) *Log {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	l := &Log{st: st, log: logger, q: make(chan queued, queueSize), lost: map[string]lostCount{},
+	l := &Log{st: st, log: logger, q: make(chan queued, queueSize), lost: map[string]lostCount{}, gone: map[string]bool{},
 		changed: make(chan struct{}), flushes: make(chan chan struct{}), done: make(chan struct{})}
 	l.wg.Add(1)
 	go l.write()
@@ -185,13 +187,17 @@ func (l *Log) Egress(ctx context.Context, tenant, sandbox string, afterSeq int64
 	return l.st.ListEgress(ctx, tenant, sandbox, afterSeq, limit)
 }
 
-// Wait returns when an entry of sandbox past afterSeq may exist, or when
-// ctx ends.
+// Wait returns nil when an entry of sandbox past afterSeq exists,
+// errdefs.ErrNotFound once the sandbox is removed (Delete), or ctx's
+// error.
 func (l *Log) Wait(ctx context.Context, sandbox string, afterSeq int64) error {
 	for {
 		l.mu.Lock()
-		ch := l.changed
+		ch, gone := l.changed, l.gone[sandbox]
 		l.mu.Unlock()
+		if gone {
+			return fmt.Errorf("sandbox %s was removed: %w", sandbox, errdefs.ErrNotFound)
+		}
 		recs, err := l.st.ListEgress(ctx, "", sandbox, afterSeq, 1)
 		if err != nil || len(recs) > 0 {
 			return err
@@ -223,8 +229,19 @@ func (l *Log) Delete(ctx context.Context, sandbox string) error {
 	if err := l.Flush(ctx); err != nil {
 		return err
 	}
+	l.mu.Lock()
+	if len(l.gone) >= maxGone {
+		clear(l.gone) // a follower of a long-removed sandbox then waits on its ctx
+	}
+	l.gone[sandbox] = true
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
 	return l.st.DeleteEgress(ctx, sandbox)
 }
+
+// maxGone bounds the memory of removed sandboxes.
+const maxGone = 10000
 
 // Close stores what is queued and stops.
 func (l *Log) Close() {

@@ -2,6 +2,7 @@ package egresslog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/reinsdev/reins/egress"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/sqlite"
 )
@@ -61,6 +63,9 @@ func TestLog(t *testing.T) {
 	}
 	if got, _, _ := l.Since(ctx, "sb1", 0); len(got) != 0 {
 		t.Errorf("%d entries after Delete", len(got))
+	}
+	if err := l.Wait(ctx, "sb1", 1000); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Wait on a removed sandbox: %v", err)
 	}
 }
 

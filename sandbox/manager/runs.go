@@ -31,8 +31,9 @@ type Runs struct {
 	// TenantOf names the tenant of a run, who owns the run's sandboxes
 	// and whose quota they count against. Nil: the admin owns them.
 	TenantOf func(ctx context.Context, runID string) (string, error)
-	// NetworkOf gives the network rules of a run's sandboxes (nil: the
-	// Spec's).
+	// NetworkOf gives the network rules of a run's sandboxes (its spec's,
+	// which the API normalized). Nil: the zero rules (egress mode,
+	// nothing allowed), or Spec's.
 	NetworkOf func(ctx context.Context, runID string) (egress.Rules, error)
 	// Egress reads a sandbox's egress log after a seq (nil: the run's
 	// events record no connections).
@@ -62,11 +63,27 @@ func (r Runs) spec(ctx context.Context, runID, name, image string) (sandbox.Spec
 	if r.NetworkOf != nil {
 		n, err := r.NetworkOf(ctx, runID)
 		if err != nil {
-			return s, err
+			return s, fmt.Errorf("the network rules of run %s: %w", runID, err)
 		}
 		s.Network = n
 	}
 	return s, nil
+}
+
+// replaceSpec is the spec of the sandbox that replaces oldID.
+func (r Runs) replaceSpec(ctx context.Context, runID, name, image, oldID string) (sandbox.Spec, error) {
+	spec, err := r.spec(ctx, runID, name, image)
+	if err != nil {
+		return spec, err
+	}
+	if old, err := r.M.Get(ctx, "", oldID); err == nil {
+		// Same image, limits, backend and network rules as the one it
+		// replaces (an attached sandbox's spec is only known this way,
+		// and rules changed while it ran are its latest).
+		spec.Image, spec.Backend, spec.Limits, spec.Env, spec.Workdir = old.Spec.Image, old.Spec.Backend, old.Spec.Limits, old.Spec.Env, old.Spec.Workdir
+		spec.Network = old.Spec.Network
+	}
+	return spec, nil
 }
 
 // Create makes run's sandbox called name.
@@ -135,15 +152,9 @@ func (r Runs) Replace(ctx context.Context, runID, name, image, oldID string) (st
 	if err != nil {
 		return "", false, err
 	}
-	spec, err := r.spec(ctx, runID, name, image)
+	spec, err := r.replaceSpec(ctx, runID, name, image, oldID)
 	if err != nil {
 		return "", false, err
-	}
-	if old, err := r.M.Get(ctx, "", oldID); err == nil {
-		// Same image, limits, backend and network as the one it
-		// replaces (an attached sandbox's spec is only known this way).
-		spec.Image, spec.Backend, spec.Limits, spec.Env, spec.Workdir = old.Spec.Image, old.Spec.Backend, old.Spec.Limits, old.Spec.Env, old.Spec.Workdir
-		spec.Network = old.Spec.Network
 	}
 	rec, restored, err := r.M.CreateFrom(ctx, tenant, spec, oldID)
 	if err != nil {

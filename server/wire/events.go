@@ -113,7 +113,11 @@ var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
 func EventPayload(pb *reinsv1.RunEvent) any {
 	switch p := pb.Payload.(type) {
 	case *reinsv1.RunEvent_RunCreated:
-		return runlog.RunCreated{Spec: SpecFromProto(p.RunCreated.Spec)}
+		spec, err := SpecFromProto(p.RunCreated.Spec)
+		if err != nil {
+			slog.Warn("wire: a run's logged network rules do not read; shown without them", "err", err)
+		}
+		return runlog.RunCreated{Spec: spec}
 	case *reinsv1.RunEvent_ModelResponse:
 		d := p.ModelResponse
 		return runlog.ModelResponse{Step: int(d.Step), Content: BlocksFromProto(d.Content), StopReason: StopReasonFromProto(d.StopReason),
@@ -211,18 +215,22 @@ func UsageFromProto(u *reinsv1.Usage) model.Usage {
 func Spec(s runlog.Spec) *reinsv1.RunSpec {
 	return &reinsv1.RunSpec{Task: s.Task, Model: s.Model, System: s.System, Sandboxes: s.Sandboxes,
 		MaxSteps: int32(s.MaxSteps), MaxCostUsd: s.MaxCost, MaxTokens: s.MaxTokens,
-		TimeoutMs: time.Duration(s.Timeout).Milliseconds(), Tools: s.Tools, Policy: s.Policy, Script: s.Script}
+		TimeoutMs: time.Duration(s.Timeout).Milliseconds(), Tools: s.Tools, Policy: s.Policy, Script: s.Script,
+		Network: Network(s.Network)}
 }
 
-// SpecFromProto converts a wire run spec (nil is the empty spec).
-func SpecFromProto(p *reinsv1.RunSpec) runlog.Spec {
+// SpecFromProto converts a wire run spec (nil is the empty spec). Network
+// rules that do not parse are NetworkFromProto's error, returned with the
+// rest of the spec (and no rules).
+func SpecFromProto(p *reinsv1.RunSpec) (runlog.Spec, error) {
 	if p == nil {
 		p = &reinsv1.RunSpec{}
 	}
+	network, err := NetworkFromProto(p.Network)
 	return runlog.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
 		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
 		Timeout: runlog.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy,
-		Script: p.Script}
+		Script: p.Script, Network: network}, err
 }
 
 // Artifact converts an artifact's description.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
@@ -67,6 +68,15 @@ func seqs(rs []store.EgressRecord) []int64 {
 		out = append(out, r.Seq)
 	}
 	return out
+}
+
+// wantSeqs fails unless sandbox's log, as tenant reads it, has the
+// entries want.
+func wantSeqs(t *testing.T, l store.EgressLog, tenant, sandbox string, want []int64, what string) {
+	t.Helper()
+	if got := seqs(listEgress(t, l, tenant, sandbox, 0, 0)); !cmp.Equal(got, want, cmpopts.EquateEmpty()) {
+		t.Errorf("%s: seqs %v, want %v", what, got, want)
+	}
 }
 
 func span(from, to int64) []int64 {
@@ -138,18 +148,10 @@ func testEgressTenants(t *testing.T, newLog func(*testing.T, int) store.EgressLo
 	l := newLog(t, 0)
 	appendEgress(t, l, "acme", entry("sbx-a", 1), entry("sbx-a", 2))
 	appendEgress(t, l, "beta", entry("sbx-b", 3))
-	if got := listEgress(t, l, "beta", "sbx-a", 0, 0); len(got) != 0 {
-		t.Errorf("beta reads acme's sandbox's log: %v", seqs(got))
-	}
-	if got := listEgress(t, l, "acme", "sbx-b", 0, 0); len(got) != 0 {
-		t.Errorf("acme reads beta's sandbox's log: %v", seqs(got))
-	}
-	if got := seqs(listEgress(t, l, "acme", "sbx-a", 0, 0)); !cmp.Equal(got, span(1, 2)) {
-		t.Errorf("acme's own: %v", got)
-	}
-	if got := seqs(listEgress(t, l, "", "sbx-b", 0, 0)); !cmp.Equal(got, span(1, 1)) {
-		t.Errorf("the admin reads beta's: %v", got)
-	}
+	wantSeqs(t, l, "beta", "sbx-a", nil, "beta reads acme's sandbox's log")
+	wantSeqs(t, l, "acme", "sbx-b", nil, "acme reads beta's sandbox's log")
+	wantSeqs(t, l, "acme", "sbx-a", span(1, 2), "acme's own")
+	wantSeqs(t, l, "", "sbx-b", span(1, 1), "the admin reads beta's")
 }
 
 func testEgressInvalid(t *testing.T, newLog func(*testing.T, int) store.EgressLog) {
@@ -174,9 +176,7 @@ func testEgressBound(t *testing.T, newLog func(*testing.T, int) store.EgressLog)
 	}
 	appendEgress(t, l, "acme", many("sbx-a", 1, 3)...)
 	appendEgress(t, l, "acme", many("sbx-b", 1, 2)...)
-	if got := seqs(listEgress(t, l, "", "sbx-a", 0, 0)); !cmp.Equal(got, span(1, 3)) {
-		t.Errorf("under the bound: %v", got)
-	}
+	wantSeqs(t, l, "", "sbx-a", span(1, 3), "under the bound")
 	appendEgress(t, l, "acme", many("sbx-a", 4, 4)...)
 	got := listEgress(t, l, "", "sbx-a", 0, 0)
 	if !cmp.Equal(seqs(got), span(3, 7)) || got[0].Entry.Host != "h3.example.com" {
@@ -184,12 +184,8 @@ func testEgressBound(t *testing.T, newLog func(*testing.T, int) store.EgressLog)
 	}
 	// One batch longer than the bound keeps its own newest.
 	appendEgress(t, l, "acme", many("sbx-a", 8, 12)...)
-	if got := seqs(listEgress(t, l, "", "sbx-a", 0, 0)); !cmp.Equal(got, span(15, 19)) {
-		t.Errorf("a batch of 12: %v, want 15..19", got)
-	}
-	if got := seqs(listEgress(t, l, "", "sbx-b", 0, 0)); !cmp.Equal(got, span(1, 2)) {
-		t.Errorf("another sandbox's log changed: %v", got)
-	}
+	wantSeqs(t, l, "", "sbx-a", span(15, 19), "a batch of 12")
+	wantSeqs(t, l, "", "sbx-b", span(1, 2), "another sandbox's log changed")
 }
 
 func testEgressDelete(t *testing.T, newLog func(*testing.T, int) store.EgressLog) {

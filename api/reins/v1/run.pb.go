@@ -370,7 +370,11 @@ type RunSpec struct {
 	// script is the JSON of a script: model, sent inline (the CLI reads the
 	// file it names). Without it the service reads script:PATH from its own
 	// disk, which only the admin may ask.
-	Script        string `protobuf:"bytes,11,opt,name=script,proto3" json:"script,omitempty"`
+	Script string `protobuf:"bytes,11,opt,name=script,proto3" json:"script,omitempty"`
+	// network is the rules of every sandbox the run creates (unset: egress
+	// mode with nothing allowed). A sandbox the run attaches to (sandbox:ID)
+	// keeps its own.
+	Network       *Network `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -480,6 +484,13 @@ func (x *RunSpec) GetScript() string {
 		return x.Script
 	}
 	return ""
+}
+
+func (x *RunSpec) GetNetwork() *Network {
+	if x != nil {
+		return x.Network
+	}
+	return nil
 }
 
 type Usage struct {
@@ -3616,7 +3627,7 @@ var File_reins_v1_run_proto protoreflect.FileDescriptor
 
 const file_reins_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12reins/v1/run.proto\x12\breins.v1\"\x8c\x03\n" +
+	"\x12reins/v1/run.proto\x12\breins.v1\x1a\x16reins/v1/sandbox.proto\"\xb9\x03\n" +
 	"\aRunSpec\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -3632,7 +3643,8 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x05tools\x18\t \x03(\tR\x05tools\x12\x16\n" +
 	"\x06policy\x18\n" +
 	" \x01(\tR\x06policy\x12\x16\n" +
-	"\x06script\x18\v \x01(\tR\x06script\x1a<\n" +
+	"\x06script\x18\v \x01(\tR\x06script\x12+\n" +
+	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x1a<\n" +
 	"\x0eSandboxesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
@@ -4001,81 +4013,83 @@ var file_reins_v1_run_proto_goTypes = []any{
 	(*CompareRunsResponse)(nil),   // 53: reins.v1.CompareRunsResponse
 	nil,                           // 54: reins.v1.RunSpec.SandboxesEntry
 	nil,                           // 55: reins.v1.Run.SandboxesEntry
+	(*Network)(nil),               // 56: reins.v1.Network
 }
 var file_reins_v1_run_proto_depIdxs = []int32{
 	54, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
-	0,  // 1: reins.v1.Run.status:type_name -> reins.v1.RunStatus
-	5,  // 2: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
-	6,  // 3: reins.v1.Run.usage:type_name -> reins.v1.Usage
-	55, // 4: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
-	8,  // 5: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
-	1,  // 6: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
-	10, // 7: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
-	12, // 8: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
-	13, // 9: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
-	14, // 10: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
-	15, // 11: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
-	16, // 12: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
-	17, // 13: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
-	18, // 14: reins.v1.RunEvent.note:type_name -> reins.v1.Note
-	19, // 15: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
-	20, // 16: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
-	21, // 17: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
-	22, // 18: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
-	23, // 19: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
-	35, // 20: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
-	5,  // 21: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
-	3,  // 22: reins.v1.Block.type:type_name -> reins.v1.BlockType
-	11, // 23: reins.v1.Block.content:type_name -> reins.v1.Block
-	11, // 24: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
-	2,  // 25: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
-	6,  // 26: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
-	0,  // 27: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
-	6,  // 28: reins.v1.Finished.usage:type_name -> reins.v1.Usage
-	4,  // 29: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
-	5,  // 30: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
-	7,  // 31: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
-	7,  // 32: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
-	0,  // 33: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
-	7,  // 34: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
-	35, // 35: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
-	7,  // 36: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
-	7,  // 37: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
-	24, // 38: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
-	26, // 39: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
-	28, // 40: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
-	30, // 41: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
-	31, // 42: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
-	33, // 43: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
-	40, // 44: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
-	42, // 45: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
-	44, // 46: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
-	46, // 47: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
-	48, // 48: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
-	50, // 49: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
-	52, // 50: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
-	36, // 51: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
-	38, // 52: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
-	25, // 53: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
-	27, // 54: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
-	29, // 55: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
-	9,  // 56: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
-	32, // 57: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
-	34, // 58: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
-	41, // 59: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
-	43, // 60: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
-	45, // 61: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
-	47, // 62: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
-	49, // 63: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
-	51, // 64: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
-	53, // 65: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
-	37, // 66: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
-	39, // 67: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
-	53, // [53:68] is the sub-list for method output_type
-	38, // [38:53] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	56, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
+	0,  // 2: reins.v1.Run.status:type_name -> reins.v1.RunStatus
+	5,  // 3: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
+	6,  // 4: reins.v1.Run.usage:type_name -> reins.v1.Usage
+	55, // 5: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
+	8,  // 6: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
+	1,  // 7: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
+	10, // 8: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
+	12, // 9: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
+	13, // 10: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
+	14, // 11: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
+	15, // 12: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
+	16, // 13: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
+	17, // 14: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
+	18, // 15: reins.v1.RunEvent.note:type_name -> reins.v1.Note
+	19, // 16: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
+	20, // 17: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
+	21, // 18: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
+	22, // 19: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
+	23, // 20: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
+	35, // 21: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
+	5,  // 22: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
+	3,  // 23: reins.v1.Block.type:type_name -> reins.v1.BlockType
+	11, // 24: reins.v1.Block.content:type_name -> reins.v1.Block
+	11, // 25: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
+	2,  // 26: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
+	6,  // 27: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
+	0,  // 28: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
+	6,  // 29: reins.v1.Finished.usage:type_name -> reins.v1.Usage
+	4,  // 30: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
+	5,  // 31: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
+	7,  // 32: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
+	7,  // 33: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
+	0,  // 34: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
+	7,  // 35: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
+	35, // 36: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
+	7,  // 37: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
+	7,  // 38: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
+	24, // 39: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
+	26, // 40: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
+	28, // 41: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
+	30, // 42: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
+	31, // 43: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
+	33, // 44: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
+	40, // 45: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
+	42, // 46: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
+	44, // 47: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
+	46, // 48: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
+	48, // 49: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
+	50, // 50: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
+	52, // 51: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
+	36, // 52: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
+	38, // 53: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
+	25, // 54: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
+	27, // 55: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
+	29, // 56: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
+	9,  // 57: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
+	32, // 58: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
+	34, // 59: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
+	41, // 60: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
+	43, // 61: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
+	45, // 62: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
+	47, // 63: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
+	49, // 64: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
+	51, // 65: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
+	53, // 66: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
+	37, // 67: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
+	39, // 68: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
+	54, // [54:69] is the sub-list for method output_type
+	39, // [39:54] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_run_proto_init() }
@@ -4083,6 +4097,7 @@ func file_reins_v1_run_proto_init() {
 	if File_reins_v1_run_proto != nil {
 		return
 	}
+	file_reins_v1_sandbox_proto_init()
 	file_reins_v1_run_proto_msgTypes[4].OneofWrappers = []any{
 		(*RunEvent_RunCreated)(nil),
 		(*RunEvent_ModelResponse)(nil),

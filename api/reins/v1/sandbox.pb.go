@@ -30,6 +30,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// NetworkMode is how much network a sandbox has (egress.Mode).
+type NetworkMode int32
+
+const (
+	NetworkMode_NETWORK_MODE_UNSPECIFIED NetworkMode = 0 // the default, egress
+	NetworkMode_NETWORK_MODE_NONE        NetworkMode = 1 // loopback only
+	NetworkMode_NETWORK_MODE_EGRESS      NetworkMode = 2 // out only through the proxy, to allowed hosts
+	NetworkMode_NETWORK_MODE_OPEN        NetworkMode = 3 // any public host, through the proxy, logged
+)
+
+// Enum value maps for NetworkMode.
+var (
+	NetworkMode_name = map[int32]string{
+		0: "NETWORK_MODE_UNSPECIFIED",
+		1: "NETWORK_MODE_NONE",
+		2: "NETWORK_MODE_EGRESS",
+		3: "NETWORK_MODE_OPEN",
+	}
+	NetworkMode_value = map[string]int32{
+		"NETWORK_MODE_UNSPECIFIED": 0,
+		"NETWORK_MODE_NONE":        1,
+		"NETWORK_MODE_EGRESS":      2,
+		"NETWORK_MODE_OPEN":        3,
+	}
+)
+
+func (x NetworkMode) Enum() *NetworkMode {
+	p := new(NetworkMode)
+	*p = x
+	return p
+}
+
+func (x NetworkMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NetworkMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_sandbox_proto_enumTypes[0].Descriptor()
+}
+
+func (NetworkMode) Type() protoreflect.EnumType {
+	return &file_reins_v1_sandbox_proto_enumTypes[0]
+}
+
+func (x NetworkMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NetworkMode.Descriptor instead.
+func (NetworkMode) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
 // SandboxState is where a sandbox is in its life (sandbox.State):
 // creating -> running <-> paused, running -> suspended -> running, and any
 // -> stopped with a SandboxReason.
@@ -75,11 +128,11 @@ func (x SandboxState) String() string {
 }
 
 func (SandboxState) Descriptor() protoreflect.EnumDescriptor {
-	return file_reins_v1_sandbox_proto_enumTypes[0].Descriptor()
+	return file_reins_v1_sandbox_proto_enumTypes[1].Descriptor()
 }
 
 func (SandboxState) Type() protoreflect.EnumType {
-	return &file_reins_v1_sandbox_proto_enumTypes[0]
+	return &file_reins_v1_sandbox_proto_enumTypes[1]
 }
 
 func (x SandboxState) Number() protoreflect.EnumNumber {
@@ -88,7 +141,7 @@ func (x SandboxState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SandboxState.Descriptor instead.
 func (SandboxState) EnumDescriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
 }
 
 // SandboxReason says why a sandbox stopped (sandbox.Reason).
@@ -140,11 +193,11 @@ func (x SandboxReason) String() string {
 }
 
 func (SandboxReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_reins_v1_sandbox_proto_enumTypes[1].Descriptor()
+	return file_reins_v1_sandbox_proto_enumTypes[2].Descriptor()
 }
 
 func (SandboxReason) Type() protoreflect.EnumType {
-	return &file_reins_v1_sandbox_proto_enumTypes[1]
+	return &file_reins_v1_sandbox_proto_enumTypes[2]
 }
 
 func (x SandboxReason) Number() protoreflect.EnumNumber {
@@ -153,7 +206,7 @@ func (x SandboxReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SandboxReason.Descriptor instead.
 func (SandboxReason) EnumDescriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 // ProgressPhase is the step a sandbox's creation is at.
@@ -196,11 +249,11 @@ func (x ProgressPhase) String() string {
 }
 
 func (ProgressPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_reins_v1_sandbox_proto_enumTypes[2].Descriptor()
+	return file_reins_v1_sandbox_proto_enumTypes[3].Descriptor()
 }
 
 func (ProgressPhase) Type() protoreflect.EnumType {
-	return &file_reins_v1_sandbox_proto_enumTypes[2]
+	return &file_reins_v1_sandbox_proto_enumTypes[3]
 }
 
 func (x ProgressPhase) Number() protoreflect.EnumNumber {
@@ -209,7 +262,7 @@ func (x ProgressPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProgressPhase.Descriptor instead.
 func (ProgressPhase) EnumDescriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 type SandboxSpec struct {
@@ -225,6 +278,7 @@ type SandboxSpec struct {
 	Env           []string               `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty"`                                             // K=V
 	Labels        map[string]string      `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Workdir       string                 `protobuf:"bytes,11,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Network       *Network               `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"` // unset: egress mode with nothing allowed
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +390,150 @@ func (x *SandboxSpec) GetWorkdir() string {
 	return ""
 }
 
+func (x *SandboxSpec) GetNetwork() *Network {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
+// Network is a sandbox's network rules (egress.Rules). Hosts are names
+// or *.domain, with an optional :port ("api.github.com:443"); cidrs are
+// prefixes ("203.0.113.0/24") or single addresses. A tenant may not
+// allow a prefix that covers the host's loopback, private or link-local
+// ranges.
+type Network struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          NetworkMode            `protobuf:"varint,1,opt,name=mode,proto3,enum=reins.v1.NetworkMode" json:"mode,omitempty"`
+	AllowHosts    []string               `protobuf:"bytes,2,rep,name=allow_hosts,json=allowHosts,proto3" json:"allow_hosts,omitempty"`
+	DenyHosts     []string               `protobuf:"bytes,3,rep,name=deny_hosts,json=denyHosts,proto3" json:"deny_hosts,omitempty"`
+	AllowCidrs    []string               `protobuf:"bytes,4,rep,name=allow_cidrs,json=allowCidrs,proto3" json:"allow_cidrs,omitempty"`
+	Secrets       []*SecretBinding       `protobuf:"bytes,5,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Network) Reset() {
+	*x = Network{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Network) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Network) ProtoMessage() {}
+
+func (x *Network) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Network.ProtoReflect.Descriptor instead.
+func (*Network) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Network) GetMode() NetworkMode {
+	if x != nil {
+		return x.Mode
+	}
+	return NetworkMode_NETWORK_MODE_UNSPECIFIED
+}
+
+func (x *Network) GetAllowHosts() []string {
+	if x != nil {
+		return x.AllowHosts
+	}
+	return nil
+}
+
+func (x *Network) GetDenyHosts() []string {
+	if x != nil {
+		return x.DenyHosts
+	}
+	return nil
+}
+
+func (x *Network) GetAllowCidrs() []string {
+	if x != nil {
+		return x.AllowCidrs
+	}
+	return nil
+}
+
+func (x *Network) GetSecrets() []*SecretBinding {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
+// SecretBinding puts a stored secret in a sandbox: the sandbox sees the
+// environment variable NAME set to a placeholder, and the egress proxy
+// swaps the placeholder for the value in requests to hosts only. The
+// value itself never appears in the API.
+type SecretBinding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Hosts         []string               `protobuf:"bytes,2,rep,name=hosts,proto3" json:"hosts,omitempty"` // names or *.domain, no port
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretBinding) Reset() {
+	*x = SecretBinding{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretBinding) ProtoMessage() {}
+
+func (x *SecretBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretBinding.ProtoReflect.Descriptor instead.
+func (*SecretBinding) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SecretBinding) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SecretBinding) GetHosts() []string {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
 type Sandbox struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -356,7 +554,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +566,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +579,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Sandbox) GetId() string {
@@ -481,7 +679,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +691,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +704,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Progress) GetPhase() ProgressPhase {
@@ -553,7 +751,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +763,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +776,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateSandboxRequest) GetSpec() *SandboxSpec {
@@ -601,7 +799,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +811,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +824,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateSandboxResponse) GetMsg() isCreateSandboxResponse_Msg {
@@ -679,7 +877,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +889,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +902,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -723,7 +921,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +933,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +946,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -767,7 +965,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +977,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +990,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -811,7 +1009,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +1021,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +1034,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -855,7 +1053,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1065,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1078,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -898,7 +1096,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1108,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1121,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 type VersionRequest struct {
@@ -934,7 +1132,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1144,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1157,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 type VersionResponse struct {
@@ -972,7 +1170,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1182,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1195,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VersionResponse) GetVersion() string {
@@ -1014,6 +1212,428 @@ func (x *VersionResponse) GetBackends() []*Backend {
 	return nil
 }
 
+// UpdateNetworkRequest names what changes: each list that is set
+// replaces the sandbox's list of that kind (set with no items, it
+// empties it), each one left unset is kept; mode unspecified keeps the
+// mode. The answer is the sandbox with its whole new rules.
+type UpdateNetworkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Mode          NetworkMode            `protobuf:"varint,2,opt,name=mode,proto3,enum=reins.v1.NetworkMode" json:"mode,omitempty"`
+	AllowHosts    *StringList            `protobuf:"bytes,3,opt,name=allow_hosts,json=allowHosts,proto3" json:"allow_hosts,omitempty"`
+	DenyHosts     *StringList            `protobuf:"bytes,4,opt,name=deny_hosts,json=denyHosts,proto3" json:"deny_hosts,omitempty"`
+	AllowCidrs    *StringList            `protobuf:"bytes,5,opt,name=allow_cidrs,json=allowCidrs,proto3" json:"allow_cidrs,omitempty"`
+	Secrets       *SecretBindings        `protobuf:"bytes,6,opt,name=secrets,proto3" json:"secrets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNetworkRequest) Reset() {
+	*x = UpdateNetworkRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNetworkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNetworkRequest) ProtoMessage() {}
+
+func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UpdateNetworkRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateNetworkRequest) GetMode() NetworkMode {
+	if x != nil {
+		return x.Mode
+	}
+	return NetworkMode_NETWORK_MODE_UNSPECIFIED
+}
+
+func (x *UpdateNetworkRequest) GetAllowHosts() *StringList {
+	if x != nil {
+		return x.AllowHosts
+	}
+	return nil
+}
+
+func (x *UpdateNetworkRequest) GetDenyHosts() *StringList {
+	if x != nil {
+		return x.DenyHosts
+	}
+	return nil
+}
+
+func (x *UpdateNetworkRequest) GetAllowCidrs() *StringList {
+	if x != nil {
+		return x.AllowCidrs
+	}
+	return nil
+}
+
+func (x *UpdateNetworkRequest) GetSecrets() *SecretBindings {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
+type StringList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []string               `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StringList) Reset() {
+	*x = StringList{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StringList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StringList) ProtoMessage() {}
+
+func (x *StringList) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StringList.ProtoReflect.Descriptor instead.
+func (*StringList) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *StringList) GetItems() []string {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type SecretBindings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*SecretBinding       `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretBindings) Reset() {
+	*x = SecretBindings{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretBindings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretBindings) ProtoMessage() {}
+
+func (x *SecretBindings) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretBindings.ProtoReflect.Descriptor instead.
+func (*SecretBindings) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SecretBindings) GetItems() []*SecretBinding {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type UpdateNetworkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNetworkResponse) Reset() {
+	*x = UpdateNetworkResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNetworkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNetworkResponse) ProtoMessage() {}
+
+func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
+func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UpdateNetworkResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+type EgressLogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AfterSeq      int64                  `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	Follow        bool                   `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EgressLogRequest) Reset() {
+	*x = EgressLogRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EgressLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EgressLogRequest) ProtoMessage() {}
+
+func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EgressLogRequest.ProtoReflect.Descriptor instead.
+func (*EgressLogRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *EgressLogRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EgressLogRequest) GetAfterSeq() int64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *EgressLogRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+// EgressLogEntry is one line of a sandbox's egress log (egress.Entry):
+// one connection, one HTTP request the proxy read, or one DNS query.
+type EgressLogEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           int64                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"` // from 1 for each sandbox, in order
+	Sandbox       string                 `protobuf:"bytes,2,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	TimeUnixNano  int64                  `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Proto         string                 `protobuf:"bytes,4,opt,name=proto,proto3" json:"proto,omitempty"` // http, https, tls, tcp, dns
+	Host          string                 `protobuf:"bytes,5,opt,name=host,proto3" json:"host,omitempty"`   // the name asked for; "" for a bare address
+	Port          int32                  `protobuf:"varint,6,opt,name=port,proto3" json:"port,omitempty"`
+	Addr          string                 `protobuf:"bytes,7,opt,name=addr,proto3" json:"addr,omitempty"` // the address connected to (or that would have been)
+	Allowed       bool                   `protobuf:"varint,8,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	Rule          string                 `protobuf:"bytes,9,opt,name=rule,proto3" json:"rule,omitempty"`                           // the rule that allowed it, or why it was refused
+	BytesOut      int64                  `protobuf:"varint,10,opt,name=bytes_out,json=bytesOut,proto3" json:"bytes_out,omitempty"` // sandbox to host
+	BytesIn       int64                  `protobuf:"varint,11,opt,name=bytes_in,json=bytesIn,proto3" json:"bytes_in,omitempty"`    // host to sandbox
+	DurationNano  int64                  `protobuf:"varint,12,opt,name=duration_nano,json=durationNano,proto3" json:"duration_nano,omitempty"`
+	Note          string                 `protobuf:"bytes,13,opt,name=note,proto3" json:"note,omitempty"` // "secret GITHUB_TOKEN injected", "closed: the rules changed", ...
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EgressLogEntry) Reset() {
+	*x = EgressLogEntry{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EgressLogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EgressLogEntry) ProtoMessage() {}
+
+func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EgressLogEntry.ProtoReflect.Descriptor instead.
+func (*EgressLogEntry) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *EgressLogEntry) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *EgressLogEntry) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *EgressLogEntry) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *EgressLogEntry) GetProto() string {
+	if x != nil {
+		return x.Proto
+	}
+	return ""
+}
+
+func (x *EgressLogEntry) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *EgressLogEntry) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *EgressLogEntry) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *EgressLogEntry) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *EgressLogEntry) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *EgressLogEntry) GetBytesOut() int64 {
+	if x != nil {
+		return x.BytesOut
+	}
+	return 0
+}
+
+func (x *EgressLogEntry) GetBytesIn() int64 {
+	if x != nil {
+		return x.BytesIn
+	}
+	return 0
+}
+
+func (x *EgressLogEntry) GetDurationNano() int64 {
+	if x != nil {
+		return x.DurationNano
+	}
+	return 0
+}
+
+func (x *EgressLogEntry) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 type Backend struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`       // "gvisor", "runc"
@@ -1024,7 +1644,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1656,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1669,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Backend) GetName() string {
@@ -1070,7 +1690,7 @@ var File_reins_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x16reins/v1/sandbox.proto\x12\breins.v1\"\x88\x03\n" +
+	"\x16reins/v1/sandbox.proto\x12\breins.v1\"\xb5\x03\n" +
 	"\vSandboxSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x12\n" +
@@ -1084,10 +1704,23 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x03env\x18\t \x03(\tR\x03env\x129\n" +
 	"\x06labels\x18\n" +
 	" \x03(\v2!.reins.v1.SandboxSpec.LabelsEntryR\x06labels\x12\x18\n" +
-	"\aworkdir\x18\v \x01(\tR\aworkdir\x1a9\n" +
+	"\aworkdir\x18\v \x01(\tR\aworkdir\x12+\n" +
+	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd4\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x01\n" +
+	"\aNetwork\x12)\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x15.reins.v1.NetworkModeR\x04mode\x12\x1f\n" +
+	"\vallow_hosts\x18\x02 \x03(\tR\n" +
+	"allowHosts\x12\x1d\n" +
+	"\n" +
+	"deny_hosts\x18\x03 \x03(\tR\tdenyHosts\x12\x1f\n" +
+	"\vallow_cidrs\x18\x04 \x03(\tR\n" +
+	"allowCidrs\x121\n" +
+	"\asecrets\x18\x05 \x03(\v2\x17.reins.v1.SecretBindingR\asecrets\"9\n" +
+	"\rSecretBinding\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05hosts\x18\x02 \x03(\tR\x05hosts\"\xd4\x03\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04spec\x18\x02 \x01(\v2\x15.reins.v1.SandboxSpecR\x04spec\x12,\n" +
@@ -1131,10 +1764,51 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x0eVersionRequest\"Z\n" +
 	"\x0fVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
-	"\bbackends\x18\x02 \x03(\v2\x11.reins.v1.BackendR\bbackends\"7\n" +
+	"\bbackends\x18\x02 \x03(\v2\x11.reins.v1.BackendR\bbackends\"\xa8\x02\n" +
+	"\x14UpdateNetworkRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x15.reins.v1.NetworkModeR\x04mode\x125\n" +
+	"\vallow_hosts\x18\x03 \x01(\v2\x14.reins.v1.StringListR\n" +
+	"allowHosts\x123\n" +
+	"\n" +
+	"deny_hosts\x18\x04 \x01(\v2\x14.reins.v1.StringListR\tdenyHosts\x125\n" +
+	"\vallow_cidrs\x18\x05 \x01(\v2\x14.reins.v1.StringListR\n" +
+	"allowCidrs\x122\n" +
+	"\asecrets\x18\x06 \x01(\v2\x18.reins.v1.SecretBindingsR\asecrets\"\"\n" +
+	"\n" +
+	"StringList\x12\x14\n" +
+	"\x05items\x18\x01 \x03(\tR\x05items\"?\n" +
+	"\x0eSecretBindings\x12-\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.reins.v1.SecretBindingR\x05items\"D\n" +
+	"\x15UpdateNetworkResponse\x12+\n" +
+	"\asandbox\x18\x01 \x01(\v2\x11.reins.v1.SandboxR\asandbox\"W\n" +
+	"\x10EgressLogRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x16\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\"\xd3\x02\n" +
+	"\x0eEgressLogEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x18\n" +
+	"\asandbox\x18\x02 \x01(\tR\asandbox\x12$\n" +
+	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\x12\x14\n" +
+	"\x05proto\x18\x04 \x01(\tR\x05proto\x12\x12\n" +
+	"\x04host\x18\x05 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x06 \x01(\x05R\x04port\x12\x12\n" +
+	"\x04addr\x18\a \x01(\tR\x04addr\x12\x18\n" +
+	"\aallowed\x18\b \x01(\bR\aallowed\x12\x12\n" +
+	"\x04rule\x18\t \x01(\tR\x04rule\x12\x1b\n" +
+	"\tbytes_out\x18\n" +
+	" \x01(\x03R\bbytesOut\x12\x19\n" +
+	"\bbytes_in\x18\v \x01(\x03R\abytesIn\x12#\n" +
+	"\rduration_nano\x18\f \x01(\x03R\fdurationNano\x12\x12\n" +
+	"\x04note\x18\r \x01(\tR\x04note\"7\n" +
 	"\aBackend\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aruntime\x18\x02 \x01(\tR\aruntime*\xb6\x01\n" +
+	"\aruntime\x18\x02 \x01(\tR\aruntime*r\n" +
+	"\vNetworkMode\x12\x1c\n" +
+	"\x18NETWORK_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11NETWORK_MODE_NONE\x10\x01\x12\x17\n" +
+	"\x13NETWORK_MODE_EGRESS\x10\x02\x12\x15\n" +
+	"\x11NETWORK_MODE_OPEN\x10\x03*\xb6\x01\n" +
 	"\fSandboxState\x12\x1d\n" +
 	"\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SANDBOX_STATE_CREATING\x10\x01\x12\x19\n" +
@@ -1156,13 +1830,15 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x13PROGRESS_PHASE_PULL\x10\x01\x12\x19\n" +
 	"\x15PROGRESS_PHASE_UNPACK\x10\x02\x12\x18\n" +
 	"\x14PROGRESS_PHASE_BUILD\x10\x03\x12\x17\n" +
-	"\x13PROGRESS_PHASE_BOOT\x10\x042\xf3\x02\n" +
+	"\x13PROGRESS_PHASE_BOOT\x10\x042\x8a\x04\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
 	"\x04List\x12\x1e.reins.v1.ListSandboxesRequest\x1a\x1f.reins.v1.ListSandboxesResponse\x12I\n" +
 	"\x06Delete\x12\x1e.reins.v1.DeleteSandboxRequest\x1a\x1f.reins.v1.DeleteSandboxResponse\x12>\n" +
-	"\aVersion\x12\x18.reins.v1.VersionRequest\x1a\x19.reins.v1.VersionResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"\aVersion\x12\x18.reins.v1.VersionRequest\x1a\x19.reins.v1.VersionResponse\x12P\n" +
+	"\rUpdateNetwork\x12\x1e.reins.v1.UpdateNetworkRequest\x1a\x1f.reins.v1.UpdateNetworkResponse\x12C\n" +
+	"\tEgressLog\x12\x1a.reins.v1.EgressLogRequest\x1a\x18.reins.v1.EgressLogEntry0\x01B0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_sandbox_proto_rawDescOnce sync.Once
@@ -1176,57 +1852,80 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_reins_v1_sandbox_proto_rawDescData
 }
 
-var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_reins_v1_sandbox_proto_goTypes = []any{
-	(SandboxState)(0),             // 0: reins.v1.SandboxState
-	(SandboxReason)(0),            // 1: reins.v1.SandboxReason
-	(ProgressPhase)(0),            // 2: reins.v1.ProgressPhase
-	(*SandboxSpec)(nil),           // 3: reins.v1.SandboxSpec
-	(*Sandbox)(nil),               // 4: reins.v1.Sandbox
-	(*Progress)(nil),              // 5: reins.v1.Progress
-	(*CreateSandboxRequest)(nil),  // 6: reins.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 7: reins.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 8: reins.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 9: reins.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 10: reins.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 11: reins.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 12: reins.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 13: reins.v1.DeleteSandboxResponse
-	(*VersionRequest)(nil),        // 14: reins.v1.VersionRequest
-	(*VersionResponse)(nil),       // 15: reins.v1.VersionResponse
-	(*Backend)(nil),               // 16: reins.v1.Backend
-	nil,                           // 17: reins.v1.SandboxSpec.LabelsEntry
-	nil,                           // 18: reins.v1.ListSandboxesRequest.LabelsEntry
+	(NetworkMode)(0),              // 0: reins.v1.NetworkMode
+	(SandboxState)(0),             // 1: reins.v1.SandboxState
+	(SandboxReason)(0),            // 2: reins.v1.SandboxReason
+	(ProgressPhase)(0),            // 3: reins.v1.ProgressPhase
+	(*SandboxSpec)(nil),           // 4: reins.v1.SandboxSpec
+	(*Network)(nil),               // 5: reins.v1.Network
+	(*SecretBinding)(nil),         // 6: reins.v1.SecretBinding
+	(*Sandbox)(nil),               // 7: reins.v1.Sandbox
+	(*Progress)(nil),              // 8: reins.v1.Progress
+	(*CreateSandboxRequest)(nil),  // 9: reins.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 10: reins.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 11: reins.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 12: reins.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 13: reins.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 14: reins.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 15: reins.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 16: reins.v1.DeleteSandboxResponse
+	(*VersionRequest)(nil),        // 17: reins.v1.VersionRequest
+	(*VersionResponse)(nil),       // 18: reins.v1.VersionResponse
+	(*UpdateNetworkRequest)(nil),  // 19: reins.v1.UpdateNetworkRequest
+	(*StringList)(nil),            // 20: reins.v1.StringList
+	(*SecretBindings)(nil),        // 21: reins.v1.SecretBindings
+	(*UpdateNetworkResponse)(nil), // 22: reins.v1.UpdateNetworkResponse
+	(*EgressLogRequest)(nil),      // 23: reins.v1.EgressLogRequest
+	(*EgressLogEntry)(nil),        // 24: reins.v1.EgressLogEntry
+	(*Backend)(nil),               // 25: reins.v1.Backend
+	nil,                           // 26: reins.v1.SandboxSpec.LabelsEntry
+	nil,                           // 27: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	17, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
-	3,  // 1: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
-	0,  // 2: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
-	1,  // 3: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
-	2,  // 4: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
-	3,  // 5: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
-	5,  // 6: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
-	4,  // 7: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	4,  // 8: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	18, // 9: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
-	4,  // 10: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	16, // 11: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
-	6,  // 12: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	8,  // 13: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	10, // 14: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	12, // 15: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	14, // 16: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
-	7,  // 17: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	9,  // 18: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	11, // 19: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	13, // 20: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	15, // 21: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	26, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	5,  // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
+	0,  // 2: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
+	6,  // 3: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
+	4,  // 4: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
+	1,  // 5: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
+	2,  // 6: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
+	3,  // 7: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
+	4,  // 8: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
+	8,  // 9: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
+	7,  // 10: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	7,  // 11: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	27, // 12: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	7,  // 13: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
+	25, // 14: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	0,  // 15: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
+	20, // 16: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
+	20, // 17: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
+	20, // 18: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
+	21, // 19: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
+	6,  // 20: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
+	7,  // 21: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
+	9,  // 22: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	11, // 23: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	13, // 24: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	15, // 25: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	17, // 26: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	19, // 27: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
+	23, // 28: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
+	10, // 29: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	12, // 30: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	14, // 31: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	16, // 32: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	18, // 33: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	22, // 34: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
+	24, // 35: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
+	29, // [29:36] is the sub-list for method output_type
+	22, // [22:29] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_sandbox_proto_init() }
@@ -1234,7 +1933,7 @@ func file_reins_v1_sandbox_proto_init() {
 	if File_reins_v1_sandbox_proto != nil {
 		return
 	}
-	file_reins_v1_sandbox_proto_msgTypes[4].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[6].OneofWrappers = []any{
 		(*CreateSandboxResponse_Progress)(nil),
 		(*CreateSandboxResponse_Sandbox)(nil),
 	}
@@ -1243,8 +1942,8 @@ func file_reins_v1_sandbox_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   16,
+			NumEnums:      4,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -5,11 +5,23 @@ package wiretest
 
 import (
 	"encoding/json"
+	"net/netip"
 	"time"
 
+	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/runlog"
 )
+
+// Network returns network rules with every field set, in normalized
+// form.
+func Network() egress.Rules {
+	return egress.Rules{Mode: egress.ModeOpen,
+		AllowHosts: []egress.HostRule{{Host: "*.pypi.org"}, {Host: "api.github.com", Port: 443}},
+		DenyHosts:  []egress.HostRule{{Host: "evil.example.com"}},
+		AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("203.0.113.0/24")},
+		Secrets:    []egress.SecretRef{{Name: "GITHUB_TOKEN", Hosts: []string{"*.github.com", "api.github.com"}}}}
+}
 
 // Samples returns a payload for each event type (runlog.Event*), every
 // field set to a value that can be told apart.
@@ -21,7 +33,8 @@ func Samples() map[string]any {
 	return map[string]any{
 		runlog.EventRunCreated: runlog.RunCreated{Spec: runlog.Spec{Task: "fix the test", Model: "script:x", System: "be brief",
 			Sandboxes: map[string]string{"default": "busybox"}, MaxSteps: 7, MaxCost: 1.5, MaxTokens: 9000,
-			Timeout: runlog.Duration(90 * time.Second), Tools: []string{"bash"}, Policy: "tools: {bash: ask}", Script: `{"turns":[]}`}},
+			Timeout: runlog.Duration(90 * time.Second), Tools: []string{"bash"}, Policy: "tools: {bash: ask}", Script: `{"turns":[]}`,
+			Network: Network()}},
 		runlog.EventModelResponse: runlog.ModelResponse{Step: 2, Content: []model.Block{
 			{Type: model.BlockText, Text: "Checking the disk."},
 			{Type: model.BlockToolUse, ToolCallID: "call_1_0", ToolName: "bash", Input: json.RawMessage(`{"command":"df -h"}`)},

@@ -52,6 +52,12 @@ const (
 	SandboxServiceDeleteProcedure = "/reins.v1.SandboxService/Delete"
 	// SandboxServiceVersionProcedure is the fully-qualified name of the SandboxService's Version RPC.
 	SandboxServiceVersionProcedure = "/reins.v1.SandboxService/Version"
+	// SandboxServiceUpdateNetworkProcedure is the fully-qualified name of the SandboxService's
+	// UpdateNetwork RPC.
+	SandboxServiceUpdateNetworkProcedure = "/reins.v1.SandboxService/UpdateNetwork"
+	// SandboxServiceEgressLogProcedure is the fully-qualified name of the SandboxService's EgressLog
+	// RPC.
+	SandboxServiceEgressLogProcedure = "/reins.v1.SandboxService/EgressLog"
 )
 
 // SandboxServiceClient is a client for the reins.v1.SandboxService service.
@@ -65,6 +71,16 @@ type SandboxServiceClient interface {
 	Delete(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 	// Version names the service's build and each backend's runtime.
 	Version(context.Context, *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error)
+	// UpdateNetwork changes a running sandbox's network rules, without a
+	// restart: the lists the request names replace the sandbox's, the ones
+	// it leaves out are kept (see UpdateNetworkRequest). A connection
+	// already open that the new rules deny is closed.
+	UpdateNetwork(context.Context, *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.UpdateNetworkResponse], error)
+	// EgressLog streams a sandbox's egress log from after_seq: every
+	// connection (and DNS query) it made, allowed or denied. With follow
+	// it goes on sending new entries as they come, and ends when the
+	// sandbox is removed (or the client leaves).
+	EgressLog(context.Context, *connect.Request[v1.EgressLogRequest]) (*connect.ServerStreamForClient[v1.EgressLogEntry], error)
 }
 
 // NewSandboxServiceClient constructs a client for the reins.v1.SandboxService service. By default,
@@ -108,16 +124,30 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("Version")),
 			connect.WithClientOptions(opts...),
 		),
+		updateNetwork: connect.NewClient[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse](
+			httpClient,
+			baseURL+SandboxServiceUpdateNetworkProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("UpdateNetwork")),
+			connect.WithClientOptions(opts...),
+		),
+		egressLog: connect.NewClient[v1.EgressLogRequest, v1.EgressLogEntry](
+			httpClient,
+			baseURL+SandboxServiceEgressLogProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("EgressLog")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // sandboxServiceClient implements SandboxServiceClient.
 type sandboxServiceClient struct {
-	create  *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
-	get     *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
-	list    *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
-	delete  *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
-	version *connect.Client[v1.VersionRequest, v1.VersionResponse]
+	create        *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
+	get           *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
+	list          *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
+	delete        *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	version       *connect.Client[v1.VersionRequest, v1.VersionResponse]
+	updateNetwork *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
+	egressLog     *connect.Client[v1.EgressLogRequest, v1.EgressLogEntry]
 }
 
 // Create calls reins.v1.SandboxService.Create.
@@ -145,6 +175,16 @@ func (c *sandboxServiceClient) Version(ctx context.Context, req *connect.Request
 	return c.version.CallUnary(ctx, req)
 }
 
+// UpdateNetwork calls reins.v1.SandboxService.UpdateNetwork.
+func (c *sandboxServiceClient) UpdateNetwork(ctx context.Context, req *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.UpdateNetworkResponse], error) {
+	return c.updateNetwork.CallUnary(ctx, req)
+}
+
+// EgressLog calls reins.v1.SandboxService.EgressLog.
+func (c *sandboxServiceClient) EgressLog(ctx context.Context, req *connect.Request[v1.EgressLogRequest]) (*connect.ServerStreamForClient[v1.EgressLogEntry], error) {
+	return c.egressLog.CallServerStream(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the reins.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	// Create makes a sandbox and streams progress (image pull, unpack, boot);
@@ -156,6 +196,16 @@ type SandboxServiceHandler interface {
 	Delete(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 	// Version names the service's build and each backend's runtime.
 	Version(context.Context, *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error)
+	// UpdateNetwork changes a running sandbox's network rules, without a
+	// restart: the lists the request names replace the sandbox's, the ones
+	// it leaves out are kept (see UpdateNetworkRequest). A connection
+	// already open that the new rules deny is closed.
+	UpdateNetwork(context.Context, *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.UpdateNetworkResponse], error)
+	// EgressLog streams a sandbox's egress log from after_seq: every
+	// connection (and DNS query) it made, allowed or denied. With follow
+	// it goes on sending new entries as they come, and ends when the
+	// sandbox is removed (or the client leaves).
+	EgressLog(context.Context, *connect.Request[v1.EgressLogRequest], *connect.ServerStream[v1.EgressLogEntry]) error
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -195,6 +245,18 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("Version")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceUpdateNetworkHandler := connect.NewUnaryHandler(
+		SandboxServiceUpdateNetworkProcedure,
+		svc.UpdateNetwork,
+		connect.WithSchema(sandboxServiceMethods.ByName("UpdateNetwork")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceEgressLogHandler := connect.NewServerStreamHandler(
+		SandboxServiceEgressLogProcedure,
+		svc.EgressLog,
+		connect.WithSchema(sandboxServiceMethods.ByName("EgressLog")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateProcedure:
@@ -207,6 +269,10 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceDeleteHandler.ServeHTTP(w, r)
 		case SandboxServiceVersionProcedure:
 			sandboxServiceVersionHandler.ServeHTTP(w, r)
+		case SandboxServiceUpdateNetworkProcedure:
+			sandboxServiceUpdateNetworkHandler.ServeHTTP(w, r)
+		case SandboxServiceEgressLogProcedure:
+			sandboxServiceEgressLogHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -234,4 +300,12 @@ func (UnimplementedSandboxServiceHandler) Delete(context.Context, *connect.Reque
 
 func (UnimplementedSandboxServiceHandler) Version(context.Context, *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Version is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) UpdateNetwork(context.Context, *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.UpdateNetworkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.UpdateNetwork is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) EgressLog(context.Context, *connect.Request[v1.EgressLogRequest], *connect.ServerStream[v1.EgressLogEntry]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.EgressLog is not implemented"))
 }
