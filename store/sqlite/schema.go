@@ -55,6 +55,22 @@ CREATE INDEX tenant_tokens_by_tenant ON tenant_tokens (tenant);
 	`
 ALTER TABLE tenants ADD COLUMN policy TEXT NOT NULL DEFAULT '';
 `,
+	// 4: secrets, sealed by package secret; tenant '' is the admin's own.
+	// A tenant's secrets go with it (no row of tenants names the admin).
+	`
+CREATE TABLE secrets (
+	tenant     TEXT    NOT NULL,
+	name       TEXT    NOT NULL,
+	sealed     BLOB    NOT NULL,
+	created_at INTEGER NOT NULL, -- unix nanoseconds
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (tenant, name)
+) WITHOUT ROWID;
+CREATE TRIGGER secrets_of_deleted_tenant AFTER DELETE ON tenants
+BEGIN
+	DELETE FROM secrets WHERE tenant = OLD.name;
+END;
+`,
 }
 
 // schemaVersion is the version this code writes and reads.

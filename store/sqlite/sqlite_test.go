@@ -55,6 +55,15 @@ func TestConformance(t *testing.T) {
 		})
 		return s
 	})
+	storetest.RunSecrets(t, func(t *testing.T) store.Secrets {
+		s := open(t, filepath.Join(t.TempDir(), "reins.db"))
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	})
 	storetest.RunReopen(t, func(t *testing.T) func() store.Store {
 		path := filepath.Join(t.TempDir(), "reins.db")
 		return func() store.Store { return open(t, path) }
