@@ -23,6 +23,7 @@ import (
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/runc"
+	"github.com/reinsdev/reins/secret"
 	"github.com/reinsdev/reins/server"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/blob"
@@ -55,7 +56,9 @@ func serveCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the reins service (the API, sandboxes, runs)",
 		Long: `Run the reins service. On first start it writes an admin token to
-DATA_DIR/admin.token (mode 0600); clients send it as REINS_TOKEN.
+DATA_DIR/admin.token (mode 0600); clients send it as REINS_TOKEN, and the
+key that seals stored secrets to DATA_DIR/secret.key (32 bytes, mode 0600:
+back it up apart from the database; without it no secret can be opened).
 Sandboxes outlive the service: a restarted service re-attaches to them.
 
 --config FILE (JSON) configures trusted tools and prices; "env:NAME" values
@@ -127,6 +130,11 @@ func serve(cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	// Before anything recovers: a key that is not right stops the start.
+	secretKey, err := secret.LoadKey(filepath.Join(cfg.DataDir, secret.KeyFile))
+	if err != nil {
+		return err
+	}
 	if cfg.ExecutorPath == "" {
 		self, err := os.Executable()
 		if err != nil {
@@ -147,6 +155,10 @@ func serve(cfg serveConfig) error {
 		return err
 	}
 	defer st.Close()
+	secrets, err := secret.New(st, secretKey)
+	if err != nil {
+		return err
+	}
 	tenants := &server.Tenants{Store: st, Defaults: cfg.TenantQuota}
 	m, err := manager.New(manager.Config{
 		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
@@ -203,7 +215,7 @@ func serve(cfg serveConfig) error {
 		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithRuns(&server.Runs{
+		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
