@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -200,11 +201,18 @@ func (s *service) run(args ...string) result {
 
 func (s *service) runEnv(env []string, args ...string) result {
 	s.t.Helper()
+	return s.runInput(env, nil, args...)
+}
+
+// runInput runs the CLI with stdin read from in (nil: none).
+func (s *service) runInput(env []string, in io.Reader, args ...string) result {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "reins"), args...)
 	cmd.Env = append(os.Environ(), "REINS_URL="+s.url, "REINS_TOKEN="+s.token)
 	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdin = in
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
