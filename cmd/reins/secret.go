@@ -10,8 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-
-	"github.com/reinsdev/reins/client"
 )
 
 func secretCmd() *cobra.Command {
@@ -104,11 +102,10 @@ func secretLsCmd() *cobra.Command {
 		Short:   "List the secrets of this token's scope: names, sizes, dates (never values)",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := client.FromEnv()
+			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
 			defer cancel()
 			list, err := cl.ListSecrets(ctx)
 			if err != nil {
