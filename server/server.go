@@ -36,6 +36,8 @@ type Server struct {
 	// tenants, when set, accepts tenants' tokens besides the admin's and
 	// serves the tenant API.
 	tenants *Tenants
+	// secrets, when set, serves the secret API (secrets.go).
+	secrets *secretAPI
 	version string
 	// downloads bounds the downloads served at once per sandbox.
 	downloads downloadSlots
@@ -88,6 +90,12 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.tenants != nil {
 		path, h := reinsv1connect.NewTenantServiceHandler(s.tenants, s.apiOptions()...)
+		mux.Handle(path, h)
+	}
+	if s.secrets != nil {
+		path, h := reinsv1connect.NewSecretServiceHandler(s.secrets, s.handlerOptions(
+			connect.WithCodec(wire.JSONCodec{Codec: "json", Opaque: true}),
+			connect.WithCodec(wire.JSONCodec{Codec: "json; charset=utf-8", Opaque: true}))...)
 		mux.Handle(path, h)
 	}
 	s.handleExec(mux)

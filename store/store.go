@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/reinsdev/reins/egress"
@@ -214,3 +215,55 @@ type EgressLog interface {
 
 // DefaultEgressLimit is ListEgress's limit when none is given.
 const DefaultEgressLimit = 1000
+
+// SecretMeta describes a stored secret without its value.
+type SecretMeta struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"` // the last PutSecret
+	Size      int       `json:"size"`       // bytes of the sealed value as stored
+}
+
+// MaxSealedSecret is the largest sealed value Secrets stores.
+const MaxSealedSecret = 64 << 10
+
+// Secrets holds tenants' secrets, sealed: the store sees only what the
+// caller (package secret) encrypted, never a value in clear. A secret is
+// named by its scope and its name. The scope is a tenant's name, or ""
+// for the admin's own secrets: "" is a scope like any other here, not
+// "every tenant", and no method reaches across scopes (another scope's
+// secret is errdefs.ErrNotFound, exactly as a missing one). A name is
+// 1 to 128 bytes without NUL and a scope "" or a name CheckTenantName
+// accepts, else errdefs.ErrInvalidArgument; so is an empty sealed value
+// or one over MaxSealedSecret. Deleting a tenant, where a store can,
+// deletes its secrets with it. Times come back in UTC. Implementations
+// pass storetest.RunSecrets.
+type Secrets interface {
+	// PutSecret stores sealed as the secret, replacing any value it had,
+	// and reports whether it is new. A new secret is created and updated
+	// at now; a replaced one keeps its CreatedAt and is updated at now.
+	PutSecret(ctx context.Context, tenant, name string, sealed []byte, now time.Time) (created bool, err error)
+	// GetSecret returns the sealed value, or errdefs.ErrNotFound.
+	GetSecret(ctx context.Context, tenant, name string) (sealed []byte, err error)
+	// ListSecrets returns the scope's secrets by name (bytewise).
+	ListSecrets(ctx context.Context, tenant string) ([]SecretMeta, error)
+	// DeleteSecret removes the secret, or is errdefs.ErrNotFound.
+	DeleteSecret(ctx context.Context, tenant, name string) error
+}
+
+// MaxSecretName is the longest name Secrets stores.
+const MaxSecretName = 128
+
+// CheckSecretKey checks the scope and name of a secret as every Secrets
+// implementation does.
+func CheckSecretKey(tenant, name string) error {
+	if tenant != "" {
+		if err := CheckTenantName(tenant); err != nil {
+			return err
+		}
+	}
+	if name == "" || len(name) > MaxSecretName || strings.IndexByte(name, 0) >= 0 {
+		return fmt.Errorf("secret name of %d bytes: use 1 to %d bytes, no NUL: %w", len(name), MaxSecretName, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/runc"
+	"github.com/reinsdev/reins/secret"
 	"github.com/reinsdev/reins/server"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/blob"
@@ -62,7 +63,9 @@ func serveCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the reins service (the API, sandboxes, runs)",
 		Long: `Run the reins service. On first start it writes an admin token to
-DATA_DIR/admin.token (mode 0600); clients send it as REINS_TOKEN.
+DATA_DIR/admin.token (mode 0600); clients send it as REINS_TOKEN, and the
+key that seals stored secrets to DATA_DIR/secret.key (32 bytes, mode 0600:
+back it up apart from the database; without it no secret can be opened).
 Sandboxes outlive the service: a restarted service re-attaches to them.
 
 --config FILE (JSON) configures trusted tools and prices; "env:NAME" values
@@ -136,6 +139,11 @@ func serve(cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	// Before anything recovers: a key that is not right stops the start.
+	secretKey, err := secret.LoadKey(filepath.Join(cfg.DataDir, secret.KeyFile))
+	if err != nil {
+		return err
+	}
 	if cfg.ExecutorPath == "" {
 		self, err := os.Executable()
 		if err != nil {
@@ -156,6 +164,10 @@ func serve(cfg serveConfig) error {
 		return err
 	}
 	defer st.Close()
+	secrets, err := secret.New(st, secretKey)
+	if err != nil {
+		return err
+	}
 	tenants := &server.Tenants{Store: st, Defaults: cfg.TenantQuota}
 	// The API's listener first: the proxy must know the service's own
 	// address to refuse it, and a taken port fails before anything runs.
@@ -172,7 +184,7 @@ func serve(cfg serveConfig) error {
 	defer egressLog.Close()
 	bnd, err := boundary.New(boundary.Config{
 		Dir: filepath.Join(cfg.DataDir, "net"), Overrides: overrides, Resolver: resolverAt(cfg.EgressDNS),
-		Forbidden: ownAddrs(ln.Addr()), Log: egressLog.Add, Logger: log,
+		Forbidden: ownAddrs(ln.Addr()), Secrets: secrets, Log: egressLog.Add, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -245,7 +257,7 @@ func serve(cfg serveConfig) error {
 	defer engine.Close()
 
 	srv := &http.Server{
-		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).
+		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).
 			WithNetworks(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).Handler(),

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -16,7 +17,13 @@ var JSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 
 // JSONCodec is a Connect codec in the JSON form above, named Codec
 // ("json", or "json; charset=utf-8", the two names Connect reads JSON by).
-type JSONCodec struct{ Codec string }
+// With Opaque, a request it cannot read is refused without quoting it:
+// protojson's errors quote the offending value, which in the secret API
+// is a secret.
+type JSONCodec struct {
+	Codec  string
+	Opaque bool
+}
 
 func (c JSONCodec) Name() string { return c.Codec }
 
@@ -31,7 +38,7 @@ func (JSONCodec) Marshal(m any) ([]byte, error) {
 	return JSON.Marshal(pm)
 }
 
-func (JSONCodec) Unmarshal(data []byte, m any) error {
+func (c JSONCodec) Unmarshal(data []byte, m any) error {
 	pm, ok := m.(proto.Message)
 	if !ok {
 		return errors.New("wire: the JSON codec carries protobuf messages only")
@@ -39,5 +46,9 @@ func (JSONCodec) Unmarshal(data []byte, m any) error {
 	if len(data) == 0 {
 		return errors.New("an empty body is not a JSON object: send {} for an empty request")
 	}
-	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, pm)
+	err := protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, pm)
+	if err != nil && c.Opaque {
+		return fmt.Errorf("the request is not JSON of a %s: check each field's type (bytes are base64)", pm.ProtoReflect().Descriptor().FullName())
+	}
+	return err
 }

@@ -65,6 +65,22 @@ CREATE TABLE egress (
 	PRIMARY KEY (sandbox, seq)
 ) WITHOUT ROWID;
 `,
+	// 5: secrets, sealed by package secret; tenant '' is the admin's own.
+	// A tenant's secrets go with it (no row of tenants names the admin).
+	`
+CREATE TABLE secrets (
+	tenant     TEXT    NOT NULL,
+	name       TEXT    NOT NULL,
+	sealed     BLOB    NOT NULL,
+	created_at INTEGER NOT NULL, -- unix nanoseconds
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (tenant, name)
+) WITHOUT ROWID;
+CREATE TRIGGER secrets_of_deleted_tenant AFTER DELETE ON tenants
+BEGIN
+	DELETE FROM secrets WHERE tenant = OLD.name;
+END;
+`,
 }
 
 // schemaVersion is the version this code writes and reads.

@@ -36,25 +36,21 @@ func open(t testing.TB, path string) *sqlite.Store {
 	return s
 }
 
+// fresh opens a new, empty store closed when t ends.
+func fresh(t *testing.T) *sqlite.Store {
+	s := open(t, filepath.Join(t.TempDir(), "reins.db"))
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		s := open(t, filepath.Join(t.TempDir(), "reins.db"))
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return s
-	})
-	storetest.RunTenants(t, func(t *testing.T) store.Tenants {
-		s := open(t, filepath.Join(t.TempDir(), "reins.db"))
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return s
-	})
+	storetest.Run(t, func(t *testing.T) store.Store { return fresh(t) })
+	storetest.RunTenants(t, func(t *testing.T) store.Tenants { return fresh(t) })
+	storetest.RunSecrets(t, func(t *testing.T) store.Secrets { return fresh(t) })
 	storetest.RunReopen(t, func(t *testing.T) func() store.Store {
 		path := filepath.Join(t.TempDir(), "reins.db")
 		return func() store.Store { return open(t, path) }

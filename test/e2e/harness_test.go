@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -211,7 +212,7 @@ func (s *service) run(args ...string) result {
 
 func (s *service) runEnv(env []string, args ...string) result {
 	s.t.Helper()
-	return s.runIn(env, "", args...)
+	return s.runInput(env, nil, args...)
 }
 
 // runStdin runs the CLI with stdin as its input.
@@ -220,18 +221,27 @@ func (s *service) runStdin(stdin string, args ...string) result {
 	return s.runIn(nil, stdin, args...)
 }
 
+// runIn runs the CLI with env added and stdin as its input ("": none).
 func (s *service) runIn(env []string, stdin string, args ...string) result {
+	s.t.Helper()
+	var in io.Reader
+	if stdin != "" {
+		in = strings.NewReader(stdin)
+	}
+	return s.runInput(env, in, args...)
+}
+
+// runInput runs the CLI with stdin read from in (nil: none).
+func (s *service) runInput(env []string, in io.Reader, args ...string) result {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "reins"), args...)
 	cmd.Env = append(os.Environ(), "REINS_URL="+s.url, "REINS_TOKEN="+s.token)
 	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdin = in
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
