@@ -239,6 +239,8 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 	case reinsv1.EventType_EVENT_TYPE_SANDBOX_REPLACED:
 		d := ev.GetSandbox()
 		v.printf("%s sandbox %s replaced by %s: %s\n", v.style("33", "◆"), d.GetName(), d.GetId(), d.GetNote())
+	case reinsv1.EventType_EVENT_TYPE_EGRESS:
+		v.egress(ev.GetEgress())
 	case reinsv1.EventType_EVENT_TYPE_WAITING:
 		v.ask(ctx, cl, id, ev.GetWaiting().GetQuestion())
 	case reinsv1.EventType_EVENT_TYPE_ARTIFACT:
@@ -268,6 +270,31 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 	if !v.quiet {
 		v.status.show(fmt.Sprintf("step %d · %d tokens · $%.4f · %s", v.step,
 			v.tokens, v.cost, time.Since(v.start).Round(100*time.Millisecond)), true)
+	}
+}
+
+// egress prints what a run's sandbox reached out to: each refusal on a
+// line of its own (what an operator looks for), the allowed ones counted.
+func (v *runView) egress(d *reinsv1.Egress) {
+	allowed := 0
+	for _, e := range d.GetEntries() {
+		if e.GetAllowed() {
+			allowed++
+			continue
+		}
+		target := e.GetHost()
+		if target == "" {
+			target = e.GetAddr()
+		} else if e.GetPort() != 0 {
+			target += fmt.Sprintf(":%d", e.GetPort())
+		}
+		v.printf("  %s %s %s refused: %s\n", v.style("31", "⊘"), e.GetProto(), target, e.GetRule())
+	}
+	if allowed > 0 {
+		v.printf("  %s %d connection(s) out, allowed\n", v.style("35", "⇢"), allowed)
+	}
+	if d.GetOmitted() > 0 {
+		v.printf("  %s %d more in reins sandbox egress %s\n", v.style("35", "⇢"), d.GetOmitted(), d.GetId())
 	}
 }
 

@@ -102,6 +102,7 @@ var (
 		runlog.EventSandboxSuspended:  reinsv1.EventType_EVENT_TYPE_SANDBOX_SUSPENDED,
 		runlog.EventSandboxResumed:    reinsv1.EventType_EVENT_TYPE_SANDBOX_RESUMED,
 		runlog.EventArtifact:          reinsv1.EventType_EVENT_TYPE_ARTIFACT,
+		runlog.EventEgress:            reinsv1.EventType_EVENT_TYPE_EGRESS,
 	})
 	stopReasons = newEnum("StopReason", map[model.StopReason]reinsv1.StopReason{
 		model.StopEndTurn:   reinsv1.StopReason_STOP_REASON_END_TURN,

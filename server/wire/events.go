@@ -106,6 +106,14 @@ var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
 	runlog.EventArtifact: payload(func(pb *reinsv1.RunEvent, d *runlog.Artifact) {
 		pb.Payload = &reinsv1.RunEvent_Artifact{Artifact: Artifact(*d)}
 	}),
+	runlog.EventEgress: payload(func(pb *reinsv1.RunEvent, d *runlog.Egress) {
+		e := &reinsv1.Egress{Sandbox: d.Sandbox, Id: d.ID, AfterSeq: d.AfterSeq, LastSeq: d.LastSeq,
+			Omitted: int32(d.Omitted), Denied: int32(d.Denied)}
+		for i, en := range d.Entries {
+			e.Entries = append(e.Entries, EgressEntry(store.EgressRecord{Seq: d.AfterSeq + int64(i) + 1, Entry: en}))
+		}
+		pb.Payload = &reinsv1.RunEvent_Egress{Egress: e}
+	}),
 }
 
 // EventPayload converts a wire event's payload back to its runlog value
@@ -160,6 +168,14 @@ func EventPayload(pb *reinsv1.RunEvent) any {
 	case *reinsv1.RunEvent_Artifact:
 		d := p.Artifact
 		return runlog.Artifact{Name: d.Name, Digest: d.Digest, Size: d.Size, Source: d.Source}
+	case *reinsv1.RunEvent_Egress:
+		d := p.Egress
+		out := runlog.Egress{Sandbox: d.Sandbox, ID: d.Id, AfterSeq: d.AfterSeq, LastSeq: d.LastSeq,
+			Omitted: int(d.Omitted), Denied: int(d.Denied)}
+		for _, en := range d.Entries {
+			out.Entries = append(out.Entries, EgressEntryFromProto(en).Entry)
+		}
+		return out
 	}
 	return nil
 }

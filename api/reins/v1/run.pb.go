@@ -114,6 +114,7 @@ const (
 	EventType_EVENT_TYPE_SANDBOX_SUSPENDED  EventType = 18 // sandbox: compute released while the run waits
 	EventType_EVENT_TYPE_SANDBOX_RESUMED    EventType = 19 // sandbox: started again on the same files
 	EventType_EVENT_TYPE_ARTIFACT           EventType = 20 // artifact
+	EventType_EVENT_TYPE_EGRESS             EventType = 21 // egress: connections a run's sandbox made, or was refused, during a call
 )
 
 // Enum value maps for EventType.
@@ -140,6 +141,7 @@ var (
 		18: "EVENT_TYPE_SANDBOX_SUSPENDED",
 		19: "EVENT_TYPE_SANDBOX_RESUMED",
 		20: "EVENT_TYPE_ARTIFACT",
+		21: "EVENT_TYPE_EGRESS",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":        0,
@@ -163,6 +165,7 @@ var (
 		"EVENT_TYPE_SANDBOX_SUSPENDED":  18,
 		"EVENT_TYPE_SANDBOX_RESUMED":    19,
 		"EVENT_TYPE_ARTIFACT":           20,
+		"EVENT_TYPE_EGRESS":             21,
 	}
 )
 
@@ -803,6 +806,7 @@ type RunEvent struct {
 	//	*RunEvent_ApprovalDecided
 	//	*RunEvent_Forked
 	//	*RunEvent_Artifact
+	//	*RunEvent_Egress
 	Payload       isRunEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -999,6 +1003,15 @@ func (x *RunEvent) GetArtifact() *Artifact {
 	return nil
 }
 
+func (x *RunEvent) GetEgress() *Egress {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_Egress); ok {
+			return x.Egress
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Payload interface {
 	isRunEvent_Payload()
 }
@@ -1059,6 +1072,10 @@ type RunEvent_Artifact struct {
 	Artifact *Artifact `protobuf:"bytes,23,opt,name=artifact,proto3,oneof"`
 }
 
+type RunEvent_Egress struct {
+	Egress *Egress `protobuf:"bytes,24,opt,name=egress,proto3,oneof"`
+}
+
 func (*RunEvent_RunCreated) isRunEvent_Payload() {}
 
 func (*RunEvent_ModelResponse) isRunEvent_Payload() {}
@@ -1087,6 +1104,104 @@ func (*RunEvent_Forked) isRunEvent_Payload() {}
 
 func (*RunEvent_Artifact) isRunEvent_Payload() {}
 
+func (*RunEvent_Egress) isRunEvent_Payload() {}
+
+// Egress is what one of a run's sandboxes reached out to (or was refused)
+// since the last such event: its egress log's entries after after_seq up
+// to last_seq, at most 100 of them (omitted counts the rest, which the
+// sandbox's egress log has); denied counts the refusals among all.
+type Egress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"` // the run's name for it
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	AfterSeq      int64                  `protobuf:"varint,3,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	LastSeq       int64                  `protobuf:"varint,4,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Entries       []*EgressLogEntry      `protobuf:"bytes,5,rep,name=entries,proto3" json:"entries,omitempty"`
+	Omitted       int32                  `protobuf:"varint,6,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	Denied        int32                  `protobuf:"varint,7,opt,name=denied,proto3" json:"denied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Egress) Reset() {
+	*x = Egress{}
+	mi := &file_reins_v1_run_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Egress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Egress) ProtoMessage() {}
+
+func (x *Egress) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Egress.ProtoReflect.Descriptor instead.
+func (*Egress) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Egress) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *Egress) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Egress) GetAfterSeq() int64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *Egress) GetLastSeq() int64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *Egress) GetEntries() []*EgressLogEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *Egress) GetOmitted() int32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
+}
+
+func (x *Egress) GetDenied() int32 {
+	if x != nil {
+		return x.Denied
+	}
+	return 0
+}
+
 // RunCreated opens a run's log.
 type RunCreated struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1097,7 +1212,7 @@ type RunCreated struct {
 
 func (x *RunCreated) Reset() {
 	*x = RunCreated{}
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1224,7 @@ func (x *RunCreated) String() string {
 func (*RunCreated) ProtoMessage() {}
 
 func (x *RunCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1237,7 @@ func (x *RunCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCreated.ProtoReflect.Descriptor instead.
 func (*RunCreated) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RunCreated) GetSpec() *RunSpec {
@@ -1151,7 +1266,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1278,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1291,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Block) GetType() BlockType {
@@ -1264,7 +1379,7 @@ type ModelResponse struct {
 
 func (x *ModelResponse) Reset() {
 	*x = ModelResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1391,7 @@ func (x *ModelResponse) String() string {
 func (*ModelResponse) ProtoMessage() {}
 
 func (x *ModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1404,7 @@ func (x *ModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelResponse.ProtoReflect.Descriptor instead.
 func (*ModelResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ModelResponse) GetStep() int32 {
@@ -1348,7 +1463,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1475,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1488,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolCall) GetStep() int32 {
@@ -1431,7 +1546,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1558,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1571,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolResult) GetStep() int32 {
@@ -1552,7 +1667,7 @@ type SandboxEvent struct {
 
 func (x *SandboxEvent) Reset() {
 	*x = SandboxEvent{}
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1679,7 @@ func (x *SandboxEvent) String() string {
 func (*SandboxEvent) ProtoMessage() {}
 
 func (x *SandboxEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1692,7 @@ func (x *SandboxEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxEvent.ProtoReflect.Descriptor instead.
 func (*SandboxEvent) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SandboxEvent) GetName() string {
@@ -1633,7 +1748,7 @@ type Waiting struct {
 
 func (x *Waiting) Reset() {
 	*x = Waiting{}
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1760,7 @@ func (x *Waiting) String() string {
 func (*Waiting) ProtoMessage() {}
 
 func (x *Waiting) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1773,7 @@ func (x *Waiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiting.ProtoReflect.Descriptor instead.
 func (*Waiting) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Waiting) GetCallId() string {
@@ -1687,7 +1802,7 @@ type HumanAnswer struct {
 
 func (x *HumanAnswer) Reset() {
 	*x = HumanAnswer{}
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1814,7 @@ func (x *HumanAnswer) String() string {
 func (*HumanAnswer) ProtoMessage() {}
 
 func (x *HumanAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1827,7 @@ func (x *HumanAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HumanAnswer.ProtoReflect.Descriptor instead.
 func (*HumanAnswer) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HumanAnswer) GetCallId() string {
@@ -1746,7 +1861,7 @@ type Note struct {
 
 func (x *Note) Reset() {
 	*x = Note{}
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1873,7 @@ func (x *Note) String() string {
 func (*Note) ProtoMessage() {}
 
 func (x *Note) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1886,7 @@ func (x *Note) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Note.ProtoReflect.Descriptor instead.
 func (*Note) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Note) GetMessage() string {
@@ -1796,7 +1911,7 @@ type Finished struct {
 
 func (x *Finished) Reset() {
 	*x = Finished{}
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1923,7 @@ func (x *Finished) String() string {
 func (*Finished) ProtoMessage() {}
 
 func (x *Finished) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1936,7 @@ func (x *Finished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finished.ProtoReflect.Descriptor instead.
 func (*Finished) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Finished) GetStatus() RunStatus {
@@ -1880,7 +1995,7 @@ type PolicyDecision struct {
 
 func (x *PolicyDecision) Reset() {
 	*x = PolicyDecision{}
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2007,7 @@ func (x *PolicyDecision) String() string {
 func (*PolicyDecision) ProtoMessage() {}
 
 func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2020,7 @@ func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
 func (*PolicyDecision) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PolicyDecision) GetCallId() string {
@@ -1957,7 +2072,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2084,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2097,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApprovalRequested) GetCallId() string {
@@ -2035,7 +2150,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2162,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2175,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApprovalDecided) GetCallId() string {
@@ -2118,7 +2233,7 @@ type Forked struct {
 
 func (x *Forked) Reset() {
 	*x = Forked{}
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2245,7 @@ func (x *Forked) String() string {
 func (*Forked) ProtoMessage() {}
 
 func (x *Forked) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2258,7 @@ func (x *Forked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forked.ProtoReflect.Descriptor instead.
 func (*Forked) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Forked) GetFrom() string {
@@ -2183,7 +2298,7 @@ type StartRunRequest struct {
 
 func (x *StartRunRequest) Reset() {
 	*x = StartRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2310,7 @@ func (x *StartRunRequest) String() string {
 func (*StartRunRequest) ProtoMessage() {}
 
 func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2323,7 @@ func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunRequest.ProtoReflect.Descriptor instead.
 func (*StartRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StartRunRequest) GetSpec() *RunSpec {
@@ -2227,7 +2342,7 @@ type StartRunResponse struct {
 
 func (x *StartRunResponse) Reset() {
 	*x = StartRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2354,7 @@ func (x *StartRunResponse) String() string {
 func (*StartRunResponse) ProtoMessage() {}
 
 func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2367,7 @@ func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunResponse.ProtoReflect.Descriptor instead.
 func (*StartRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StartRunResponse) GetRun() *Run {
@@ -2271,7 +2386,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2398,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2411,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetRunRequest) GetId() string {
@@ -2315,7 +2430,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2442,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2455,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -2360,7 +2475,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2487,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2500,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListRunsRequest) GetStatuses() []RunStatus {
@@ -2411,7 +2526,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2538,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2551,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -2457,7 +2572,7 @@ type RunEventsRequest struct {
 
 func (x *RunEventsRequest) Reset() {
 	*x = RunEventsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2584,7 @@ func (x *RunEventsRequest) String() string {
 func (*RunEventsRequest) ProtoMessage() {}
 
 func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2597,7 @@ func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEventsRequest.ProtoReflect.Descriptor instead.
 func (*RunEventsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RunEventsRequest) GetId() string {
@@ -2515,7 +2630,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2642,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2655,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelRunRequest) GetId() string {
@@ -2558,7 +2673,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2570,7 +2685,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2583,7 +2698,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
 }
 
 type AnswerRunRequest struct {
@@ -2596,7 +2711,7 @@ type AnswerRunRequest struct {
 
 func (x *AnswerRunRequest) Reset() {
 	*x = AnswerRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2723,7 @@ func (x *AnswerRunRequest) String() string {
 func (*AnswerRunRequest) ProtoMessage() {}
 
 func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2736,7 @@ func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AnswerRunRequest) GetId() string {
@@ -2646,7 +2761,7 @@ type AnswerRunResponse struct {
 
 func (x *AnswerRunResponse) Reset() {
 	*x = AnswerRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2658,7 +2773,7 @@ func (x *AnswerRunResponse) String() string {
 func (*AnswerRunResponse) ProtoMessage() {}
 
 func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2671,7 +2786,7 @@ func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunResponse.ProtoReflect.Descriptor instead.
 func (*AnswerRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
 }
 
 // Artifact is a file a run saved out of a sandbox (or a large output).
@@ -2687,7 +2802,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2699,7 +2814,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2712,7 +2827,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Artifact) GetName() string {
@@ -2752,7 +2867,7 @@ type ListArtifactsRequest struct {
 
 func (x *ListArtifactsRequest) Reset() {
 	*x = ListArtifactsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +2879,7 @@ func (x *ListArtifactsRequest) String() string {
 func (*ListArtifactsRequest) ProtoMessage() {}
 
 func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +2892,7 @@ func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsRequest.ProtoReflect.Descriptor instead.
 func (*ListArtifactsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListArtifactsRequest) GetId() string {
@@ -2796,7 +2911,7 @@ type ListArtifactsResponse struct {
 
 func (x *ListArtifactsResponse) Reset() {
 	*x = ListArtifactsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +2923,7 @@ func (x *ListArtifactsResponse) String() string {
 func (*ListArtifactsResponse) ProtoMessage() {}
 
 func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +2936,7 @@ func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsResponse.ProtoReflect.Descriptor instead.
 func (*ListArtifactsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListArtifactsResponse) GetArtifacts() []*Artifact {
@@ -2841,7 +2956,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +2968,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +2981,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetArtifactRequest) GetId() string {
@@ -2892,7 +3007,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3019,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3032,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetArtifactResponse) GetData() []byte {
@@ -2939,7 +3054,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[35]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3066,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[35]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3079,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{35}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ApproveRequest) GetId() string {
@@ -3003,7 +3118,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[36]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3130,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[36]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3143,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{36}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{37}
 }
 
 type DenyRequest struct {
@@ -3042,7 +3157,7 @@ type DenyRequest struct {
 
 func (x *DenyRequest) Reset() {
 	*x = DenyRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[37]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3169,7 @@ func (x *DenyRequest) String() string {
 func (*DenyRequest) ProtoMessage() {}
 
 func (x *DenyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[37]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3182,7 @@ func (x *DenyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
 func (*DenyRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{37}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DenyRequest) GetId() string {
@@ -3099,7 +3214,7 @@ type DenyResponse struct {
 
 func (x *DenyResponse) Reset() {
 	*x = DenyResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[38]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3226,7 @@ func (x *DenyResponse) String() string {
 func (*DenyResponse) ProtoMessage() {}
 
 func (x *DenyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[38]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3239,7 @@ func (x *DenyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
 func (*DenyResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{38}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{39}
 }
 
 type PauseRunRequest struct {
@@ -3136,7 +3251,7 @@ type PauseRunRequest struct {
 
 func (x *PauseRunRequest) Reset() {
 	*x = PauseRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[39]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3148,7 +3263,7 @@ func (x *PauseRunRequest) String() string {
 func (*PauseRunRequest) ProtoMessage() {}
 
 func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[39]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3161,7 +3276,7 @@ func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunRequest.ProtoReflect.Descriptor instead.
 func (*PauseRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{39}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PauseRunRequest) GetId() string {
@@ -3179,7 +3294,7 @@ type PauseRunResponse struct {
 
 func (x *PauseRunResponse) Reset() {
 	*x = PauseRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[40]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3306,7 @@ func (x *PauseRunResponse) String() string {
 func (*PauseRunResponse) ProtoMessage() {}
 
 func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[40]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3319,7 @@ func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunResponse.ProtoReflect.Descriptor instead.
 func (*PauseRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{40}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{41}
 }
 
 type ResumeRunRequest struct {
@@ -3216,7 +3331,7 @@ type ResumeRunRequest struct {
 
 func (x *ResumeRunRequest) Reset() {
 	*x = ResumeRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[41]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3228,7 +3343,7 @@ func (x *ResumeRunRequest) String() string {
 func (*ResumeRunRequest) ProtoMessage() {}
 
 func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[41]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3241,7 +3356,7 @@ func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{41}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResumeRunRequest) GetId() string {
@@ -3259,7 +3374,7 @@ type ResumeRunResponse struct {
 
 func (x *ResumeRunResponse) Reset() {
 	*x = ResumeRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[42]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3386,7 @@ func (x *ResumeRunResponse) String() string {
 func (*ResumeRunResponse) ProtoMessage() {}
 
 func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[42]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3399,7 @@ func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunResponse.ProtoReflect.Descriptor instead.
 func (*ResumeRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{42}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{43}
 }
 
 type ForkRunRequest struct {
@@ -3299,7 +3414,7 @@ type ForkRunRequest struct {
 
 func (x *ForkRunRequest) Reset() {
 	*x = ForkRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[43]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3426,7 @@ func (x *ForkRunRequest) String() string {
 func (*ForkRunRequest) ProtoMessage() {}
 
 func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[43]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3439,7 @@ func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunRequest.ProtoReflect.Descriptor instead.
 func (*ForkRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{43}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ForkRunRequest) GetId() string {
@@ -3364,7 +3479,7 @@ type ForkRunResponse struct {
 
 func (x *ForkRunResponse) Reset() {
 	*x = ForkRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[44]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3491,7 @@ func (x *ForkRunResponse) String() string {
 func (*ForkRunResponse) ProtoMessage() {}
 
 func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[44]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3504,7 @@ func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunResponse.ProtoReflect.Descriptor instead.
 func (*ForkRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{44}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ForkRunResponse) GetRun() *Run {
@@ -3408,7 +3523,7 @@ type VerifyRunRequest struct {
 
 func (x *VerifyRunRequest) Reset() {
 	*x = VerifyRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[45]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3535,7 @@ func (x *VerifyRunRequest) String() string {
 func (*VerifyRunRequest) ProtoMessage() {}
 
 func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[45]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +3548,7 @@ func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{45}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *VerifyRunRequest) GetId() string {
@@ -3452,7 +3567,7 @@ type VerifyRunResponse struct {
 
 func (x *VerifyRunResponse) Reset() {
 	*x = VerifyRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[46]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3579,7 @@ func (x *VerifyRunResponse) String() string {
 func (*VerifyRunResponse) ProtoMessage() {}
 
 func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[46]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3592,7 @@ func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunResponse.ProtoReflect.Descriptor instead.
 func (*VerifyRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{46}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *VerifyRunResponse) GetRun() *Run {
@@ -3497,7 +3612,7 @@ type CompareRunsRequest struct {
 
 func (x *CompareRunsRequest) Reset() {
 	*x = CompareRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[47]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3509,7 +3624,7 @@ func (x *CompareRunsRequest) String() string {
 func (*CompareRunsRequest) ProtoMessage() {}
 
 func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[47]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3522,7 +3637,7 @@ func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsRequest.ProtoReflect.Descriptor instead.
 func (*CompareRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{47}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CompareRunsRequest) GetRecorded() string {
@@ -3553,7 +3668,7 @@ type CompareRunsResponse struct {
 
 func (x *CompareRunsResponse) Reset() {
 	*x = CompareRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[48]
+	mi := &file_reins_v1_run_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3565,7 +3680,7 @@ func (x *CompareRunsResponse) String() string {
 func (*CompareRunsResponse) ProtoMessage() {}
 
 func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[48]
+	mi := &file_reins_v1_run_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3578,7 +3693,7 @@ func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsResponse.ProtoReflect.Descriptor instead.
 func (*CompareRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{48}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CompareRunsResponse) GetSame() bool {
@@ -3676,7 +3791,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\tR\x05input\x12\x12\n" +
 	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xb6\a\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xe2\a\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12'\n" +
@@ -3698,8 +3813,17 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x12approval_requested\x18\x14 \x01(\v2\x1b.reins.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12F\n" +
 	"\x10approval_decided\x18\x15 \x01(\v2\x19.reins.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x12*\n" +
 	"\x06forked\x18\x16 \x01(\v2\x10.reins.v1.ForkedH\x00R\x06forked\x120\n" +
-	"\bartifact\x18\x17 \x01(\v2\x12.reins.v1.ArtifactH\x00R\bartifactB\t\n" +
-	"\apayloadJ\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\x04data\"3\n" +
+	"\bartifact\x18\x17 \x01(\v2\x12.reins.v1.ArtifactH\x00R\bartifact\x12*\n" +
+	"\x06egress\x18\x18 \x01(\v2\x10.reins.v1.EgressH\x00R\x06egressB\t\n" +
+	"\apayloadJ\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\x04data\"\xd0\x01\n" +
+	"\x06Egress\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1b\n" +
+	"\tafter_seq\x18\x03 \x01(\x03R\bafterSeq\x12\x19\n" +
+	"\blast_seq\x18\x04 \x01(\x03R\alastSeq\x122\n" +
+	"\aentries\x18\x05 \x03(\v2\x18.reins.v1.EgressLogEntryR\aentries\x12\x18\n" +
+	"\aomitted\x18\x06 \x01(\x05R\aomitted\x12\x16\n" +
+	"\x06denied\x18\a \x01(\x05R\x06denied\"3\n" +
 	"\n" +
 	"RunCreated\x12%\n" +
 	"\x04spec\x18\x01 \x01(\v2\x11.reins.v1.RunSpecR\x04spec\"\xbc\x02\n" +
@@ -3883,7 +4007,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x11RUN_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14RUN_STATUS_SUCCEEDED\x10\x05\x12\x15\n" +
 	"\x11RUN_STATUS_FAILED\x10\x06\x12\x18\n" +
-	"\x14RUN_STATUS_CANCELLED\x10\a*\xe3\x04\n" +
+	"\x14RUN_STATUS_CANCELLED\x10\a*\xfa\x04\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EVENT_TYPE_RUN_CREATED\x10\x01\x12\x1d\n" +
@@ -3906,7 +4030,8 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x11EVENT_TYPE_FORKED\x10\x11\x12 \n" +
 	"\x1cEVENT_TYPE_SANDBOX_SUSPENDED\x10\x12\x12\x1e\n" +
 	"\x1aEVENT_TYPE_SANDBOX_RESUMED\x10\x13\x12\x17\n" +
-	"\x13EVENT_TYPE_ARTIFACT\x10\x14*y\n" +
+	"\x13EVENT_TYPE_ARTIFACT\x10\x14\x12\x15\n" +
+	"\x11EVENT_TYPE_EGRESS\x10\x15*y\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -3955,7 +4080,7 @@ func file_reins_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_reins_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: reins.v1.RunStatus
 	(EventType)(0),                // 1: reins.v1.EventType
@@ -3967,129 +4092,133 @@ var file_reins_v1_run_proto_goTypes = []any{
 	(*Run)(nil),                   // 7: reins.v1.Run
 	(*PendingCall)(nil),           // 8: reins.v1.PendingCall
 	(*RunEvent)(nil),              // 9: reins.v1.RunEvent
-	(*RunCreated)(nil),            // 10: reins.v1.RunCreated
-	(*Block)(nil),                 // 11: reins.v1.Block
-	(*ModelResponse)(nil),         // 12: reins.v1.ModelResponse
-	(*ToolCall)(nil),              // 13: reins.v1.ToolCall
-	(*ToolResult)(nil),            // 14: reins.v1.ToolResult
-	(*SandboxEvent)(nil),          // 15: reins.v1.SandboxEvent
-	(*Waiting)(nil),               // 16: reins.v1.Waiting
-	(*HumanAnswer)(nil),           // 17: reins.v1.HumanAnswer
-	(*Note)(nil),                  // 18: reins.v1.Note
-	(*Finished)(nil),              // 19: reins.v1.Finished
-	(*PolicyDecision)(nil),        // 20: reins.v1.PolicyDecision
-	(*ApprovalRequested)(nil),     // 21: reins.v1.ApprovalRequested
-	(*ApprovalDecided)(nil),       // 22: reins.v1.ApprovalDecided
-	(*Forked)(nil),                // 23: reins.v1.Forked
-	(*StartRunRequest)(nil),       // 24: reins.v1.StartRunRequest
-	(*StartRunResponse)(nil),      // 25: reins.v1.StartRunResponse
-	(*GetRunRequest)(nil),         // 26: reins.v1.GetRunRequest
-	(*GetRunResponse)(nil),        // 27: reins.v1.GetRunResponse
-	(*ListRunsRequest)(nil),       // 28: reins.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 29: reins.v1.ListRunsResponse
-	(*RunEventsRequest)(nil),      // 30: reins.v1.RunEventsRequest
-	(*CancelRunRequest)(nil),      // 31: reins.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),     // 32: reins.v1.CancelRunResponse
-	(*AnswerRunRequest)(nil),      // 33: reins.v1.AnswerRunRequest
-	(*AnswerRunResponse)(nil),     // 34: reins.v1.AnswerRunResponse
-	(*Artifact)(nil),              // 35: reins.v1.Artifact
-	(*ListArtifactsRequest)(nil),  // 36: reins.v1.ListArtifactsRequest
-	(*ListArtifactsResponse)(nil), // 37: reins.v1.ListArtifactsResponse
-	(*GetArtifactRequest)(nil),    // 38: reins.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),   // 39: reins.v1.GetArtifactResponse
-	(*ApproveRequest)(nil),        // 40: reins.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 41: reins.v1.ApproveResponse
-	(*DenyRequest)(nil),           // 42: reins.v1.DenyRequest
-	(*DenyResponse)(nil),          // 43: reins.v1.DenyResponse
-	(*PauseRunRequest)(nil),       // 44: reins.v1.PauseRunRequest
-	(*PauseRunResponse)(nil),      // 45: reins.v1.PauseRunResponse
-	(*ResumeRunRequest)(nil),      // 46: reins.v1.ResumeRunRequest
-	(*ResumeRunResponse)(nil),     // 47: reins.v1.ResumeRunResponse
-	(*ForkRunRequest)(nil),        // 48: reins.v1.ForkRunRequest
-	(*ForkRunResponse)(nil),       // 49: reins.v1.ForkRunResponse
-	(*VerifyRunRequest)(nil),      // 50: reins.v1.VerifyRunRequest
-	(*VerifyRunResponse)(nil),     // 51: reins.v1.VerifyRunResponse
-	(*CompareRunsRequest)(nil),    // 52: reins.v1.CompareRunsRequest
-	(*CompareRunsResponse)(nil),   // 53: reins.v1.CompareRunsResponse
-	nil,                           // 54: reins.v1.RunSpec.SandboxesEntry
-	nil,                           // 55: reins.v1.Run.SandboxesEntry
-	(*Network)(nil),               // 56: reins.v1.Network
+	(*Egress)(nil),                // 10: reins.v1.Egress
+	(*RunCreated)(nil),            // 11: reins.v1.RunCreated
+	(*Block)(nil),                 // 12: reins.v1.Block
+	(*ModelResponse)(nil),         // 13: reins.v1.ModelResponse
+	(*ToolCall)(nil),              // 14: reins.v1.ToolCall
+	(*ToolResult)(nil),            // 15: reins.v1.ToolResult
+	(*SandboxEvent)(nil),          // 16: reins.v1.SandboxEvent
+	(*Waiting)(nil),               // 17: reins.v1.Waiting
+	(*HumanAnswer)(nil),           // 18: reins.v1.HumanAnswer
+	(*Note)(nil),                  // 19: reins.v1.Note
+	(*Finished)(nil),              // 20: reins.v1.Finished
+	(*PolicyDecision)(nil),        // 21: reins.v1.PolicyDecision
+	(*ApprovalRequested)(nil),     // 22: reins.v1.ApprovalRequested
+	(*ApprovalDecided)(nil),       // 23: reins.v1.ApprovalDecided
+	(*Forked)(nil),                // 24: reins.v1.Forked
+	(*StartRunRequest)(nil),       // 25: reins.v1.StartRunRequest
+	(*StartRunResponse)(nil),      // 26: reins.v1.StartRunResponse
+	(*GetRunRequest)(nil),         // 27: reins.v1.GetRunRequest
+	(*GetRunResponse)(nil),        // 28: reins.v1.GetRunResponse
+	(*ListRunsRequest)(nil),       // 29: reins.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 30: reins.v1.ListRunsResponse
+	(*RunEventsRequest)(nil),      // 31: reins.v1.RunEventsRequest
+	(*CancelRunRequest)(nil),      // 32: reins.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),     // 33: reins.v1.CancelRunResponse
+	(*AnswerRunRequest)(nil),      // 34: reins.v1.AnswerRunRequest
+	(*AnswerRunResponse)(nil),     // 35: reins.v1.AnswerRunResponse
+	(*Artifact)(nil),              // 36: reins.v1.Artifact
+	(*ListArtifactsRequest)(nil),  // 37: reins.v1.ListArtifactsRequest
+	(*ListArtifactsResponse)(nil), // 38: reins.v1.ListArtifactsResponse
+	(*GetArtifactRequest)(nil),    // 39: reins.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),   // 40: reins.v1.GetArtifactResponse
+	(*ApproveRequest)(nil),        // 41: reins.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 42: reins.v1.ApproveResponse
+	(*DenyRequest)(nil),           // 43: reins.v1.DenyRequest
+	(*DenyResponse)(nil),          // 44: reins.v1.DenyResponse
+	(*PauseRunRequest)(nil),       // 45: reins.v1.PauseRunRequest
+	(*PauseRunResponse)(nil),      // 46: reins.v1.PauseRunResponse
+	(*ResumeRunRequest)(nil),      // 47: reins.v1.ResumeRunRequest
+	(*ResumeRunResponse)(nil),     // 48: reins.v1.ResumeRunResponse
+	(*ForkRunRequest)(nil),        // 49: reins.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),       // 50: reins.v1.ForkRunResponse
+	(*VerifyRunRequest)(nil),      // 51: reins.v1.VerifyRunRequest
+	(*VerifyRunResponse)(nil),     // 52: reins.v1.VerifyRunResponse
+	(*CompareRunsRequest)(nil),    // 53: reins.v1.CompareRunsRequest
+	(*CompareRunsResponse)(nil),   // 54: reins.v1.CompareRunsResponse
+	nil,                           // 55: reins.v1.RunSpec.SandboxesEntry
+	nil,                           // 56: reins.v1.Run.SandboxesEntry
+	(*Network)(nil),               // 57: reins.v1.Network
+	(*EgressLogEntry)(nil),        // 58: reins.v1.EgressLogEntry
 }
 var file_reins_v1_run_proto_depIdxs = []int32{
-	54, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
-	56, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
+	55, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
+	57, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
 	0,  // 2: reins.v1.Run.status:type_name -> reins.v1.RunStatus
 	5,  // 3: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
 	6,  // 4: reins.v1.Run.usage:type_name -> reins.v1.Usage
-	55, // 5: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
+	56, // 5: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
 	8,  // 6: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
 	1,  // 7: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
-	10, // 8: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
-	12, // 9: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
-	13, // 10: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
-	14, // 11: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
-	15, // 12: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
-	16, // 13: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
-	17, // 14: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
-	18, // 15: reins.v1.RunEvent.note:type_name -> reins.v1.Note
-	19, // 16: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
-	20, // 17: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
-	21, // 18: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
-	22, // 19: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
-	23, // 20: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
-	35, // 21: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
-	5,  // 22: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
-	3,  // 23: reins.v1.Block.type:type_name -> reins.v1.BlockType
-	11, // 24: reins.v1.Block.content:type_name -> reins.v1.Block
-	11, // 25: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
-	2,  // 26: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
-	6,  // 27: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
-	0,  // 28: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
-	6,  // 29: reins.v1.Finished.usage:type_name -> reins.v1.Usage
-	4,  // 30: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
-	5,  // 31: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
-	7,  // 32: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
-	7,  // 33: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
-	0,  // 34: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
-	7,  // 35: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
-	35, // 36: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
-	7,  // 37: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
-	7,  // 38: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
-	24, // 39: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
-	26, // 40: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
-	28, // 41: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
-	30, // 42: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
-	31, // 43: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
-	33, // 44: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
-	40, // 45: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
-	42, // 46: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
-	44, // 47: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
-	46, // 48: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
-	48, // 49: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
-	50, // 50: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
-	52, // 51: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
-	36, // 52: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
-	38, // 53: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
-	25, // 54: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
-	27, // 55: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
-	29, // 56: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
-	9,  // 57: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
-	32, // 58: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
-	34, // 59: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
-	41, // 60: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
-	43, // 61: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
-	45, // 62: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
-	47, // 63: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
-	49, // 64: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
-	51, // 65: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
-	53, // 66: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
-	37, // 67: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
-	39, // 68: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
-	54, // [54:69] is the sub-list for method output_type
-	39, // [39:54] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	11, // 8: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
+	13, // 9: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
+	14, // 10: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
+	15, // 11: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
+	16, // 12: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
+	17, // 13: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
+	18, // 14: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
+	19, // 15: reins.v1.RunEvent.note:type_name -> reins.v1.Note
+	20, // 16: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
+	21, // 17: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
+	22, // 18: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
+	23, // 19: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
+	24, // 20: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
+	36, // 21: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
+	10, // 22: reins.v1.RunEvent.egress:type_name -> reins.v1.Egress
+	58, // 23: reins.v1.Egress.entries:type_name -> reins.v1.EgressLogEntry
+	5,  // 24: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
+	3,  // 25: reins.v1.Block.type:type_name -> reins.v1.BlockType
+	12, // 26: reins.v1.Block.content:type_name -> reins.v1.Block
+	12, // 27: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
+	2,  // 28: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
+	6,  // 29: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
+	0,  // 30: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
+	6,  // 31: reins.v1.Finished.usage:type_name -> reins.v1.Usage
+	4,  // 32: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
+	5,  // 33: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
+	7,  // 34: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
+	7,  // 35: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
+	0,  // 36: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
+	7,  // 37: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
+	36, // 38: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
+	7,  // 39: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
+	7,  // 40: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
+	25, // 41: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
+	27, // 42: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
+	29, // 43: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
+	31, // 44: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
+	32, // 45: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
+	34, // 46: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
+	41, // 47: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
+	43, // 48: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
+	45, // 49: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
+	47, // 50: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
+	49, // 51: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
+	51, // 52: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
+	53, // 53: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
+	37, // 54: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
+	39, // 55: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
+	26, // 56: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
+	28, // 57: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
+	30, // 58: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
+	9,  // 59: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
+	33, // 60: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
+	35, // 61: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
+	42, // 62: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
+	44, // 63: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
+	46, // 64: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
+	48, // 65: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
+	50, // 66: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
+	52, // 67: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
+	54, // 68: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
+	38, // 69: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
+	40, // 70: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
+	56, // [56:71] is the sub-list for method output_type
+	41, // [41:56] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_run_proto_init() }
@@ -4113,6 +4242,7 @@ func file_reins_v1_run_proto_init() {
 		(*RunEvent_ApprovalDecided)(nil),
 		(*RunEvent_Forked)(nil),
 		(*RunEvent_Artifact)(nil),
+		(*RunEvent_Egress)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4120,7 +4250,7 @@ func file_reins_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_run_proto_rawDesc), len(file_reins_v1_run_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
