@@ -37,6 +37,7 @@ func TestRenderEvents(t *testing.T) {
 		"paused":             "◆ paused",
 		"resumed":            "◆ resumed",
 		"forked":             "◆ forked",
+		"egress":             "⊘ dns evil.test refused: not in the allowlist\n  ⇢ 1 connection(s) out, allowed\n  ⇢ 3 more in reins sandbox egress sbx1",
 	}
 	line := map[string]string{ // what `runs events` shows of it
 		"run_created":        `"task":"fix the test"`,
@@ -52,6 +53,7 @@ func TestRenderEvents(t *testing.T) {
 		"approval_decided":   `"edited_input_json":"{\"to\":\"b@example.com\"}"`,
 		"forked":             `"from":"run_orig"`,
 		"artifact":           `"source":"default:/workspace/report.txt"`,
+		"egress":             `"rule":"allow-host *.github.com"`,
 	}
 	samples := wiretest.Samples()
 	types := consttest.Prefixed(t, "../../runlog", "Event")
