@@ -53,7 +53,7 @@ func TestAttachDetach(t *testing.T) {
 	}
 	// The router has no link but lo and the veths: no way to the host.
 	rout := nsenter(t, r.cfg.Dir+"/router", "ip -o link; ip route; cat /proc/sys/net/ipv4/ip_forward")
-	if n := strings.Count(rout, "\n"); !strings.Contains(rout, "r0acb0001@") || !strings.Contains(rout, "r0acb0005@") || strings.Contains(rout, "default via") {
+	if n := strings.Count(rout, "\n"); n != 6 || !strings.Contains(rout, "alias a") || !strings.Contains(rout, "alias b") || strings.Contains(rout, "default via") {
 		t.Errorf("router namespace (%d lines):\n%s", n, rout)
 	}
 	if got := r.Links(); len(got) != 2 || got[0] != a || got[1] != b {
@@ -67,6 +67,10 @@ func TestAttachDetach(t *testing.T) {
 	}
 	if _, ok := r.Link("a"); ok {
 		t.Error("Link(a) after Detach")
+	}
+	// Its veth goes with the namespace, nothing holding it.
+	if !eventually(func() bool { return strings.Count(nsenter(t, r.cfg.Dir+"/router", "ip -o link"), "\n") == 2 }) {
+		t.Errorf("the router's links after Detach:\n%s", nsenter(t, r.cfg.Dir+"/router", "ip -o link"))
 	}
 	if err := r.Detach("a"); err != nil {
 		t.Errorf("Detach of an unknown id: %v", err)
@@ -90,6 +94,42 @@ func nsenter(t testing.TB, ns, script string) string {
 		t.Fatalf("nsenter %s %s: %v\n%s", ns, script, err, out)
 	}
 	return string(out)
+}
+
+// Detach cuts a sandbox off at once even while its namespace lives on
+// (its sandbox has not ended yet), and the /30 serves a new link at once.
+func TestDetachWhileHeld(t *testing.T) {
+	r := newRouter(t)
+	ls := listen(t, r)
+	a, err := r.Attach("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _, err := openNS(a.NetNS) // as a running sandbox holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := r.Detach("a"); err != nil {
+		t.Fatal(err)
+	}
+	var probe error
+	if err := inNS(held, func() error { probe = tcpProbe(a.Gateway.String() + ":3128"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if probe == nil {
+		t.Error("a detached sandbox still reached the proxy")
+	}
+	c, err := r.Attach("c")
+	if err != nil || c.Gateway != a.Gateway {
+		t.Fatalf("Attach(c) = %+v, %v; want gateway %s", c, err, a.Gateway)
+	}
+	inLink(t, c, func() error { return tcpProbe(c.Gateway.String() + ":3128") })
+	checkRecorded(t, "proxy", ls.proxy, []string{c.Addr.String() + " " + c.Gateway.String() + ":3128 probe " + c.Gateway.String() + ":3128"})
+	held.Close()
+	if !eventually(func() bool { return strings.Count(nsenter(t, r.cfg.Dir+"/router", "ip -o link"), "\n") == 2 }) {
+		t.Errorf("the detached veth outlived its namespace:\n%s", nsenter(t, r.cfg.Dir+"/router", "ip -o link"))
+	}
 }
 
 // A restarted service (a second Open on the same Dir) finds the router,
