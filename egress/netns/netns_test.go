@@ -166,7 +166,18 @@ func TestReopen(t *testing.T) {
 	if err != nil || b.Gateway == a.Gateway {
 		t.Errorf("Attach(b) after reopen = %+v, %v", b, err)
 	}
-	listen(t, r) // the firewall is back: a redirected connection arrives
+	// The firewall is back: a connection from the surviving link reaches
+	// the proxy, on a dual-stack listener ("tcp", [::]) in a namespace
+	// with IPv6 off.
+	l, err := r.Listen("tcp", ":3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tcpRecorder(t, l, false)
+	inLink(t, a, func() error { return tcpProbe(a.Gateway.String() + ":3128") })
+	if got := rec.lines(); len(got) != 1 || !strings.HasPrefix(got[0], a.Addr.String()+" ") {
+		t.Errorf("the proxy after reopen received %q", got)
+	}
 }
 
 func nsInode(t testing.TB, p string) uint64 {
