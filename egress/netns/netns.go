@@ -206,23 +206,22 @@ func loopbackUp() error {
 // Listen is net.Listen inside the router namespace: how the proxy accepts
 // connections from sandboxes. Close closes it too.
 func (r *Router) Listen(network, addr string) (net.Listener, error) {
-	var l net.Listener
-	err := r.listen(func() (err error) { l, err = net.Listen(network, addr); return err })
-	if err != nil {
-		return nil, err
-	}
-	return l, r.keep(l)
+	return listenIn(r, func() (net.Listener, error) { return net.Listen(network, addr) })
 }
 
 // ListenPacket is net.ListenPacket inside the router namespace (the DNS
 // server's socket). Close closes it too.
 func (r *Router) ListenPacket(network, addr string) (net.PacketConn, error) {
-	var pc net.PacketConn
-	err := r.listen(func() (err error) { pc, err = net.ListenPacket(network, addr); return err })
+	return listenIn(r, func() (net.PacketConn, error) { return net.ListenPacket(network, addr) })
+}
+
+func listenIn[T io.Closer](r *Router, open func() (T, error)) (T, error) {
+	var c T
+	err := r.listen(func() (err error) { c, err = open(); return err })
 	if err != nil {
-		return nil, err
+		return c, err
 	}
-	return pc, r.keep(pc)
+	return c, r.keep(c)
 }
 
 func (r *Router) listen(f func() error) error {

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,37 +193,9 @@ func nsInode(t testing.TB, p string) uint64 {
 // comes back from the address asked; other UDP, ICMP, IPv6, another
 // sandbox's listeners and the host's loopback get nothing.
 func TestFirewall(t *testing.T) {
-	r := newRouter(t)
-	ls := listen(t, r)
-	a, err := r.Attach("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := r.Attach("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostRec := tcpRecorder(t, host, false)
-	hostPort := host.Addr().(*net.TCPAddr).Port
-	var bTCP, bUDP *recorder
-	inLink(t, b, func() error {
-		l, err := net.Listen("tcp4", ":7000")
-		if err != nil {
-			return err
-		}
-		pc, err := net.ListenPacket("udp4", ":7001")
-		if err != nil {
-			return err
-		}
-		bTCP, bUDP = tcpRecorder(t, l, false), udpRecorder(t, pc, true)
-		return nil
-	})
-	bICMP := icmpRecorderAt(t, r, b)
-
+	f := newFixture(t, "a", "b")
+	ls, a, b := f.ls, f.a, f.b
+	hostPort := f.hostPort
 	res := map[string]string{}
 	inLink(t, a, func() error {
 		try := func(name string, f func() error) {
@@ -237,7 +208,7 @@ func TestFirewall(t *testing.T) {
 		try("tcp-any", func() error { return tcpProbe("203.0.113.7:8080") })
 		try("tcp-proxy", func() error { return tcpProbe(a.Gateway.String() + ":3128") })
 		try("tcp-b", func() error { return tcpProbe(b.Addr.String() + ":7000") })
-		try("tcp-host", func() error { return tcpProbe(a.Gateway.String() + ":" + strconv.Itoa(hostPort)) })
+		try("tcp-host", func() error { return tcpProbe(a.Gateway.String() + ":" + hostPort) })
 		try("udp-dns", func() error { return udpProbe("198.51.100.53:53", true) })
 		try("udp-other", func() error { return udpProbe("198.51.100.53:5000", false) })
 		try("udp-gw", func() error { return udpProbe(a.Gateway.String()+":5000", false) })
@@ -263,16 +234,12 @@ func TestFirewall(t *testing.T) {
 	wantTransparent := []string{
 		src + " 203.0.113.7:8080 probe 203.0.113.7:8080",
 		src + " " + b.Addr.String() + ":7000 probe " + b.Addr.String() + ":7000",
-		src + " " + a.Gateway.String() + ":" + strconv.Itoa(hostPort) + " probe " + a.Gateway.String() + ":" + strconv.Itoa(hostPort),
+		src + " " + a.Gateway.String() + ":" + hostPort + " probe " + a.Gateway.String() + ":" + hostPort,
 	}
 	checkRecorded(t, "transparent", ls.transparent, wantTransparent)
 	checkRecorded(t, "proxy", ls.proxy, []string{src + " " + a.Gateway.String() + ":3128 probe " + a.Gateway.String() + ":3128"})
 	checkRecorded(t, "dns", ls.dns, []string{src + " probe 198.51.100.53:53"})
-	for name, rec := range map[string]*recorder{"router udp :5000": ls.udpOther, "router icmp": ls.icmp, "b tcp": bTCP, "b udp": bUDP, "b icmp": bICMP, "host loopback": hostRec} {
-		if got := rec.lines(); len(got) > 0 {
-			t.Errorf("%s received %q", name, got)
-		}
-	}
+	f.checkSilent(t)
 }
 
 func checkRecorded(t *testing.T, name string, rec *recorder, want []string) {
@@ -282,15 +249,6 @@ func checkRecorded(t *testing.T, name string, rec *recorder, want []string) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("%s received:\n%s\nwant:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-}
-
-func icmpRecorderAt(t testing.TB, r *Router, l Link) *recorder {
-	ns, _, err := openNS(l.NetNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	return icmpRecorder(t, r, ns)
 }
 
 // tcpProbe connects, sends "probe ADDR" and wants the listener's "ok".
@@ -364,16 +322,8 @@ func rawPing(dst netip.Addr) error {
 // sandbox's address, the gateway's, or the /30's network and broadcast
 // addresses never reach the proxy's DNS port; its own do.
 func TestAntiSpoofing(t *testing.T) {
-	r := newRouter(t)
-	ls := listen(t, r)
-	a, err := r.Attach("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := r.Attach("b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, "a", "b")
+	ls, a, b := f.ls, f.a, f.b
 	forged := []netip.Addr{b.Addr, a.Gateway, a.Gateway.Prev(), a.Addr.Next(), netip.MustParseAddr("192.0.2.9")}
 	inLink(t, a, func() error {
 		for _, src := range append(forged, a.Addr) {
@@ -386,6 +336,7 @@ func TestAntiSpoofing(t *testing.T) {
 	checkRecorded(t, "dns", ls.dns, []string{a.Addr.String() + " from " + a.Addr.String()})
 	time.Sleep(300 * time.Millisecond) // let any forged packet that got through arrive
 	checkRecorded(t, "dns", ls.dns, []string{a.Addr.String() + " from " + a.Addr.String()})
+	f.checkSilent(t)
 }
 
 // sendFrom sends a UDP datagram with any source address, its IP header
