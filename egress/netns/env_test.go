@@ -43,6 +43,8 @@ func newRouter(t testing.TB) *Router {
 func newReopenable(t testing.TB) (*Router, func() *Router) {
 	t.Helper()
 	testenv.RequiresRoot(t)
+	testenv.RequiresBinary(t, "ip", "iproute2")        // to inspect namespaces
+	testenv.RequiresBinary(t, "nsenter", "util-linux") // and enter them
 	dir := t.TempDir()
 	before := hostLinks(t)
 	r, err := Open(Config{Dir: dir, Ports: testPorts})
