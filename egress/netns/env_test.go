@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,8 @@ func newRouter(t testing.TB) *Router {
 func newReopenable(t testing.TB) (*Router, func() *Router) {
 	t.Helper()
 	testenv.RequiresRoot(t)
+	testenv.RequiresBinary(t, "ip", "iproute2")        // to inspect namespaces
+	testenv.RequiresBinary(t, "nsenter", "util-linux") // and enter them
 	dir := t.TempDir()
 	before := hostLinks(t)
 	r, err := Open(Config{Dir: dir, Ports: testPorts})
@@ -175,6 +178,17 @@ func tcpRecorder(t testing.TB, l net.Listener, redirected bool) *recorder {
 // udpRecorder records "SRC PAYLOAD" for each datagram and answers
 // "ok" when reply is set.
 func udpRecorder(t testing.TB, pc net.PacketConn, reply bool) *recorder {
+	return packetRecorder(t, pc, func(p []byte, from net.Addr) string {
+		if reply {
+			pc.WriteTo([]byte("ok\n"), from)
+		}
+		return hostOf(from) + " " + strings.TrimSpace(string(p))
+	})
+}
+
+// packetRecorder records what line makes of each packet read from pc
+// ("" records nothing).
+func packetRecorder(t testing.TB, pc net.PacketConn, line func(p []byte, from net.Addr) string) *recorder {
 	rec := &recorder{}
 	serve(t, pc, func() {
 		buf := make([]byte, 2048)
@@ -183,9 +197,8 @@ func udpRecorder(t testing.TB, pc net.PacketConn, reply bool) *recorder {
 			if err != nil {
 				return
 			}
-			rec.add(hostOf(from) + " " + strings.TrimSpace(string(buf[:n])))
-			if reply {
-				pc.WriteTo([]byte("ok\n"), from)
+			if l := line(buf[:n], from); l != "" {
+				rec.add(l)
 			}
 		}
 	})
@@ -209,20 +222,12 @@ func icmpRecorder(t testing.TB, r *Router, ns *os.File) *recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
-	serve(t, pc, func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if n > 0 && buf[0] == 8 { // echo request
-				rec.add(hostOf(from) + " echo")
-			}
+	return packetRecorder(t, pc, func(p []byte, from net.Addr) string {
+		if len(p) > 0 && p[0] == 8 { // echo request
+			return hostOf(from) + " echo"
 		}
+		return ""
 	})
-	return rec
 }
 
 func hostOf(a net.Addr) string {
@@ -284,4 +289,64 @@ func eventually(cond func() bool) bool {
 		}
 	}
 	return cond()
+}
+
+// fixture is a router with the test's listeners, sandbox a's link, and
+// sandbox b's with listeners inside it (TCP :7000, UDP :7001, ICMP), and
+// a listener on the host's loopback: what a's probes must not reach.
+type fixture struct {
+	r                       *Router
+	ls                      listeners
+	a, b                    Link
+	bTCP, bUDP, bICMP, host *recorder
+	hostPort                string
+}
+
+func newFixture(t testing.TB, idA, idB string) *fixture {
+	t.Helper()
+	f := &fixture{r: newRouter(t)}
+	f.ls = listen(t, f.r)
+	var err error
+	if f.a, err = f.r.Attach(idA); err != nil {
+		t.Fatal(err)
+	}
+	if f.b, err = f.r.Attach(idB); err != nil {
+		t.Fatal(err)
+	}
+	inLink(t, f.b, func() error {
+		l, err := net.Listen("tcp4", ":7000")
+		if err != nil {
+			return err
+		}
+		pc, err := net.ListenPacket("udp4", ":7001")
+		if err != nil {
+			return err
+		}
+		f.bTCP, f.bUDP = tcpRecorder(t, l, false), udpRecorder(t, pc, true)
+		return nil
+	})
+	ns, _, err := openNS(f.b.NetNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	f.bICMP = icmpRecorder(t, f.r, ns)
+	host, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.host, f.hostPort = tcpRecorder(t, host, false), strconv.Itoa(host.Addr().(*net.TCPAddr).Port)
+	return f
+}
+
+// checkSilent fails the test if anything reached what a must not reach:
+// the router's other UDP port and ICMP, b's listeners, the host's.
+func (f *fixture) checkSilent(t testing.TB) {
+	t.Helper()
+	for name, rec := range map[string]*recorder{"router udp :5000": f.ls.udpOther, "router icmp": f.ls.icmp,
+		"b tcp": f.bTCP, "b udp": f.bUDP, "b icmp": f.bICMP, "host loopback": f.host} {
+		if got := rec.lines(); len(got) > 0 {
+			t.Errorf("%s received %q", name, got)
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func TestAttachDetach(t *testing.T) {
 	}
 	// The router has no link but lo and the veths: no way to the host.
 	rout := nsenter(t, r.cfg.Dir+"/router", "ip -o link; ip route; cat /proc/sys/net/ipv4/ip_forward")
-	if n := strings.Count(rout, "\n"); !strings.Contains(rout, "r0acb0001@") || !strings.Contains(rout, "r0acb0005@") || strings.Contains(rout, "default via") {
+	if n := strings.Count(rout, "\n"); n != 6 || !strings.Contains(rout, "alias a") || !strings.Contains(rout, "alias b") || strings.Contains(rout, "default via") {
 		t.Errorf("router namespace (%d lines):\n%s", n, rout)
 	}
 	if got := r.Links(); len(got) != 2 || got[0] != a || got[1] != b {
@@ -67,6 +66,10 @@ func TestAttachDetach(t *testing.T) {
 	}
 	if _, ok := r.Link("a"); ok {
 		t.Error("Link(a) after Detach")
+	}
+	// Its veth goes with the namespace, nothing holding it.
+	if !eventually(func() bool { return strings.Count(nsenter(t, r.cfg.Dir+"/router", "ip -o link"), "\n") == 2 }) {
+		t.Errorf("the router's links after Detach:\n%s", nsenter(t, r.cfg.Dir+"/router", "ip -o link"))
 	}
 	if err := r.Detach("a"); err != nil {
 		t.Errorf("Detach of an unknown id: %v", err)
@@ -90,6 +93,42 @@ func nsenter(t testing.TB, ns, script string) string {
 		t.Fatalf("nsenter %s %s: %v\n%s", ns, script, err, out)
 	}
 	return string(out)
+}
+
+// Detach cuts a sandbox off at once even while its namespace lives on
+// (its sandbox has not ended yet), and the /30 serves a new link at once.
+func TestDetachWhileHeld(t *testing.T) {
+	r := newRouter(t)
+	ls := listen(t, r)
+	a, err := r.Attach("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _, err := openNS(a.NetNS) // as a running sandbox holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := r.Detach("a"); err != nil {
+		t.Fatal(err)
+	}
+	var probe error
+	if err := inNS(held, func() error { probe = tcpProbe(a.Gateway.String() + ":3128"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if probe == nil {
+		t.Error("a detached sandbox still reached the proxy")
+	}
+	c, err := r.Attach("c")
+	if err != nil || c.Gateway != a.Gateway {
+		t.Fatalf("Attach(c) = %+v, %v; want gateway %s", c, err, a.Gateway)
+	}
+	inLink(t, c, func() error { return tcpProbe(c.Gateway.String() + ":3128") })
+	checkRecorded(t, "proxy", ls.proxy, []string{c.Addr.String() + " " + c.Gateway.String() + ":3128 probe " + c.Gateway.String() + ":3128"})
+	held.Close()
+	if !eventually(func() bool { return strings.Count(nsenter(t, r.cfg.Dir+"/router", "ip -o link"), "\n") == 2 }) {
+		t.Errorf("the detached veth outlived its namespace:\n%s", nsenter(t, r.cfg.Dir+"/router", "ip -o link"))
+	}
 }
 
 // A restarted service (a second Open on the same Dir) finds the router,
@@ -126,7 +165,18 @@ func TestReopen(t *testing.T) {
 	if err != nil || b.Gateway == a.Gateway {
 		t.Errorf("Attach(b) after reopen = %+v, %v", b, err)
 	}
-	listen(t, r) // the firewall is back: a redirected connection arrives
+	// The firewall is back: a connection from the surviving link reaches
+	// the proxy, on a dual-stack listener ("tcp", [::]) in a namespace
+	// with IPv6 off.
+	l, err := r.Listen("tcp", ":3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tcpRecorder(t, l, false)
+	inLink(t, a, func() error { return tcpProbe(a.Gateway.String() + ":3128") })
+	if got := rec.lines(); len(got) != 1 || !strings.HasPrefix(got[0], a.Addr.String()+" ") {
+		t.Errorf("the proxy after reopen received %q", got)
+	}
 }
 
 func nsInode(t testing.TB, p string) uint64 {
@@ -143,37 +193,9 @@ func nsInode(t testing.TB, p string) uint64 {
 // comes back from the address asked; other UDP, ICMP, IPv6, another
 // sandbox's listeners and the host's loopback get nothing.
 func TestFirewall(t *testing.T) {
-	r := newRouter(t)
-	ls := listen(t, r)
-	a, err := r.Attach("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := r.Attach("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostRec := tcpRecorder(t, host, false)
-	hostPort := host.Addr().(*net.TCPAddr).Port
-	var bTCP, bUDP *recorder
-	inLink(t, b, func() error {
-		l, err := net.Listen("tcp4", ":7000")
-		if err != nil {
-			return err
-		}
-		pc, err := net.ListenPacket("udp4", ":7001")
-		if err != nil {
-			return err
-		}
-		bTCP, bUDP = tcpRecorder(t, l, false), udpRecorder(t, pc, true)
-		return nil
-	})
-	bICMP := icmpRecorderAt(t, r, b)
-
+	f := newFixture(t, "a", "b")
+	ls, a, b := f.ls, f.a, f.b
+	hostPort := f.hostPort
 	res := map[string]string{}
 	inLink(t, a, func() error {
 		try := func(name string, f func() error) {
@@ -186,7 +208,7 @@ func TestFirewall(t *testing.T) {
 		try("tcp-any", func() error { return tcpProbe("203.0.113.7:8080") })
 		try("tcp-proxy", func() error { return tcpProbe(a.Gateway.String() + ":3128") })
 		try("tcp-b", func() error { return tcpProbe(b.Addr.String() + ":7000") })
-		try("tcp-host", func() error { return tcpProbe(a.Gateway.String() + ":" + strconv.Itoa(hostPort)) })
+		try("tcp-host", func() error { return tcpProbe(a.Gateway.String() + ":" + hostPort) })
 		try("udp-dns", func() error { return udpProbe("198.51.100.53:53", true) })
 		try("udp-other", func() error { return udpProbe("198.51.100.53:5000", false) })
 		try("udp-gw", func() error { return udpProbe(a.Gateway.String()+":5000", false) })
@@ -212,16 +234,12 @@ func TestFirewall(t *testing.T) {
 	wantTransparent := []string{
 		src + " 203.0.113.7:8080 probe 203.0.113.7:8080",
 		src + " " + b.Addr.String() + ":7000 probe " + b.Addr.String() + ":7000",
-		src + " " + a.Gateway.String() + ":" + strconv.Itoa(hostPort) + " probe " + a.Gateway.String() + ":" + strconv.Itoa(hostPort),
+		src + " " + a.Gateway.String() + ":" + hostPort + " probe " + a.Gateway.String() + ":" + hostPort,
 	}
 	checkRecorded(t, "transparent", ls.transparent, wantTransparent)
 	checkRecorded(t, "proxy", ls.proxy, []string{src + " " + a.Gateway.String() + ":3128 probe " + a.Gateway.String() + ":3128"})
 	checkRecorded(t, "dns", ls.dns, []string{src + " probe 198.51.100.53:53"})
-	for name, rec := range map[string]*recorder{"router udp :5000": ls.udpOther, "router icmp": ls.icmp, "b tcp": bTCP, "b udp": bUDP, "b icmp": bICMP, "host loopback": hostRec} {
-		if got := rec.lines(); len(got) > 0 {
-			t.Errorf("%s received %q", name, got)
-		}
-	}
+	f.checkSilent(t)
 }
 
 func checkRecorded(t *testing.T, name string, rec *recorder, want []string) {
@@ -231,15 +249,6 @@ func checkRecorded(t *testing.T, name string, rec *recorder, want []string) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("%s received:\n%s\nwant:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-}
-
-func icmpRecorderAt(t testing.TB, r *Router, l Link) *recorder {
-	ns, _, err := openNS(l.NetNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	return icmpRecorder(t, r, ns)
 }
 
 // tcpProbe connects, sends "probe ADDR" and wants the listener's "ok".
@@ -313,16 +322,8 @@ func rawPing(dst netip.Addr) error {
 // sandbox's address, the gateway's, or the /30's network and broadcast
 // addresses never reach the proxy's DNS port; its own do.
 func TestAntiSpoofing(t *testing.T) {
-	r := newRouter(t)
-	ls := listen(t, r)
-	a, err := r.Attach("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := r.Attach("b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, "a", "b")
+	ls, a, b := f.ls, f.a, f.b
 	forged := []netip.Addr{b.Addr, a.Gateway, a.Gateway.Prev(), a.Addr.Next(), netip.MustParseAddr("192.0.2.9")}
 	inLink(t, a, func() error {
 		for _, src := range append(forged, a.Addr) {
@@ -335,6 +336,7 @@ func TestAntiSpoofing(t *testing.T) {
 	checkRecorded(t, "dns", ls.dns, []string{a.Addr.String() + " from " + a.Addr.String()})
 	time.Sleep(300 * time.Millisecond) // let any forged packet that got through arrive
 	checkRecorded(t, "dns", ls.dns, []string{a.Addr.String() + " from " + a.Addr.String()})
+	f.checkSilent(t)
 }
 
 // sendFrom sends a UDP datagram with any source address, its IP header

@@ -1,7 +1,8 @@
 // Package gvisor is the default sandbox backend: each sandbox runs under
-// gVisor's runsc, a user-space kernel between the sandbox and the host, with
-// no network but loopback and the systrap platform (its KVM platform hangs
-// on the hosts reins runs on). The runsc is a pinned build of gVisor
+// gVisor's runsc, a user-space kernel between the sandbox and the host, on
+// the systrap platform (its KVM platform hangs on the hosts reins runs
+// on), with gVisor's own network stack in the network namespace the bundle
+// names, or loopback only (GlobalFlags). The runsc is a pinned build of gVisor
 // (Version) that `make deps` puts in a cache outside the clone; DefaultRunsc
 // says where.
 //
@@ -80,7 +81,12 @@ func WithFlags(flags ...string) Option {
 }
 
 // GlobalFlags are the runsc flags every sandbox runs with:
-//   - no network but loopback (a later egress proxy gives it one);
+//   - no network but loopback, unless the bundle names a network
+//     namespace (Bundle.NetNS, made by egress/netns): then
+//     --network=sandbox (networkArgs), and gVisor's netstack takes over
+//     that namespace's interfaces. A new namespace runsc makes itself
+//     has its lo down, so --network=sandbox there would leave the
+//     sandbox without even loopback; --network=none gives netstack's own.
 //   - host unix sockets in bind-mounted directories allowed both ways,
 //     which is how the service reaches the executor;
 //   - OVERLAY
@@ -122,6 +128,7 @@ func New(stateDir string, opts ...Option) (*Backend, error) {
 		return []string{id + "_sandbox:" + id + ".state", id + "_sandbox:" + id + ".lock"}
 	}
 	cfg.Adjust = adjust
+	cfg.Args = networkArgs
 	rt, err := oci.New(cfg)
 	if err != nil {
 		return nil, err
@@ -151,6 +158,16 @@ func runscVersion(path string) (string, error) {
 		}
 	}
 	return v, nil
+}
+
+// networkArgs gives a sandbox with a network namespace of its own the
+// network in it (see GlobalFlags). runsc moves the namespace's addresses
+// into its netstack and reads packets off eth0 with a packet socket.
+func networkArgs(b sandbox.Bundle) []string {
+	if b.NetNS == "" {
+		return nil
+	}
+	return []string{"--network=sandbox"}
 }
 
 // adjust moves the pids limit inside the sandbox (see the package comment).

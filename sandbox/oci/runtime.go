@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -37,6 +38,11 @@ type Config struct {
 	Runtime string
 	// GlobalArgs go before the subcommand, after --root.
 	GlobalArgs []string
+	// Args, if set, are global args for one sandbox's runtime, after
+	// GlobalArgs (a later flag wins): gVisor's --network depends on
+	// whether the bundle has a network namespace. They are kept in the
+	// sandbox's shim record with GlobalArgs.
+	Args func(sandbox.Bundle) []string
 	// StateDir holds the records and the runtime's --root. It must be on a
 	// disk that outlives the service (not only in its memory).
 	StateDir string
@@ -161,8 +167,12 @@ func (r *Runtime) start(ctx context.Context, b sandbox.Bundle, dir string, spec 
 	if b.Dir != "" {
 		logPath = filepath.Join(b.Dir, "init.log")
 	}
+	args := r.cfg.GlobalArgs
+	if r.cfg.Args != nil {
+		args = append(slices.Clone(args), r.cfg.Args(b)...)
+	}
 	sc := shimConfig{
-		Version: 1, Runtime: r.cfg.Runtime, Root: r.root, GlobalArgs: r.cfg.GlobalArgs,
+		Version: 1, Runtime: r.cfg.Runtime, Root: r.root, GlobalArgs: args,
 		ID: b.ID, Log: logPath, CgroupsPath: spec.Linux.CgroupsPath,
 	}
 	if err := writeJSON(recordPath(dir, fileShim), sc); err != nil {

@@ -149,6 +149,51 @@ func (u *UserNS) Stage(s *specs.Spec, b sandbox.Bundle) error {
 		}
 		m.Source = target
 	}
+	if b.NetNS != "" {
+		if err := stageSysfs(s, b.NetNS, filepath.Join(dir, "sys")); err != nil {
+			return fmt.Errorf("sandbox %s: /sys: %w", b.ID, err)
+		}
+	}
+	return nil
+}
+
+// stageSysfs mounts, for a sandbox joining the network namespace netns,
+// the sysfs it would have mounted itself, and points the spec's /sys at
+// it. The sandbox cannot mount it: sysfs takes the mounter's network
+// namespace, and mounting one needs CAP_SYS_ADMIN in the user namespace
+// that owns it, the host's (egress/netns makes the namespace there so
+// that the sandbox has no CAP_NET_ADMIN over it). The service mounts it
+// from a thread inside netns, read-only as the spec's; /sys/class/net then
+// lists the sandbox's own interfaces, as in a namespace of its own.
+func stageSysfs(s *specs.Spec, netns, target string) error {
+	i := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Type == "sysfs" })
+	if i < 0 {
+		return nil
+	}
+	if err := os.Mkdir(target, 0o755); err != nil {
+		return err
+	}
+	ns, err := os.Open(netns)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread never goes back to the scheduler: it ends with this
+		// goroutine, in the sandbox's network namespace.
+		runtime.LockOSThread()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("joining network namespace: %w", err)
+			return
+		}
+		errc <- unix.Mount("sysfs", target, "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	}()
+	if err := <-errc; err != nil {
+		return err
+	}
+	s.Mounts[i] = specs.Mount{Destination: "/sys", Type: "bind", Source: target,
+		Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}}
 	return nil
 }
 

@@ -11,7 +11,12 @@
 //   - Docker's seccomp profile, stricter (oci.Seccomp): no namespaces,
 //     mounts, keyrings, bpf, perf, io_uring, userfaultfd, vsock;
 //   - Docker's masked and read-only /proc and /sys paths, Docker's
-//     capabilities less CAP_NET_RAW, no_new_privileges (oci.Spec).
+//     capabilities less CAP_NET_RAW, no_new_privileges (oci.Spec);
+//   - a network namespace the service made (Bundle.NetNS, from
+//     egress/netns), owned by the host's user namespace, so root inside
+//     has no CAP_NET_ADMIN over it; its /sys is a sysfs the service
+//     mounts from inside that namespace (oci.UserNS.Stage), since the
+//     sandbox may not mount one there.
 //
 // Programs that use it must call oci.MaybeRunShim first thing in main.
 package runc

@@ -3,6 +3,7 @@
 // what arrived:
 //
 //	probe tcp=ADDR:PORT udp=ADDR:PORT icmp=ADDR tcp6=[ADDR]:PORT ...
+//	probe send=ADDR:PORT/MiB    write MiB mebibytes of zeros, 64 KiB at a time
 //
 // prints "KIND TARGET sent" or "KIND TARGET sent reply=..." or
 // "KIND TARGET error: ...". Each message it sends names its target.
@@ -61,6 +62,22 @@ func probe(kind, target string) string {
 		return "sent reply=" + strings.TrimSpace(string(buf[:n]))
 	case "icmp":
 		return ping(target)
+	case "send":
+		addr, mib, _ := strings.Cut(target, "/")
+		var n int
+		fmt.Sscan(mib, &n)
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		for i := 0; i < n*16; i++ {
+			if _, err := c.Write(buf); err != nil {
+				return "error: " + err.Error()
+			}
+		}
+		return "sent"
 	}
 	return "error: unknown probe"
 }
