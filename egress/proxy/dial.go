@@ -184,7 +184,10 @@ func dnsReason(err error) string {
 }
 
 func (p *Proxy) resolve(ctx context.Context, name string) ([]netip.Addr, bool, error) {
-	if a, ok := p.cfg.Overrides[name]; ok {
+	p.mu.Lock()
+	a, ok := p.cfg.Overrides[name]
+	p.mu.Unlock()
+	if ok {
 		return a, true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.HandshakeTimeout)

@@ -68,9 +68,6 @@ func (f *flow) connected(up net.Conn, t target, addr netip.Addr, trusted bool) b
 		up.Close()
 		return false
 	}
-	if f.up != nil && f.up != up {
-		f.up.Close()
-	}
 	f.up, f.cur, f.curAddr, f.trusted = up, t, addr, trusted
 	return true
 }

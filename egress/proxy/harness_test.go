@@ -162,6 +162,12 @@ func (r *recordingResolver) LookupNetIP(_ context.Context, _, host string) ([]ne
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
+func (r *recordingResolver) set(name string, addrs ...netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.table[name] = addrs
+}
+
 func (r *recordingResolver) calls() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -203,14 +209,19 @@ func newEnv(t *testing.T, rules egress.Rules, secrets []Secret, opts ...envOpt) 
 			e.mu.Unlock()
 		},
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{e}, nil)),
+		// The test records where a connection "was going" once its dial
+		// returns, which may be after the proxy accepted it.
 		OriginalDst: func(c net.Conn) (netip.AddrPort, error) {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			d, ok := e.dsts[c.RemoteAddr().String()]
-			if !ok {
-				return d, fmt.Errorf("no destination recorded for %s", c.RemoteAddr())
+			for i := 0; i < 200; i++ {
+				e.mu.Lock()
+				d, ok := e.dsts[c.RemoteAddr().String()]
+				e.mu.Unlock()
+				if ok {
+					return d, nil
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
-			return d, nil
+			return netip.AddrPort{}, fmt.Errorf("no destination recorded for %s", c.RemoteAddr())
 		},
 		HandshakeTimeout: 2 * time.Second,
 	}
@@ -267,7 +278,9 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 // override names name as addrs for the proxy (serve --egress-resolve);
 // call before traffic.
 func (e *env) override(name string, addrs ...netip.Addr) {
+	e.p.mu.Lock()
 	e.p.cfg.Overrides[name] = addrs
+	e.p.mu.Unlock()
 }
 
 // waitEntries waits until pred holds for the log, and returns it.
@@ -360,9 +373,17 @@ func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, raw string) (*http.Re
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(br, nil)
+	var req *http.Request
+	if strings.HasPrefix(raw, "CONNECT ") {
+		req = &http.Request{Method: http.MethodConnect}
+	}
+	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		t.Fatalf("response to %q: %v", firstLine(raw), err)
+	}
+	if req != nil && resp.StatusCode == 200 {
+		c.SetReadDeadline(time.Time{})
+		return resp, "" // the tunnel follows
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -268,14 +268,16 @@ func (f *flow) exchange(req *http.Request, br *bufio.Reader, cw net.Conn, up *up
 		err = bw.Flush()
 	}
 	resp.Body.Close()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
 	select {
 	case werr := <-wrote:
 		if err == nil {
 			err = werr
 		}
-	default:
-		// The response is done and the request's body is not: the
-		// connection cannot carry on.
+	case <-t.C:
+		// The response is done and the request's body still is not:
+		// the connection cannot carry on.
 		up.conn.Close()
 		<-wrote
 		return false, upw.n, clientW.n, err

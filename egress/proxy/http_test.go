@@ -43,7 +43,7 @@ func TestAllowedHTTPReachesTheHostAndIsLogged(t *testing.T) {
 func TestUnlistedHostIsRefusedAndNeverResolved(t *testing.T) {
 	up := newRecorder(t, false)
 	e := newEnv(t, allowHosts("allowed.test"), nil)
-	e.res.table["evil.test"] = []netip.Addr{localhost}
+	e.res.set("evil.test", localhost)
 	resp, err := e.client(nil).Get("http://evil.test:" + strconv.Itoa(up.port()) + "/")
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestAddressesInEveryFormAreBare(t *testing.T) {
 func TestRebindingToReservedIsRefused(t *testing.T) {
 	up := newRecorder(t, false)
 	e := newEnv(t, allowHosts("rebind.test"), nil)
-	e.res.table["rebind.test"] = []netip.Addr{localhost}
+	e.res.set("rebind.test", localhost)
 	resp, err := e.client(nil).Get("http://rebind.test:" + strconv.Itoa(up.port()) + "/")
 	if err != nil {
 		t.Fatal(err)
