@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -244,7 +243,7 @@ func TestTransparent(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(e.ca.CertPEM())
 	tr := &http.Transport{
-		DialContext: func(context.Context, string, string) (net.Conn, error) { return e.redirected(dst), nil },
+		DialContext:     func(context.Context, string, string) (net.Conn, error) { return e.redirected(dst), nil },
 		TLSClientConfig: &tls.Config{RootCAs: roots},
 	}
 	defer tr.CloseIdleConnections()
@@ -369,4 +368,3 @@ func (e *env) noSecretValue() {
 	}
 }
 
-var _ = url.Parse
