@@ -124,7 +124,7 @@ func dnsVerdict(rules egress.Rules, name string) (egress.Verdict, int) {
 	if !egress.ValidName(name) {
 		return egress.Verdict{Rule: "not a host name"}, 0
 	}
-	if _, ok := legacyIPv4(name); ok {
+	if _, ok := legacyIPv4(name); ok || numericTLD(name) {
 		return egress.Verdict{Rule: "an address is not a name"}, 0
 	}
 	v := rules.DecideName(name, 0)
