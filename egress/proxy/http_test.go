@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net/http"
 	"net/netip"
@@ -326,4 +327,57 @@ func (e *env) waitOpen(n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	e.t.Fatalf("never %d open flows", n)
+}
+
+// Bodies arrive whole: a large one with a length (spliced) twice on one
+// kept-alive connection, and a streamed one (chunked) as it comes.
+func TestBodiesRelayed(t *testing.T) {
+	big := make([]byte, 3<<20+17)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	release := make(chan struct{})
+	srv := newRecorder(t, false)
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stream" {
+			io.WriteString(w, "first\n")
+			w.(http.Flusher).Flush()
+			<-release
+			io.WriteString(w, "second\n")
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+		w.Write(big)
+	})
+	e := newEnv(t, allowHosts("big.test"), nil)
+	e.override("big.test", localhost)
+	c := e.client(nil)
+	for i := 0; i < 2; i++ {
+		resp, err := c.Get("http://big.test:" + strconv.Itoa(srv.port()) + "/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("round %d: %d bytes, %v", i, len(got), err)
+		}
+	}
+	e.waitEntries(func(es []egress.Entry) bool {
+		return len(es) == 2 && es[1].BytesIn > int64(len(big))
+	})
+	resp, err := c.Get("http://big.test:" + strconv.Itoa(srv.port()) + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "first\n" {
+		t.Fatalf("the first chunk did not come before the rest: %q %v", line, err)
+	}
+	close(release)
+	if rest, _ := io.ReadAll(br); string(rest) != "second\n" {
+		t.Fatalf("rest %q", rest)
+	}
 }

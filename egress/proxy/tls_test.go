@@ -367,4 +367,3 @@ func (e *env) noSecretValue() {
 		}
 	}
 }
-
