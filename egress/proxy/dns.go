@@ -49,7 +49,9 @@ func (p *Proxy) ServeDNS(pc net.PacketConn) error {
 			continue
 		}
 		sem <- struct{}{}
-		p.wg.Add(1)
+		if !p.add() {
+			return nil
+		}
 		go func() {
 			defer func() { <-sem; p.wg.Done() }()
 			if out := p.answer(st, buf[:n]); out != nil {

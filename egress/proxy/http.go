@@ -84,6 +84,15 @@ func (f *flow) serveHTTP(lr *limitedReader, br *bufio.Reader, cw net.Conn, m htt
 		cw.SetReadDeadline(time.Now().Add(wait))
 		wait = p.cfg.IdleTimeout
 		if _, err := br.Peek(1); err != nil {
+			if note := f.killed(); note != "" && up != nil {
+				// Idle, kept alive to a host the rules now deny.
+				e := f.entry("http", up.t, time.Now())
+				if m.sni != "" {
+					e.Proto = "https"
+				}
+				e.Allowed, e.Rule, e.Addr, e.Note = true, up.rule, up.addr.String(), note
+				p.emit(e)
+			}
 			return
 		}
 		cw.SetReadDeadline(time.Now().Add(p.cfg.HandshakeTimeout))

@@ -344,6 +344,17 @@ func (p *Proxy) untrack(key any) {
 	delete(p.listeners, key)
 }
 
+// add counts a goroutine Close waits for; false once Close has begun.
+func (p *Proxy) add() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	return true
+}
+
 func (p *Proxy) isClosed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -380,7 +391,10 @@ func (p *Proxy) serve(l net.Listener, handle func(net.Conn, *sandboxState)) erro
 			c.Close()
 			continue
 		}
-		p.wg.Add(1)
+		if !p.add() {
+			c.Close()
+			return nil
+		}
 		go func() {
 			defer p.wg.Done()
 			handle(c, st)

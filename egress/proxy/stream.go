@@ -74,7 +74,7 @@ func (f *flow) connect(req *http.Request, lr *limitedReader, br *bufio.Reader, c
 	if _, err := io.WriteString(cw, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
 		return
 	}
-	f.stream(lr, br, t, netip.Addr{}, &upstream{conn: c, t: t, addr: ap, trusted: d.trusted, rule: d.Rule})
+	f.stream(lr, br, t, netip.Addr{}, &upstream{conn: c, br: bufio.NewReaderSize(c, 16<<10), t: t, addr: ap, trusted: d.trusted, rule: d.Rule})
 }
 
 // stream serves a connection by what its first bytes are: TLS (by SNI),

@@ -367,3 +367,75 @@ func (e *env) noSecretValue() {
 		}
 	}
 }
+
+// On a terminated connection every request must be for the TLS name; in
+// a CONNECT tunnel carrying plain HTTP each request's Host is decided.
+func TestHostAndSNIMismatch(t *testing.T) {
+	up := newRecorder(t, true)
+	plain := newRecorder(t, false)
+	sec := testSecret("example.com")
+	e := newEnv(t, allowHosts("example.com", "plain.test"), []Secret{sec}, func(c *Config) { c.UpstreamRoots = upstreamRoots(up) })
+	e.override("example.com", localhost)
+	e.override("plain.test", localhost)
+	e.override("evil.test", localhost)
+	c := e.raw(sbAddr)
+	resp, _ := roundTrip(t, c, bufio.NewReader(c), "CONNECT example.com:"+strconv.Itoa(up.port())+" HTTP/1.1\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(e.ca.CertPEM())
+	tc := tls.Client(c, &tls.Config{ServerName: "example.com", RootCAs: roots})
+	tbr := bufio.NewReader(tc)
+	resp, _ = roundTrip(t, tc, tbr, "GET /ok HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("same name: %d", resp.StatusCode)
+	}
+	resp, body := roundTrip(t, tc, tbr, "GET /x HTTP/1.1\r\nHost: evil.test\r\nAuthorization: Bearer "+sec.Placeholder+"\r\n\r\n")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "is not the TLS server name") {
+		t.Fatalf("another Host: %d %q", resp.StatusCode, body)
+	}
+	if got := up.got(); len(got) != 1 {
+		t.Fatalf("upstream saw %+v", got)
+	}
+
+	// Plain HTTP inside a CONNECT tunnel: the CONNECT host's connection
+	// serves it; another Host is decided on its own.
+	c = e.raw(sbAddr)
+	br := bufio.NewReader(c)
+	resp, _ = roundTrip(t, c, br, "CONNECT plain.test:"+strconv.Itoa(plain.port())+" HTTP/1.1\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	}
+	resp, _ = roundTrip(t, c, br, "GET /in HTTP/1.1\r\nHost: plain.test\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("in the tunnel: %d", resp.StatusCode)
+	}
+	resp, _ = roundTrip(t, c, br, "GET /in HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("another Host in the tunnel: %d", resp.StatusCode)
+	}
+	if got := plain.got(); len(got) != 1 {
+		t.Fatalf("plain saw %+v", got)
+	}
+}
+
+// An idle kept-alive connection to a host the new rules deny is closed
+// and logged.
+func TestUpdateClosesIdleKeptAlive(t *testing.T) {
+	up := newRecorder(t, false)
+	e := newEnv(t, allowHosts("a.test"), nil)
+	e.override("a.test", localhost)
+	c := e.raw(sbAddr)
+	resp, _ := roundTrip(t, c, bufio.NewReader(c), "GET http://a.test:"+strconv.Itoa(up.port())+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp.StatusCode != 200 || up.got()[0].Host != "a.test:"+strconv.Itoa(up.port()) {
+		t.Fatalf("%d %+v", resp.StatusCode, up.got())
+	}
+	if err := e.p.Update("sb-test", allowHosts("b.test"), nil); err != nil {
+		t.Fatal(err)
+	}
+	closedWithin(t, c, 3*time.Second)
+	e.waitEntries(func(es []egress.Entry) bool {
+		return len(es) == 2 && es[1].Note == "closed: the rules changed" && es[1].Host == "a.test"
+	})
+}
