@@ -390,6 +390,28 @@ func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, raw string) (*http.Re
 	return resp, string(body)
 }
 
+// wantStatus is roundTrip that fails the test unless the status is want.
+func wantStatus(t *testing.T, c net.Conn, br *bufio.Reader, raw string, want int) string {
+	t.Helper()
+	resp, body := roundTrip(t, c, br, raw)
+	if resp.StatusCode != want {
+		t.Fatalf("%q: status %d, want %d: %q", firstLine(raw), resp.StatusCode, want, body)
+	}
+	return body
+}
+
+// get is a GET by the sandbox's client through the explicit proxy.
+func (e *env) get(u string) (int, string) {
+	e.t.Helper()
+	resp, err := e.client(nil).Get(u)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(body)
+}
+
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\r\n")
 	return l

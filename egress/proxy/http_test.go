@@ -18,14 +18,9 @@ func TestAllowedHTTPReachesTheHostAndIsLogged(t *testing.T) {
 	up := newRecorder(t, false)
 	e := newEnv(t, allowHosts("allowed.test"), nil)
 	e.override("allowed.test", localhost)
-	resp, err := e.client(nil).Get("http://ALLOWED.test.:" + strconv.Itoa(up.port()) + "/a/b?c=d")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "hello") {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	code, body := e.get("http://ALLOWED.test.:" + strconv.Itoa(up.port()) + "/a/b?c=d")
+	if code != 200 || !strings.HasPrefix(body, "hello") {
+		t.Fatalf("got %d %q", code, body)
 	}
 	got := up.got()
 	if len(got) != 1 || got[0].RequestURI != "/a/b?c=d" {
@@ -45,14 +40,9 @@ func TestUnlistedHostIsRefusedAndNeverResolved(t *testing.T) {
 	up := newRecorder(t, false)
 	e := newEnv(t, allowHosts("allowed.test"), nil)
 	e.res.set("evil.test", localhost)
-	resp, err := e.client(nil).Get("http://evil.test:" + strconv.Itoa(up.port()) + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "not in the allowlist") {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	code, body := e.get("http://evil.test:" + strconv.Itoa(up.port()) + "/")
+	if code != http.StatusForbidden || !strings.Contains(body, "not in the allowlist") {
+		t.Fatalf("got %d %q", code, body)
 	}
 	if n := len(up.got()); n != 0 {
 		t.Fatalf("the refused host got %d requests", n)
@@ -73,14 +63,8 @@ func TestKeepAliveEachRequestDecided(t *testing.T) {
 	e.override("bad.test", localhost)
 	c := e.raw(sbAddr)
 	br := bufio.NewReader(c)
-	resp, _ := roundTrip(t, c, br, "GET http://good.test:"+strconv.Itoa(good.port())+"/1 HTTP/1.1\r\nHost: good.test\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("first: %d", resp.StatusCode)
-	}
-	resp, _ = roundTrip(t, c, br, "GET http://bad.test:"+strconv.Itoa(bad.port())+"/2 HTTP/1.1\r\nHost: good.test\r\n\r\n")
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("second: %d", resp.StatusCode)
-	}
+	wantStatus(t, c, br, "GET http://good.test:"+strconv.Itoa(good.port())+"/1 HTTP/1.1\r\nHost: good.test\r\n\r\n", 200)
+	wantStatus(t, c, br, "GET http://bad.test:"+strconv.Itoa(bad.port())+"/2 HTTP/1.1\r\nHost: good.test\r\n\r\n", http.StatusForbidden)
 	if len(good.got()) != 1 || len(bad.got()) != 0 {
 		t.Fatalf("good saw %d, bad saw %d", len(good.got()), len(bad.got()))
 	}
@@ -89,14 +73,8 @@ func TestKeepAliveEachRequestDecided(t *testing.T) {
 	// Host on one connection is decided again.
 	c = e.redirected(netip.AddrPortFrom(netip.MustParseAddr("198.51.100.7"), uint16(good.port())))
 	br = bufio.NewReader(c)
-	resp, _ = roundTrip(t, c, br, "GET /3 HTTP/1.1\r\nHost: good.test\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("redirected first: %d", resp.StatusCode)
-	}
-	resp, _ = roundTrip(t, c, br, "GET /4 HTTP/1.1\r\nHost: bad.test\r\n\r\n")
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("redirected second: %d", resp.StatusCode)
-	}
+	wantStatus(t, c, br, "GET /3 HTTP/1.1\r\nHost: good.test\r\n\r\n", 200)
+	wantStatus(t, c, br, "GET /4 HTTP/1.1\r\nHost: bad.test\r\n\r\n", http.StatusForbidden)
 	if len(good.got()) != 2 || len(bad.got()) != 0 {
 		t.Fatalf("good saw %d, bad saw %d", len(good.got()), len(bad.got()))
 	}
@@ -148,14 +126,9 @@ func TestRebindingToReservedIsRefused(t *testing.T) {
 	up := newRecorder(t, false)
 	e := newEnv(t, allowHosts("rebind.test"), nil)
 	e.res.set("rebind.test", localhost)
-	resp, err := e.client(nil).Get("http://rebind.test:" + strconv.Itoa(up.port()) + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "reserved address 127.0.0.1 (loopback)") {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	code, body := e.get("http://rebind.test:" + strconv.Itoa(up.port()) + "/")
+	if code != http.StatusForbidden || !strings.Contains(body, "reserved address 127.0.0.1 (loopback)") {
+		t.Fatalf("got %d %q", code, body)
 	}
 	if len(up.got()) != 0 {
 		t.Fatal("the reserved address was reached")
@@ -165,13 +138,8 @@ func TestRebindingToReservedIsRefused(t *testing.T) {
 	if err := e.p.Update("sb-test", rules, nil); err != nil {
 		t.Fatal(err)
 	}
-	resp, err = e.client(nil).Get("http://rebind.test:" + strconv.Itoa(up.port()) + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || len(up.got()) != 1 {
-		t.Fatalf("with a cidr: %d, upstream saw %d", resp.StatusCode, len(up.got()))
+	if code, _ := e.get("http://rebind.test:" + strconv.Itoa(up.port()) + "/"); code != 200 || len(up.got()) != 1 {
+		t.Fatalf("with a cidr: %d, upstream saw %d", code, len(up.got()))
 	}
 }
 
@@ -258,24 +226,16 @@ func TestUnreachableUpstream(t *testing.T) {
 	tr.l.Close() // nothing listens there now
 	e := newEnv(t, allowHosts("down.test"), nil)
 	e.override("down.test", localhost)
-	resp, err := e.client(nil).Get("http://down.test:" + strconv.Itoa(port) + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "could not reach down.test") || strings.Contains(string(body), "127.0.0.2") {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	code, body := e.get("http://down.test:" + strconv.Itoa(port) + "/")
+	if code != http.StatusBadGateway || !strings.Contains(body, "could not reach down.test") || strings.Contains(body, "127.0.0.2") {
+		t.Fatalf("got %d %q", code, body)
 	}
 	if en := e.entryFor("down.test"); !en.Allowed || en.Note != "upstream unreachable" {
 		t.Errorf("entry %+v", en)
 	}
 	// A tunnel to it is closed.
 	c := e.raw(sbAddr)
-	resp, _ = roundTrip(t, c, bufio.NewReader(c), "CONNECT down.test:"+strconv.Itoa(port)+" HTTP/1.1\r\n\r\n")
-	if resp.StatusCode != http.StatusBadGateway {
-		t.Fatalf("CONNECT: %d", resp.StatusCode)
-	}
+	wantStatus(t, c, bufio.NewReader(c), "CONNECT down.test:"+strconv.Itoa(port)+" HTTP/1.1\r\n\r\n", http.StatusBadGateway)
 }
 
 func TestUnknownSourceIsRefused(t *testing.T) {

@@ -149,10 +149,7 @@ func TestConnectSNIMismatchRefused(t *testing.T) {
 	e.override("example.com", localhost)
 	c := e.raw(sbAddr)
 	br := bufio.NewReader(c)
-	resp, _ := roundTrip(t, c, br, "CONNECT example.com:"+strconv.Itoa(up.port())+" HTTP/1.1\r\nHost: example.com\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %d", resp.StatusCode)
-	}
+	wantStatus(t, c, br, "CONNECT example.com:"+strconv.Itoa(up.port())+" HTTP/1.1\r\nHost: example.com\r\n\r\n", 200)
 	tc := tls.Client(c, &tls.Config{ServerName: "evil.test", InsecureSkipVerify: true})
 	tc.SetDeadline(time.Now().Add(5 * time.Second))
 	if err := tc.Handshake(); err == nil {
@@ -379,18 +376,12 @@ func TestHostAndSNIMismatch(t *testing.T) {
 	e.override("plain.test", localhost)
 	e.override("evil.test", localhost)
 	c := e.raw(sbAddr)
-	resp, _ := roundTrip(t, c, bufio.NewReader(c), "CONNECT example.com:"+strconv.Itoa(up.port())+" HTTP/1.1\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %d", resp.StatusCode)
-	}
+	wantStatus(t, c, bufio.NewReader(c), "CONNECT example.com:"+strconv.Itoa(up.port())+" HTTP/1.1\r\n\r\n", 200)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(e.ca.CertPEM())
 	tc := tls.Client(c, &tls.Config{ServerName: "example.com", RootCAs: roots})
 	tbr := bufio.NewReader(tc)
-	resp, _ = roundTrip(t, tc, tbr, "GET /ok HTTP/1.1\r\nHost: example.com\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("same name: %d", resp.StatusCode)
-	}
+	wantStatus(t, tc, tbr, "GET /ok HTTP/1.1\r\nHost: example.com\r\n\r\n", 200)
 	resp, body := roundTrip(t, tc, tbr, "GET /x HTTP/1.1\r\nHost: evil.test\r\nAuthorization: Bearer "+sec.Placeholder+"\r\n\r\n")
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "is not the TLS server name") {
 		t.Fatalf("another Host: %d %q", resp.StatusCode, body)
@@ -403,18 +394,9 @@ func TestHostAndSNIMismatch(t *testing.T) {
 	// serves it; another Host is decided on its own.
 	c = e.raw(sbAddr)
 	br := bufio.NewReader(c)
-	resp, _ = roundTrip(t, c, br, "CONNECT plain.test:"+strconv.Itoa(plain.port())+" HTTP/1.1\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %d", resp.StatusCode)
-	}
-	resp, _ = roundTrip(t, c, br, "GET /in HTTP/1.1\r\nHost: plain.test\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("in the tunnel: %d", resp.StatusCode)
-	}
-	resp, _ = roundTrip(t, c, br, "GET /in HTTP/1.1\r\nHost: evil.test\r\n\r\n")
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("another Host in the tunnel: %d", resp.StatusCode)
-	}
+	wantStatus(t, c, br, "CONNECT plain.test:"+strconv.Itoa(plain.port())+" HTTP/1.1\r\n\r\n", 200)
+	wantStatus(t, c, br, "GET /in HTTP/1.1\r\nHost: plain.test\r\n\r\n", 200)
+	wantStatus(t, c, br, "GET /in HTTP/1.1\r\nHost: evil.test\r\n\r\n", http.StatusForbidden)
 	if got := plain.got(); len(got) != 1 {
 		t.Fatalf("plain saw %+v", got)
 	}
