@@ -341,3 +341,22 @@ func TestBodiesRelayed(t *testing.T) {
 		t.Fatalf("rest %q", rest)
 	}
 }
+
+// A client that waits for 100 Continue before its body gets it.
+func TestExpectContinue(t *testing.T) {
+	up := newRecorder(t, false)
+	e := newEnv(t, allowHosts("allowed.test"), nil)
+	e.override("allowed.test", localhost)
+	c := e.raw(sbAddr)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "POST http://allowed.test:"+strconv.Itoa(up.port())+"/up HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusContinue {
+		t.Fatalf("want 100 Continue first: %v %v", resp, err)
+	}
+	wantStatus(t, c, br, "hello", 200)
+	if got := up.got(); len(got) != 1 || got[0].Body != "hello" {
+		t.Fatalf("upstream saw %+v", got)
+	}
+}
