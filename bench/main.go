@@ -2,7 +2,7 @@
 // judged against, all in one process run, and prints each figure with its
 // baseline and the ratio (these machines are noisy; ratios travel).
 //
-//	go run ./bench [-out docs/benchmarks.md] [-n 20] [-execs 300] [-idle 50] [-only steer,loop]
+//	go run ./bench [-out docs/benchmarks.md] [-n 20] [-execs 300] [-idle 50] [-only steer,loop,egress]
 //
 // It needs root, the pinned runsc (make deps; gvisor.DefaultRunsc) and the
 // built executor (make build).
@@ -80,7 +80,7 @@ func main() {
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
 	shim := flag.String("shim", "bin/reins-shim", "the built sandbox shim (\"\": this program re-executed)")
-	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,workload); with -out, only a full run writes the file")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,egress,workload); with -out, only a full run writes the file")
 	flag.Parse()
 	if *only != "" && *out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
@@ -93,6 +93,15 @@ func main() {
 }
 
 func run(out, only, shim string, n, execs, idle, mib int, executorPath string) error {
+	if only == "egress" { // loopback only: no sandbox, no root
+		b := &bench{}
+		fmt.Fprintf(os.Stderr, "bench: egress...\n")
+		if err := b.egress(2000, mib); err != nil {
+			return fmt.Errorf("egress: %w", err)
+		}
+		fmt.Print(b.table())
+		return nil
+	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (sandboxes); run: sudo make bench")
 	}
@@ -142,6 +151,7 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		{"idle", func() error { return b.idleMemory(idle) }},
 		{"loop", func() error { return b.loop(200, 50, 40) }},
 		{"steer", func() error { return b.steer(5000, 20) }},
+		{"egress", func() error { return b.egress(2000, mib) }},
 	}
 	if *workloadOnly {
 		steps = steps[:0]

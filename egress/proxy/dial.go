@@ -66,11 +66,21 @@ func parseTarget(hostport string, defPort int) (target, error) {
 		t.addr = a
 		return t, nil
 	}
-	if !egress.ValidName(name) {
+	if !egress.ValidName(name) || numericTLD(name) {
 		return t, fmt.Errorf("%q: %w", clip(host), errHost)
 	}
 	t.name = name
 	return t, nil
+}
+
+// numericTLD reports whether name's last label is a number: no host
+// name is, and some tools would take it for an address.
+func numericTLD(name string) bool {
+	last := name[strings.LastIndexByte(name, '.')+1:]
+	if hex, ok := strings.CutPrefix(last, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return strings.Trim(last, "0123456789") == ""
 }
 
 // legacyIPv4 reads the forms inet_aton accepts besides dotted quads
@@ -184,7 +194,10 @@ func dnsReason(err error) string {
 }
 
 func (p *Proxy) resolve(ctx context.Context, name string) ([]netip.Addr, bool, error) {
-	if a, ok := p.cfg.Overrides[name]; ok {
+	p.mu.Lock()
+	a, ok := p.cfg.Overrides[name]
+	p.mu.Unlock()
+	if ok {
 		return a, true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.HandshakeTimeout)

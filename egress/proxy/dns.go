@@ -49,7 +49,9 @@ func (p *Proxy) ServeDNS(pc net.PacketConn) error {
 			continue
 		}
 		sem <- struct{}{}
-		p.wg.Add(1)
+		if !p.add() {
+			return nil
+		}
 		go func() {
 			defer func() { <-sem; p.wg.Done() }()
 			if out := p.answer(st, buf[:n]); out != nil {
@@ -124,7 +126,7 @@ func dnsVerdict(rules egress.Rules, name string) (egress.Verdict, int) {
 	if !egress.ValidName(name) {
 		return egress.Verdict{Rule: "not a host name"}, 0
 	}
-	if _, ok := legacyIPv4(name); ok {
+	if _, ok := legacyIPv4(name); ok || numericTLD(name) {
 		return egress.Verdict{Rule: "an address is not a name"}, 0
 	}
 	v := rules.DecideName(name, 0)

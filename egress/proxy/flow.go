@@ -68,9 +68,6 @@ func (f *flow) connected(up net.Conn, t target, addr netip.Addr, trusted bool) b
 		up.Close()
 		return false
 	}
-	if f.up != nil && f.up != up {
-		f.up.Close()
-	}
 	f.up, f.cur, f.curAddr, f.trusted = up, t, addr, trusted
 	return true
 }
@@ -165,23 +162,20 @@ func (c *counter) Write(b []byte) (int, error) {
 // EOF) or one fails; it returns the bytes each way.
 func pipe(client io.ReadWriter, clientConn net.Conn, up io.ReadWriter, upConn net.Conn) (out, in int64) {
 	done := make(chan int64, 1)
-	go func() {
-		n, err := io.Copy(up, client)
-		if err != nil {
-			upConn.Close()
-			clientConn.Close()
-		} else {
-			closeWrite(upConn)
-		}
-		done <- n
-	}()
-	in, err := io.Copy(client, up)
+	go func() { done <- half(up, client, upConn, clientConn) }()
+	in = half(client, up, clientConn, upConn)
+	return <-done, in
+}
+
+// half copies src to dst, then half-closes dst (or, on an error, closes
+// both).
+func half(dst io.Writer, src io.Reader, dstConn, srcConn net.Conn) int64 {
+	n, err := io.Copy(dst, src)
 	if err != nil {
-		upConn.Close()
-		clientConn.Close()
+		dstConn.Close()
+		srcConn.Close()
 	} else {
-		closeWrite(clientConn)
+		closeWrite(dstConn)
 	}
-	out = <-done
-	return out, in
+	return n
 }

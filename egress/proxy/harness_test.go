@@ -162,6 +162,12 @@ func (r *recordingResolver) LookupNetIP(_ context.Context, _, host string) ([]ne
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
+func (r *recordingResolver) set(name string, addrs ...netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.table[name] = addrs
+}
+
 func (r *recordingResolver) calls() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -203,14 +209,19 @@ func newEnv(t *testing.T, rules egress.Rules, secrets []Secret, opts ...envOpt) 
 			e.mu.Unlock()
 		},
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{e}, nil)),
+		// The test records where a connection "was going" once its dial
+		// returns, which may be after the proxy accepted it.
 		OriginalDst: func(c net.Conn) (netip.AddrPort, error) {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			d, ok := e.dsts[c.RemoteAddr().String()]
-			if !ok {
-				return d, fmt.Errorf("no destination recorded for %s", c.RemoteAddr())
+			for i := 0; i < 200; i++ {
+				e.mu.Lock()
+				d, ok := e.dsts[c.RemoteAddr().String()]
+				e.mu.Unlock()
+				if ok {
+					return d, nil
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
-			return d, nil
+			return netip.AddrPort{}, fmt.Errorf("no destination recorded for %s", c.RemoteAddr())
 		},
 		HandshakeTimeout: 2 * time.Second,
 	}
@@ -267,7 +278,9 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 // override names name as addrs for the proxy (serve --egress-resolve);
 // call before traffic.
 func (e *env) override(name string, addrs ...netip.Addr) {
+	e.p.mu.Lock()
 	e.p.cfg.Overrides[name] = addrs
+	e.p.mu.Unlock()
 }
 
 // waitEntries waits until pred holds for the log, and returns it.
@@ -360,13 +373,43 @@ func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, raw string) (*http.Re
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(br, nil)
+	var req *http.Request
+	if strings.HasPrefix(raw, "CONNECT ") {
+		req = &http.Request{Method: http.MethodConnect}
+	}
+	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		t.Fatalf("response to %q: %v", firstLine(raw), err)
+	}
+	if req != nil && resp.StatusCode == 200 {
+		c.SetReadDeadline(time.Time{})
+		return resp, "" // the tunnel follows
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return resp, string(body)
+}
+
+// wantStatus is roundTrip that fails the test unless the status is want.
+func wantStatus(t *testing.T, c net.Conn, br *bufio.Reader, raw string, want int) string {
+	t.Helper()
+	resp, body := roundTrip(t, c, br, raw)
+	if resp.StatusCode != want {
+		t.Fatalf("%q: status %d, want %d: %q", firstLine(raw), resp.StatusCode, want, body)
+	}
+	return body
+}
+
+// get is a GET by the sandbox's client through the explicit proxy.
+func (e *env) get(u string) (int, string) {
+	e.t.Helper()
+	resp, err := e.client(nil).Get(u)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(body)
 }
 
 func firstLine(s string) string {

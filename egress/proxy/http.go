@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/reinsdev/reins/egress"
@@ -83,6 +84,15 @@ func (f *flow) serveHTTP(lr *limitedReader, br *bufio.Reader, cw net.Conn, m htt
 		cw.SetReadDeadline(time.Now().Add(wait))
 		wait = p.cfg.IdleTimeout
 		if _, err := br.Peek(1); err != nil {
+			if note := f.killed(); note != "" && up != nil {
+				// Idle, kept alive to a host the rules now deny.
+				e := f.entry("http", up.t, time.Now())
+				if m.sni != "" {
+					e.Proto = "https"
+				}
+				e.Allowed, e.Rule, e.Addr, e.Note = true, up.rule, up.addr.String(), note
+				p.emit(e)
+			}
 			return
 		}
 		cw.SetReadDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
@@ -261,6 +271,17 @@ func (f *flow) exchange(req *http.Request, br *bufio.Reader, cw net.Conn, up *up
 		o, i := pipe(&bufConn{Conn: cw, r: br}, cw, &bufConn{Conn: up.conn, r: up.br}, up.conn)
 		return false, upw.n + o, clientW.n + i, nil
 	}
+	if n, ok, err := spliceBody(resp, up, cw, clientW); ok {
+		// Not resp.Body.Close: it would wait for the bytes spliced past it.
+		if werr := <-wrote; err == nil {
+			err = werr
+		}
+		keep = err == nil && n == resp.ContentLength && !req.Close && !resp.Close
+		if !keep {
+			up.conn.Close()
+		}
+		return keep, upw.n, clientW.n, err
+	}
 	resp.Body = &flushingBody{ReadCloser: resp.Body, w: bw}
 	err = resp.Write(writerOnly{bw}) // not bw.ReadFrom: the body's reads flush bw
 
@@ -268,14 +289,16 @@ func (f *flow) exchange(req *http.Request, br *bufio.Reader, cw net.Conn, up *up
 		err = bw.Flush()
 	}
 	resp.Body.Close()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
 	select {
 	case werr := <-wrote:
 		if err == nil {
 			err = werr
 		}
-	default:
-		// The response is done and the request's body is not: the
-		// connection cannot carry on.
+	case <-t.C:
+		// The response is done and the request's body still is not:
+		// the connection cannot carry on.
 		up.conn.Close()
 		<-wrote
 		return false, upw.n, clientW.n, err
@@ -302,6 +325,41 @@ func (b *flushingBody) Read(p []byte) (int, error) {
 		}
 	}
 	return b.ReadCloser.Read(p)
+}
+
+// spliceBody relays a response with a known length between two TCP
+// connections by splice(2) (TCPConn.ReadFrom of a LimitedReader), which
+// copies no byte through user space: the headers first, then what the
+// reader holds, then the rest. ok is false for any other response, to
+// relay the usual way.
+func spliceBody(resp *http.Response, up *upstream, cw net.Conn, clientW *counter) (n int64, ok bool, err error) {
+	dst, dok := cw.(*net.TCPConn)
+	src, sok := up.conn.(*net.TCPConn)
+	if !dok || !sok || resp.Body == http.NoBody || resp.ContentLength <= 0 || len(resp.TransferEncoding) > 0 || len(resp.Trailer) > 0 {
+		return 0, false, nil
+	}
+	var hdr strings.Builder
+	hdr.WriteString("HTTP/1.1 " + resp.Status + "\r\n")
+	resp.Header.Write(&hdr)
+	if resp.Header.Get("Content-Length") == "" {
+		hdr.WriteString("Content-Length: " + strconv.FormatInt(resp.ContentLength, 10) + "\r\n")
+	}
+	hdr.WriteString("\r\n")
+	if _, err := io.WriteString(clientW, hdr.String()); err != nil {
+		return 0, true, err
+	}
+	held := min(int64(up.br.Buffered()), resp.ContentLength)
+	n, err = io.CopyN(clientW, up.br, held)
+	if err == nil && n < resp.ContentLength {
+		var m int64
+		m, err = dst.ReadFrom(io.LimitReader(src, resp.ContentLength-n))
+		n += m
+		clientW.n += m
+	}
+	if err == nil && n < resp.ContentLength {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, true, err
 }
 
 // writerOnly hides a writer's ReadFrom.

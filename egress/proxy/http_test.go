@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net/http"
 	"net/netip"
@@ -17,14 +18,9 @@ func TestAllowedHTTPReachesTheHostAndIsLogged(t *testing.T) {
 	up := newRecorder(t, false)
 	e := newEnv(t, allowHosts("allowed.test"), nil)
 	e.override("allowed.test", localhost)
-	resp, err := e.client(nil).Get("http://ALLOWED.test.:" + strconv.Itoa(up.port()) + "/a/b?c=d")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "hello") {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	code, body := e.get("http://ALLOWED.test.:" + strconv.Itoa(up.port()) + "/a/b?c=d")
+	if code != 200 || !strings.HasPrefix(body, "hello") {
+		t.Fatalf("got %d %q", code, body)
 	}
 	got := up.got()
 	if len(got) != 1 || got[0].RequestURI != "/a/b?c=d" {
@@ -43,15 +39,10 @@ func TestAllowedHTTPReachesTheHostAndIsLogged(t *testing.T) {
 func TestUnlistedHostIsRefusedAndNeverResolved(t *testing.T) {
 	up := newRecorder(t, false)
 	e := newEnv(t, allowHosts("allowed.test"), nil)
-	e.res.table["evil.test"] = []netip.Addr{localhost}
-	resp, err := e.client(nil).Get("http://evil.test:" + strconv.Itoa(up.port()) + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "not in the allowlist") {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	e.res.set("evil.test", localhost)
+	code, body := e.get("http://evil.test:" + strconv.Itoa(up.port()) + "/")
+	if code != http.StatusForbidden || !strings.Contains(body, "not in the allowlist") {
+		t.Fatalf("got %d %q", code, body)
 	}
 	if n := len(up.got()); n != 0 {
 		t.Fatalf("the refused host got %d requests", n)
@@ -72,14 +63,8 @@ func TestKeepAliveEachRequestDecided(t *testing.T) {
 	e.override("bad.test", localhost)
 	c := e.raw(sbAddr)
 	br := bufio.NewReader(c)
-	resp, _ := roundTrip(t, c, br, "GET http://good.test:"+strconv.Itoa(good.port())+"/1 HTTP/1.1\r\nHost: good.test\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("first: %d", resp.StatusCode)
-	}
-	resp, _ = roundTrip(t, c, br, "GET http://bad.test:"+strconv.Itoa(bad.port())+"/2 HTTP/1.1\r\nHost: good.test\r\n\r\n")
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("second: %d", resp.StatusCode)
-	}
+	wantStatus(t, c, br, "GET http://good.test:"+strconv.Itoa(good.port())+"/1 HTTP/1.1\r\nHost: good.test\r\n\r\n", 200)
+	wantStatus(t, c, br, "GET http://bad.test:"+strconv.Itoa(bad.port())+"/2 HTTP/1.1\r\nHost: good.test\r\n\r\n", http.StatusForbidden)
 	if len(good.got()) != 1 || len(bad.got()) != 0 {
 		t.Fatalf("good saw %d, bad saw %d", len(good.got()), len(bad.got()))
 	}
@@ -88,14 +73,8 @@ func TestKeepAliveEachRequestDecided(t *testing.T) {
 	// Host on one connection is decided again.
 	c = e.redirected(netip.AddrPortFrom(netip.MustParseAddr("198.51.100.7"), uint16(good.port())))
 	br = bufio.NewReader(c)
-	resp, _ = roundTrip(t, c, br, "GET /3 HTTP/1.1\r\nHost: good.test\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("redirected first: %d", resp.StatusCode)
-	}
-	resp, _ = roundTrip(t, c, br, "GET /4 HTTP/1.1\r\nHost: bad.test\r\n\r\n")
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("redirected second: %d", resp.StatusCode)
-	}
+	wantStatus(t, c, br, "GET /3 HTTP/1.1\r\nHost: good.test\r\n\r\n", 200)
+	wantStatus(t, c, br, "GET /4 HTTP/1.1\r\nHost: bad.test\r\n\r\n", http.StatusForbidden)
 	if len(good.got()) != 2 || len(bad.got()) != 0 {
 		t.Fatalf("good saw %d, bad saw %d", len(good.got()), len(bad.got()))
 	}
@@ -146,15 +125,10 @@ func TestAddressesInEveryFormAreBare(t *testing.T) {
 func TestRebindingToReservedIsRefused(t *testing.T) {
 	up := newRecorder(t, false)
 	e := newEnv(t, allowHosts("rebind.test"), nil)
-	e.res.table["rebind.test"] = []netip.Addr{localhost}
-	resp, err := e.client(nil).Get("http://rebind.test:" + strconv.Itoa(up.port()) + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "reserved address 127.0.0.1 (loopback)") {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	e.res.set("rebind.test", localhost)
+	code, body := e.get("http://rebind.test:" + strconv.Itoa(up.port()) + "/")
+	if code != http.StatusForbidden || !strings.Contains(body, "reserved address 127.0.0.1 (loopback)") {
+		t.Fatalf("got %d %q", code, body)
 	}
 	if len(up.got()) != 0 {
 		t.Fatal("the reserved address was reached")
@@ -164,13 +138,8 @@ func TestRebindingToReservedIsRefused(t *testing.T) {
 	if err := e.p.Update("sb-test", rules, nil); err != nil {
 		t.Fatal(err)
 	}
-	resp, err = e.client(nil).Get("http://rebind.test:" + strconv.Itoa(up.port()) + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || len(up.got()) != 1 {
-		t.Fatalf("with a cidr: %d, upstream saw %d", resp.StatusCode, len(up.got()))
+	if code, _ := e.get("http://rebind.test:" + strconv.Itoa(up.port()) + "/"); code != 200 || len(up.got()) != 1 {
+		t.Fatalf("with a cidr: %d, upstream saw %d", code, len(up.got()))
 	}
 }
 
@@ -257,24 +226,16 @@ func TestUnreachableUpstream(t *testing.T) {
 	tr.l.Close() // nothing listens there now
 	e := newEnv(t, allowHosts("down.test"), nil)
 	e.override("down.test", localhost)
-	resp, err := e.client(nil).Get("http://down.test:" + strconv.Itoa(port) + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "could not reach down.test") || strings.Contains(string(body), "127.0.0.2") {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	code, body := e.get("http://down.test:" + strconv.Itoa(port) + "/")
+	if code != http.StatusBadGateway || !strings.Contains(body, "could not reach down.test") || strings.Contains(body, "127.0.0.2") {
+		t.Fatalf("got %d %q", code, body)
 	}
 	if en := e.entryFor("down.test"); !en.Allowed || en.Note != "upstream unreachable" {
 		t.Errorf("entry %+v", en)
 	}
 	// A tunnel to it is closed.
 	c := e.raw(sbAddr)
-	resp, _ = roundTrip(t, c, bufio.NewReader(c), "CONNECT down.test:"+strconv.Itoa(port)+" HTTP/1.1\r\n\r\n")
-	if resp.StatusCode != http.StatusBadGateway {
-		t.Fatalf("CONNECT: %d", resp.StatusCode)
-	}
+	wantStatus(t, c, bufio.NewReader(c), "CONNECT down.test:"+strconv.Itoa(port)+" HTTP/1.1\r\n\r\n", http.StatusBadGateway)
 }
 
 func TestUnknownSourceIsRefused(t *testing.T) {
@@ -326,4 +287,76 @@ func (e *env) waitOpen(n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	e.t.Fatalf("never %d open flows", n)
+}
+
+// Bodies arrive whole: a large one with a length (spliced) twice on one
+// kept-alive connection, and a streamed one (chunked) as it comes.
+func TestBodiesRelayed(t *testing.T) {
+	big := make([]byte, 3<<20+17)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	release := make(chan struct{})
+	srv := newRecorder(t, false)
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stream" {
+			io.WriteString(w, "first\n")
+			w.(http.Flusher).Flush()
+			<-release
+			io.WriteString(w, "second\n")
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+		w.Write(big)
+	})
+	e := newEnv(t, allowHosts("big.test"), nil)
+	e.override("big.test", localhost)
+	c := e.client(nil)
+	for i := 0; i < 2; i++ {
+		resp, err := c.Get("http://big.test:" + strconv.Itoa(srv.port()) + "/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("round %d: %d bytes, %v", i, len(got), err)
+		}
+	}
+	e.waitEntries(func(es []egress.Entry) bool {
+		return len(es) == 2 && es[1].BytesIn > int64(len(big))
+	})
+	resp, err := c.Get("http://big.test:" + strconv.Itoa(srv.port()) + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "first\n" {
+		t.Fatalf("the first chunk did not come before the rest: %q %v", line, err)
+	}
+	close(release)
+	if rest, _ := io.ReadAll(br); string(rest) != "second\n" {
+		t.Fatalf("rest %q", rest)
+	}
+}
+
+// A client that waits for 100 Continue before its body gets it.
+func TestExpectContinue(t *testing.T) {
+	up := newRecorder(t, false)
+	e := newEnv(t, allowHosts("allowed.test"), nil)
+	e.override("allowed.test", localhost)
+	c := e.raw(sbAddr)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "POST http://allowed.test:"+strconv.Itoa(up.port())+"/up HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusContinue {
+		t.Fatalf("want 100 Continue first: %v %v", resp, err)
+	}
+	wantStatus(t, c, br, "hello", 200)
+	if got := up.got(); len(got) != 1 || got[0].Body != "hello" {
+		t.Fatalf("upstream saw %+v", got)
+	}
 }

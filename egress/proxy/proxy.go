@@ -168,18 +168,10 @@ func New(cfg Config) *Proxy {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = defaultHandshake
-	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = defaultIdle
-	}
-	if cfg.MaxHeaderBytes <= 0 {
-		cfg.MaxHeaderBytes = defaultHeader
-	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = defaultMaxConns
-	}
+	orDefault(&cfg.HandshakeTimeout, defaultHandshake)
+	orDefault(&cfg.IdleTimeout, defaultIdle)
+	orDefault(&cfg.MaxHeaderBytes, defaultHeader)
+	orDefault(&cfg.MaxConns, defaultMaxConns)
 	ov := make(map[string][]netip.Addr, len(cfg.Overrides))
 	for k, v := range cfg.Overrides {
 		ov[egress.CanonicalName(k)] = v
@@ -192,6 +184,12 @@ func New(cfg Config) *Proxy {
 	}
 	go p.drainLog()
 	return p
+}
+
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Add starts serving a sandbox. Its rules must be normalized.
@@ -344,6 +342,17 @@ func (p *Proxy) untrack(key any) {
 	delete(p.listeners, key)
 }
 
+// add counts a goroutine Close waits for; false once Close has begun.
+func (p *Proxy) add() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	return true
+}
+
 func (p *Proxy) isClosed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -380,7 +389,10 @@ func (p *Proxy) serve(l net.Listener, handle func(net.Conn, *sandboxState)) erro
 			c.Close()
 			continue
 		}
-		p.wg.Add(1)
+		if !p.add() {
+			c.Close()
+			return nil
+		}
 		go func() {
 			defer p.wg.Done()
 			handle(c, st)

@@ -74,7 +74,7 @@ func (f *flow) connect(req *http.Request, lr *limitedReader, br *bufio.Reader, c
 	if _, err := io.WriteString(cw, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
 		return
 	}
-	f.stream(lr, br, t, netip.Addr{}, &upstream{conn: c, t: t, addr: ap, trusted: d.trusted, rule: d.Rule})
+	f.stream(lr, br, t, netip.Addr{}, &upstream{conn: c, br: bufio.NewReaderSize(c, 16<<10), t: t, addr: ap, trusted: d.trusted, rule: d.Rule})
 }
 
 // stream serves a connection by what its first bytes are: TLS (by SNI),
@@ -220,18 +220,28 @@ func (f *flow) refuseTunnel(proto string, t target, up *upstream, start time.Tim
 }
 
 // looksHTTP reports whether the client's first bytes are an HTTP/1
-// request line's method.
+// request line's method. It waits for more bytes only while what it has
+// could still be one.
 func looksHTTP(br *bufio.Reader) bool {
-	for _, m := range []string{"GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", "PATCH ", "TRACE "} {
-		b, err := br.Peek(len(m))
-		if err == nil && string(b) == m {
-			return true
+	methods := []string{"GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", "PATCH ", "TRACE "}
+	for n := max(br.Buffered(), 1); ; n++ {
+		b, err := br.Peek(n)
+		if err != nil {
+			return false
 		}
-		if err != nil && len(b) > 0 && string(b) == m[:len(b)] {
-			return false // fewer bytes than the method: it was not sent whole
+		more := false
+		for _, m := range methods {
+			if len(b) >= len(m) && string(b[:len(m)]) == m {
+				return true
+			}
+			if len(b) < len(m) && string(b) == m[:len(b)] {
+				more = true
+			}
+		}
+		if !more {
+			return false
 		}
 	}
-	return false
 }
 
 // peekSNI reads the server name from the ClientHello at the head of br
