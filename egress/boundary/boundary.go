@@ -42,11 +42,14 @@ import (
 )
 
 // Ports the proxy listens on in the router namespace (its own: no clash
-// with anything on the host).
+// with anything on the host). The DNS port is not 53: the firewall
+// accepts only queries it redirected (to port 53 of any address), and a
+// redirect that changes nothing (a query to the gateway's own port 53)
+// marks no NAT, so it would be dropped.
 const (
 	ProxyPort       = 3128
 	TransparentPort = 15001
-	DNSPort         = 53
+	DNSPort         = 10053
 )
 
 // Paths inside a sandbox.
