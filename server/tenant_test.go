@@ -106,7 +106,8 @@ func newEnv(t *testing.T, defaults store.Quota, seeded map[string]string) *env {
 	t.Cleanup(eng.Close)
 
 	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
-		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).Handler())
+		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).
+		WithPorts(&server.Ports{Domain: "localhost", Key: make([]byte, 32)}).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
@@ -456,6 +457,10 @@ func TestIsolation(t *testing.T) {
 	sbCalls := map[string]func(id string) error{
 		"Get":    func(id string) error { _, err := beta.Get(ctx, id); return err },
 		"Delete": func(id string) error { return beta.Delete(ctx, id) },
+		"PortURL": func(id string) error {
+			_, err := beta.PortURL(ctx, id, 3000, true, 0)
+			return err
+		},
 		"Create": nil, "List": nil, // below; Create has no id
 		"Version": nil, // below; it names no tenant's things
 	}

@@ -212,6 +212,126 @@ func (ProgressPhase) EnumDescriptor() ([]byte, []int) {
 	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
+type PortURLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`                // 1-65535
+	Public        bool                   `protobuf:"varint,3,opt,name=public,proto3" json:"public,omitempty"`            // a signed link anyone may open until it expires
+	TtlMs         int64                  `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"` // public only; 0: one hour
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortURLRequest) Reset() {
+	*x = PortURLRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortURLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortURLRequest) ProtoMessage() {}
+
+func (x *PortURLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortURLRequest.ProtoReflect.Descriptor instead.
+func (*PortURLRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PortURLRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PortURLRequest) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *PortURLRequest) GetPublic() bool {
+	if x != nil {
+		return x.Public
+	}
+	return false
+}
+
+func (x *PortURLRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type PortURLResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Url             string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	ExpiresUnixNano int64                  `protobuf:"varint,2,opt,name=expires_unix_nano,json=expiresUnixNano,proto3" json:"expires_unix_nano,omitempty"` // public only
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PortURLResponse) Reset() {
+	*x = PortURLResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortURLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortURLResponse) ProtoMessage() {}
+
+func (x *PortURLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortURLResponse.ProtoReflect.Descriptor instead.
+func (*PortURLResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PortURLResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *PortURLResponse) GetExpiresUnixNano() int64 {
+	if x != nil {
+		return x.ExpiresUnixNano
+	}
+	return 0
+}
+
 type SandboxSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`     // default "busybox"
@@ -231,7 +351,7 @@ type SandboxSpec struct {
 
 func (x *SandboxSpec) Reset() {
 	*x = SandboxSpec{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +363,7 @@ func (x *SandboxSpec) String() string {
 func (*SandboxSpec) ProtoMessage() {}
 
 func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +376,7 @@ func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSpec.ProtoReflect.Descriptor instead.
 func (*SandboxSpec) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SandboxSpec) GetImage() string {
@@ -356,7 +476,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +488,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +501,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Sandbox) GetId() string {
@@ -481,7 +601,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +613,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +626,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Progress) GetPhase() ProgressPhase {
@@ -553,7 +673,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +685,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +698,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateSandboxRequest) GetSpec() *SandboxSpec {
@@ -601,7 +721,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +733,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +746,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateSandboxResponse) GetMsg() isCreateSandboxResponse_Msg {
@@ -679,7 +799,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +811,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +824,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -723,7 +843,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +855,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +868,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -767,7 +887,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +899,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +912,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -811,7 +931,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +943,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +956,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -855,7 +975,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +987,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1000,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -898,7 +1018,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1030,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1043,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 type VersionRequest struct {
@@ -934,7 +1054,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1066,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1079,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 type VersionResponse struct {
@@ -972,7 +1092,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1104,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1117,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VersionResponse) GetVersion() string {
@@ -1024,7 +1144,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1156,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1169,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Backend) GetName() string {
@@ -1070,7 +1190,15 @@ var File_reins_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x16reins/v1/sandbox.proto\x12\breins.v1\"\x88\x03\n" +
+	"\x16reins/v1/sandbox.proto\x12\breins.v1\"c\n" +
+	"\x0ePortURLRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x16\n" +
+	"\x06public\x18\x03 \x01(\bR\x06public\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"O\n" +
+	"\x0fPortURLResponse\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
+	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"\x88\x03\n" +
 	"\vSandboxSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x12\n" +
@@ -1156,13 +1284,14 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x13PROGRESS_PHASE_PULL\x10\x01\x12\x19\n" +
 	"\x15PROGRESS_PHASE_UNPACK\x10\x02\x12\x18\n" +
 	"\x14PROGRESS_PHASE_BUILD\x10\x03\x12\x17\n" +
-	"\x13PROGRESS_PHASE_BOOT\x10\x042\xf3\x02\n" +
+	"\x13PROGRESS_PHASE_BOOT\x10\x042\xb3\x03\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
 	"\x04List\x12\x1e.reins.v1.ListSandboxesRequest\x1a\x1f.reins.v1.ListSandboxesResponse\x12I\n" +
 	"\x06Delete\x12\x1e.reins.v1.DeleteSandboxRequest\x1a\x1f.reins.v1.DeleteSandboxResponse\x12>\n" +
-	"\aVersion\x12\x18.reins.v1.VersionRequest\x1a\x19.reins.v1.VersionResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"\aVersion\x12\x18.reins.v1.VersionRequest\x1a\x19.reins.v1.VersionResponse\x12>\n" +
+	"\aPortURL\x12\x18.reins.v1.PortURLRequest\x1a\x19.reins.v1.PortURLResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_sandbox_proto_rawDescOnce sync.Once
@@ -1177,53 +1306,57 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_reins_v1_sandbox_proto_goTypes = []any{
 	(SandboxState)(0),             // 0: reins.v1.SandboxState
 	(SandboxReason)(0),            // 1: reins.v1.SandboxReason
 	(ProgressPhase)(0),            // 2: reins.v1.ProgressPhase
-	(*SandboxSpec)(nil),           // 3: reins.v1.SandboxSpec
-	(*Sandbox)(nil),               // 4: reins.v1.Sandbox
-	(*Progress)(nil),              // 5: reins.v1.Progress
-	(*CreateSandboxRequest)(nil),  // 6: reins.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 7: reins.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 8: reins.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 9: reins.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 10: reins.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 11: reins.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 12: reins.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 13: reins.v1.DeleteSandboxResponse
-	(*VersionRequest)(nil),        // 14: reins.v1.VersionRequest
-	(*VersionResponse)(nil),       // 15: reins.v1.VersionResponse
-	(*Backend)(nil),               // 16: reins.v1.Backend
-	nil,                           // 17: reins.v1.SandboxSpec.LabelsEntry
-	nil,                           // 18: reins.v1.ListSandboxesRequest.LabelsEntry
+	(*PortURLRequest)(nil),        // 3: reins.v1.PortURLRequest
+	(*PortURLResponse)(nil),       // 4: reins.v1.PortURLResponse
+	(*SandboxSpec)(nil),           // 5: reins.v1.SandboxSpec
+	(*Sandbox)(nil),               // 6: reins.v1.Sandbox
+	(*Progress)(nil),              // 7: reins.v1.Progress
+	(*CreateSandboxRequest)(nil),  // 8: reins.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 9: reins.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 10: reins.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 11: reins.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 12: reins.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 13: reins.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 14: reins.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 15: reins.v1.DeleteSandboxResponse
+	(*VersionRequest)(nil),        // 16: reins.v1.VersionRequest
+	(*VersionResponse)(nil),       // 17: reins.v1.VersionResponse
+	(*Backend)(nil),               // 18: reins.v1.Backend
+	nil,                           // 19: reins.v1.SandboxSpec.LabelsEntry
+	nil,                           // 20: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	17, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
-	3,  // 1: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
+	19, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	5,  // 1: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
 	0,  // 2: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
 	1,  // 3: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
 	2,  // 4: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
-	3,  // 5: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
-	5,  // 6: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
-	4,  // 7: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	4,  // 8: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	18, // 9: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
-	4,  // 10: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	16, // 11: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
-	6,  // 12: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	8,  // 13: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	10, // 14: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	12, // 15: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	14, // 16: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
-	7,  // 17: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	9,  // 18: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	11, // 19: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	13, // 20: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	15, // 21: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
+	5,  // 5: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
+	7,  // 6: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
+	6,  // 7: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	6,  // 8: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	20, // 9: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	6,  // 10: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
+	18, // 11: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	8,  // 12: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	10, // 13: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	12, // 14: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	14, // 15: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	16, // 16: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	3,  // 17: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
+	9,  // 18: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	11, // 19: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	13, // 20: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	15, // 21: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	17, // 22: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	4,  // 23: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -1234,7 +1367,7 @@ func file_reins_v1_sandbox_proto_init() {
 	if File_reins_v1_sandbox_proto != nil {
 		return
 	}
-	file_reins_v1_sandbox_proto_msgTypes[4].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[6].OneofWrappers = []any{
 		(*CreateSandboxResponse_Progress)(nil),
 		(*CreateSandboxResponse_Sandbox)(nil),
 	}
@@ -1244,7 +1377,7 @@ func file_reins_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

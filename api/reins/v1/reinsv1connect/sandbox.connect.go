@@ -52,6 +52,8 @@ const (
 	SandboxServiceDeleteProcedure = "/reins.v1.SandboxService/Delete"
 	// SandboxServiceVersionProcedure is the fully-qualified name of the SandboxService's Version RPC.
 	SandboxServiceVersionProcedure = "/reins.v1.SandboxService/Version"
+	// SandboxServicePortURLProcedure is the fully-qualified name of the SandboxService's PortURL RPC.
+	SandboxServicePortURLProcedure = "/reins.v1.SandboxService/PortURL"
 )
 
 // SandboxServiceClient is a client for the reins.v1.SandboxService service.
@@ -65,6 +67,11 @@ type SandboxServiceClient interface {
 	Delete(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 	// Version names the service's build and each backend's runtime.
 	Version(context.Context, *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error)
+	// PortURL returns a URL on the service that reaches a TCP port inside the
+	// sandbox (HTTP and WebSocket, through its executor; no host port). It
+	// needs the owner's token, unless public made it a signed link that
+	// expires.
+	PortURL(context.Context, *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the reins.v1.SandboxService service. By default,
@@ -108,6 +115,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("Version")),
 			connect.WithClientOptions(opts...),
 		),
+		portURL: connect.NewClient[v1.PortURLRequest, v1.PortURLResponse](
+			httpClient,
+			baseURL+SandboxServicePortURLProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("PortURL")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -118,6 +131,7 @@ type sandboxServiceClient struct {
 	list    *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
 	delete  *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
 	version *connect.Client[v1.VersionRequest, v1.VersionResponse]
+	portURL *connect.Client[v1.PortURLRequest, v1.PortURLResponse]
 }
 
 // Create calls reins.v1.SandboxService.Create.
@@ -145,6 +159,11 @@ func (c *sandboxServiceClient) Version(ctx context.Context, req *connect.Request
 	return c.version.CallUnary(ctx, req)
 }
 
+// PortURL calls reins.v1.SandboxService.PortURL.
+func (c *sandboxServiceClient) PortURL(ctx context.Context, req *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error) {
+	return c.portURL.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the reins.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	// Create makes a sandbox and streams progress (image pull, unpack, boot);
@@ -156,6 +175,11 @@ type SandboxServiceHandler interface {
 	Delete(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 	// Version names the service's build and each backend's runtime.
 	Version(context.Context, *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error)
+	// PortURL returns a URL on the service that reaches a TCP port inside the
+	// sandbox (HTTP and WebSocket, through its executor; no host port). It
+	// needs the owner's token, unless public made it a signed link that
+	// expires.
+	PortURL(context.Context, *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -195,6 +219,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("Version")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServicePortURLHandler := connect.NewUnaryHandler(
+		SandboxServicePortURLProcedure,
+		svc.PortURL,
+		connect.WithSchema(sandboxServiceMethods.ByName("PortURL")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateProcedure:
@@ -207,6 +237,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceDeleteHandler.ServeHTTP(w, r)
 		case SandboxServiceVersionProcedure:
 			sandboxServiceVersionHandler.ServeHTTP(w, r)
+		case SandboxServicePortURLProcedure:
+			sandboxServicePortURLHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -234,4 +266,8 @@ func (UnimplementedSandboxServiceHandler) Delete(context.Context, *connect.Reque
 
 func (UnimplementedSandboxServiceHandler) Version(context.Context, *connect.Request[v1.VersionRequest]) (*connect.Response[v1.VersionResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Version is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) PortURL(context.Context, *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.PortURL is not implemented"))
 }
