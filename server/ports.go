@@ -118,13 +118,18 @@ func (s *Server) servePorts(w http.ResponseWriter, r *http.Request) bool {
 		portText(w, http.StatusUnauthorized, err.Error())
 		return true
 	}
-	rec, err := s.m.Get(r.Context(), tn, id)
-	if err != nil {
-		portText(w, http.StatusNotFound, errNoPort.Error())
-		return true
-	}
-	if rec.State != sandbox.StateRunning {
-		portText(w, http.StatusBadGateway, notRunning(rec))
+	// Executor checks the tenant and marks the sandbox active, on every
+	// request (the proxy's pooled connections skip the dial).
+	if _, err := s.m.Executor(r.Context(), tn, id); err != nil {
+		rec, gerr := s.m.Get(r.Context(), tn, id)
+		switch {
+		case gerr != nil:
+			portText(w, http.StatusNotFound, errNoPort.Error())
+		case rec.State != sandbox.StateRunning:
+			portText(w, http.StatusBadGateway, notRunning(rec))
+		default:
+			portText(w, http.StatusBadGateway, s.portDown(context.WithValue(r.Context(), portKey{}, portTarget{id: id, port: port}), err))
+		}
 		return true
 	}
 	release, ok := s.portSlots.take(id)
