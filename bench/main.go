@@ -197,6 +197,22 @@ func (b *bench) stores(name string) (*sqlite.Store, *blob.Store, error) {
 	return st, blobs, nil
 }
 
+// busybox1 makes a busybox sandbox and its executor's client; remove
+// deletes it.
+func (b *bench) busybox1() (sandbox.Info, *exclient.Client, func(), error) {
+	rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox"}, nil)
+	if err != nil {
+		return rec, nil, nil, err
+	}
+	remove := func() { b.m.Delete(b.ctx, "", rec.ID) }
+	ex, err := b.m.Client(b.ctx, "", rec.ID)
+	if err != nil {
+		remove()
+		return rec, nil, nil, err
+	}
+	return rec, ex, remove, nil
+}
+
 func (b *bench) add(what, ours, base string, ratio float64, goal string) {
 	b.rows = append(b.rows, row{what, ours, base, ratio, goal})
 	fmt.Fprintf(os.Stderr, "  %s: %s vs %s (%.2f×)\n", what, ours, base, ratio)
@@ -341,15 +357,11 @@ func execTrue(ctx context.Context, ex *exclient.Client) error {
 // exec: round trip of `true` through the executor (direct from a Go client,
 // and through reins serve's API), beside `runsc exec … true`.
 func (b *bench) exec(n int) error {
-	rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox"}, nil)
+	rec, ex, remove, err := b.busybox1()
 	if err != nil {
 		return err
 	}
-	defer b.m.Delete(b.ctx, "", rec.ID)
-	ex, err := b.m.Client(b.ctx, "", rec.ID)
-	if err != nil {
-		return err
-	}
+	defer remove()
 	var raw, direct, api []time.Duration
 	for i := 0; i < n/5; i++ {
 		args := append([]string{"--root", filepath.Join(b.dir, "rt", "runtime")}, gvisor.GlobalFlags...)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
-	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/server"
 )
 
@@ -33,15 +32,11 @@ func (b *bench) ports(n, mib int) error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the port server: %v: %s", err, out)
 	}
-	rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox"}, nil)
+	rec, ex, remove, err := b.busybox1()
 	if err != nil {
 		return err
 	}
-	defer b.m.Delete(b.ctx, "", rec.ID)
-	ex, err := b.m.Client(b.ctx, "", rec.ID)
-	if err != nil {
-		return err
-	}
+	defer remove()
 	if _, err := ex.CopyTo(b.ctx, bin, "/workspace"); err != nil {
 		return err
 	}
