@@ -70,10 +70,11 @@ func (s *Server) portTransport() *http.Transport {
 			}
 			return c, nil
 		},
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: 0, // a long poll may take its time
-		DisableCompression:    true,
+		MaxIdleConnsPerHost:    16,
+		MaxResponseHeaderBytes: 1 << 20, // the sandbox answers: bounded
+		IdleConnTimeout:        90 * time.Second,
+		ResponseHeaderTimeout:  0, // a long poll may take its time
+		DisableCompression:     true,
 	}
 }
 

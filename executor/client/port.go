@@ -49,6 +49,10 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	return rc, nil
 }
 
+// maxAnswerHead bounds the status line and headers of the answer to a
+// port request.
+const maxAnswerHead = 16 << 10
+
 // upgrade sends the port request on conn and reads the answer.
 func (c *Client) upgrade(conn net.Conn, port int) (net.Conn, error) {
 	req := "GET " + executor.PortPath + strconv.Itoa(port) + " HTTP/1.1\r\nHost: executor\r\n" +
@@ -56,7 +60,10 @@ func (c *Client) upgrade(conn net.Conn, port int) (net.Conn, error) {
 	if _, err := io.WriteString(conn, req); err != nil {
 		return nil, errdefs.WithMessage(errdefs.ErrUnavailable, "the sandbox's executor closed the connection")
 	}
-	br := bufio.NewReaderSize(conn, 4<<10)
+	// The answer's head is bounded: the socket sits where the sandbox
+	// writes, and what answers there may be the sandbox's, not the
+	// executor (an endless header must not grow the service).
+	br := bufio.NewReaderSize(&io.LimitedReader{R: conn, N: maxAnswerHead}, 4<<10)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		return nil, errdefs.WithMessage(errdefs.ErrUnavailable, "the sandbox's executor did not answer the port request")
