@@ -80,7 +80,7 @@ func main() {
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
 	shim := flag.String("shim", "bin/reins-shim", "the built sandbox shim (\"\": this program re-executed)")
-	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,egress,workload); with -out, only a full run writes the file")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,egress,ports,workload); with -out, only a full run writes the file")
 	flag.Parse()
 	if *only != "" && *out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
@@ -152,6 +152,7 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		{"loop", func() error { return b.loop(200, 50, 40) }},
 		{"steer", func() error { return b.steer(5000, 20) }},
 		{"egress", func() error { return b.egress(2000, mib) }},
+		{"ports", func() error { return b.ports(execs, mib) }},
 	}
 	if *workloadOnly {
 		steps = steps[:0]
@@ -204,6 +205,22 @@ func (b *bench) stores(name string) (*sqlite.Store, *blob.Store, error) {
 		return nil, nil, err
 	}
 	return st, blobs, nil
+}
+
+// busybox1 makes a busybox sandbox and its executor's client; remove
+// deletes it.
+func (b *bench) busybox1() (sandbox.Info, *exclient.Client, func(), error) {
+	rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox"}, nil)
+	if err != nil {
+		return rec, nil, nil, err
+	}
+	remove := func() { b.m.Delete(b.ctx, "", rec.ID) }
+	ex, err := b.m.Client(b.ctx, "", rec.ID)
+	if err != nil {
+		remove()
+		return rec, nil, nil, err
+	}
+	return rec, ex, remove, nil
 }
 
 func (b *bench) add(what, ours, base string, ratio float64, goal string) {
@@ -350,15 +367,11 @@ func execTrue(ctx context.Context, ex *exclient.Client) error {
 // exec: round trip of `true` through the executor (direct from a Go client,
 // and through reins serve's API), beside `runsc exec … true`.
 func (b *bench) exec(n int) error {
-	rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox"}, nil)
+	rec, ex, remove, err := b.busybox1()
 	if err != nil {
 		return err
 	}
-	defer b.m.Delete(b.ctx, "", rec.ID)
-	ex, err := b.m.Client(b.ctx, "", rec.ID)
-	if err != nil {
-		return err
-	}
+	defer remove()
 	var raw, direct, api []time.Duration
 	for i := 0; i < n/5; i++ {
 		args := append([]string{"--root", filepath.Join(b.dir, "rt", "runtime")}, gvisor.GlobalFlags...)

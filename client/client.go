@@ -160,6 +160,23 @@ func (c *Client) List(ctx context.Context, labels map[string]string) ([]*reinsv1
 	return resp.Msg.Sandboxes, nil
 }
 
+// PortURL returns a URL on the service that reaches port inside sandbox
+// id; public makes it a signed link that expires after ttl (0: an hour).
+func (c *Client) PortURL(ctx context.Context, id string, port int, public bool, ttl time.Duration) (*reinsv1.PortURLResponse, error) {
+	ctx, cancel := unaryDeadline(ctx)
+	defer cancel()
+	if port < 1 || port > 65535 {
+		return nil, fmt.Errorf("port %d is outside 1-65535", port)
+	}
+	resp, err := c.sandboxes.PortURL(ctx, connect.NewRequest(&reinsv1.PortURLRequest{
+		Id: id, Port: int32(port), Public: public, TtlMs: ttl.Milliseconds(),
+	}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg, nil
+}
+
 // Delete stops a sandbox and removes everything it had.
 func (c *Client) Delete(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

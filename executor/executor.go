@@ -46,7 +46,7 @@ const APIVersion = 1
 
 // Capabilities lists what this executor can do (HelloResponse.capabilities).
 var Capabilities = []string{"exec", "stdin", "pty", "background", "attach", "idempotency", "signal",
-	"files", "edit", "glob", "grep", "tar", "usage", "stage"}
+	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port"}
 
 // Config is the executor's configuration. Root and Token are required: there
 // is no default that would be safe.
@@ -94,6 +94,7 @@ type Server struct {
 	http     atomic.Pointer[http.Server]
 	closed   atomic.Bool
 	memory   settler
+	ports    ports
 }
 
 var _ executorv1connect.ExecutorHandler = (*Server)(nil)
@@ -154,6 +155,15 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Monitoring calls are not activity: the service's idle check asks
 		// Usage, and that must not keep an idle sandbox alive.
+		if strings.HasPrefix(r.URL.Path, PortPath) {
+			s.touch()
+			if !s.authorized(r.Header.Get("Authorization")) {
+				portError(w, http.StatusUnauthorized, "missing or wrong executor token")
+				return
+			}
+			s.servePort(w, r)
+			return
+		}
 		switch r.URL.Path {
 		case executorv1connect.ExecutorUsageProcedure, executorv1connect.ExecutorHealthProcedure, executorv1connect.ExecutorHelloProcedure:
 		default:
@@ -222,6 +232,7 @@ func (s *Server) Serve(l net.Listener) error {
 func (s *Server) Close() error {
 	s.closed.Store(true)
 	s.memory.stop()
+	s.ports.close()
 	s.procs.Close()
 	if hs := s.http.Load(); hs != nil {
 		hs.Close()

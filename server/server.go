@@ -45,6 +45,11 @@ type Server struct {
 	// (network.go).
 	networks Networks
 	egress   EgressLogs
+	// ports, when set, serves port URLs (ports.go) through portProxy,
+	// at most PortConnsPerSandbox at once per sandbox.
+	ports     *Ports
+	portProxy *httputil.ReverseProxy
+	portSlots portSlots
 }
 
 // WithVersion names the service's build in Version's answer.
@@ -102,7 +107,16 @@ func (s *Server) Handler() http.Handler {
 	s.handleDownload(mux)
 	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-	return s.auth(mux)
+	api := s.auth(mux)
+	if s.ports == nil {
+		return api
+	}
+	// Port hosts first: no API call is served under them.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.servePorts(w, r) {
+			api.ServeHTTP(w, r)
+		}
+	})
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {

@@ -128,7 +128,8 @@ func newEnvSeeds(t *testing.T, defaults store.Quota, seeds []seed) *env {
 	nets, eg := &fakeNetworks{m: m}, newFakeEgress(st)
 	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
 		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).
-		WithNetworks(nets).WithEgressLogs(eg).Handler())
+		WithNetworks(nets).WithEgressLogs(eg).
+		WithPorts(&server.Ports{Domain: "localhost", Key: make([]byte, 32)}).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
@@ -484,6 +485,10 @@ func TestIsolation(t *testing.T) {
 		},
 		"EgressLog": func(id string) error {
 			return beta.EgressLog(ctx, id, 0, false, func(*reinsv1.EgressLogEntry) error { return errors.New("an entry of another tenant's") })
+		},
+		"PortURL": func(id string) error {
+			_, err := beta.PortURL(ctx, id, 3000, true, 0)
+			return err
 		},
 		"Create": nil, "List": nil, // below; Create has no id
 		"Version": nil, // below; it names no tenant's things

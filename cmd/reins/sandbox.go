@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -31,7 +32,7 @@ func sandboxCmd() *cobra.Command {
 		Aliases: []string{"sb"},
 		Short:   "Create, use and remove sandboxes",
 	}
-	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), rmCmd(),
+	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), portCmd(), rmCmd(),
 		networkCmd(), egressCmd())
 	return group(c)
 }
@@ -240,6 +241,45 @@ func showCmd() *cobra.Command {
 			return w.Flush()
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func portCmd() *cobra.Command {
+	var asJSON, public bool
+	var ttl time.Duration
+	c := &cobra.Command{
+		Use:   "port ID PORT",
+		Short: "Print a URL on the service that reaches PORT inside the sandbox (HTTP, WebSocket)",
+		Long: `Print a URL on the service that reaches a TCP port inside the sandbox,
+through its executor (no host port is opened). Opening it needs your token
+(as "Authorization: Bearer TOKEN" or a reins_token cookie), unless --public
+makes it a signed link anyone may open until it expires (--ttl, default 1h,
+at most 168h).`,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(c *cobra.Command, args []string) error {
+			port, err := strconv.Atoi(args[1])
+			if err != nil || port < 1 || port > 65535 {
+				return usageError{fmt.Errorf("port %q: give a number from 1 to 65535", args[1])}
+			}
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			resp, err := cl.PortURL(ctx, args[0], port, public, ttl)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), resp)
+			}
+			fmt.Fprintln(c.OutOrStdout(), resp.Url)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&public, "public", false, "a signed link that needs no token, until it expires")
+	c.Flags().DurationVar(&ttl, "ttl", 0, "how long a --public link works (default 1h)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }

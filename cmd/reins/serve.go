@@ -13,10 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/egress"
@@ -53,6 +55,7 @@ type serveConfig struct {
 	ReleaseAfter   time.Duration
 	EgressResolve  []string // NAME=IP
 	EgressDNS      string
+	PortDomain     string
 }
 
 func serveCmd() *cobra.Command {
@@ -108,6 +111,7 @@ are read from this process's environment:
 	f.StringArrayVar(&cfg.EgressResolve, "egress-resolve", nil, "NAME=IP: the egress proxy resolves NAME to IP without DNS, and trusts it (the address may be private); repeat for more names or addresses (split-horizon DNS, tests)")
 	f.StringVar(&cfg.EgressDNS, "egress-dns", "", "HOST:PORT of the DNS server the egress proxy asks for allowed names (default: this host's resolver)")
 	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
+	f.StringVar(&cfg.PortDomain, "port-domain", "localhost", "domain of the URLs that reach ports in sandboxes (PORT-ID.DOMAIN, on this service's port); its names must resolve to this service")
 	return c
 }
 
@@ -256,11 +260,15 @@ func serve(cfg serveConfig) error {
 	go engine.Janitor(ctx)
 	defer engine.Close()
 
+	ports, err := portConfig(cfg, ln.Addr())
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
 		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).
 			WithNetworks(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
-		}).Handler(),
+		}).WithPorts(ports).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		Protocols:         new(http.Protocols),
 	}
@@ -355,6 +363,48 @@ func adminToken(dir string) (string, error) {
 		return "", err
 	}
 	return t, nil
+}
+
+// portConfig is the port URLs' configuration: the domain, the port the
+// service listens on, and the links' key, DIR/port.key (0600, made on
+// first start).
+func portConfig(cfg serveConfig, addr net.Addr) (*server.Ports, error) {
+	domain := strings.Trim(strings.ToLower(cfg.PortDomain), ".")
+	if domain == "" || strings.ContainsAny(domain, "/:@ ") {
+		return nil, usageError{fmt.Errorf("--port-domain %q: give a domain name, such as localhost or ports.example.com", cfg.PortDomain)}
+	}
+	key, err := secretFile(filepath.Join(cfg.DataDir, "port.key"), 32)
+	if err != nil {
+		return nil, err
+	}
+	p := &server.Ports{Domain: domain, Key: key}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.Port != 80 {
+		p.ServicePort = strconv.Itoa(ta.Port)
+	}
+	return p, nil
+}
+
+// secretFile reads the key at p, or on first start writes n random bytes
+// there (0600).
+func secretFile(p string, n int) ([]byte, error) {
+	data, err := os.ReadFile(p)
+	if err == nil && len(data) >= n {
+		return data, nil
+	}
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("the key %s is unreadable or too short (%v): remove it to make a new one (links made with it stop working)", p, err)
+	}
+	key := make([]byte, n)
+	rand.Read(key)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(key); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return key, f.Close()
 }
 
 // prices are the default price table with the config's entries over it.

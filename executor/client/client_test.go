@@ -291,3 +291,48 @@ func TestDialRefusesASymlinkedSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDialPortBoundsTheAnswer: what answers on the socket may be the
+// sandbox's own program; an answer whose head never ends is refused once
+// it passes the bound, not read into the service's memory until the
+// deadline.
+func TestDialPortBoundsTheAnswer(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "hostile.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nX-Endless: "))
+		junk := []byte(strings.Repeat("a", 64<<10))
+		for {
+			if _, err := c.Write(junk); err != nil {
+				return
+			}
+		}
+	})
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	c, err := client.Dial(context.Background(), socket, token, client.WithCallTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	conn, err := c.DialPort(context.Background(), 3000)
+	if err == nil {
+		conn.Close()
+		t.Fatal("DialPort accepted an answer whose head never ends")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("DialPort took %s to refuse an endless answer: it reads until the deadline", d)
+	}
+	if !errors.Is(err, errdefs.ErrUnavailable) || strings.Contains(err.Error(), socket) {
+		t.Errorf("DialPort: %v, want unavailable, naming no path", err)
+	}
+}

@@ -230,6 +230,9 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"Delete": func(id string) error {
 			return unary(sc.Delete(ctx, connect.NewRequest(&reinsv1.DeleteSandboxRequest{Id: id})))
 		},
+		"PortURL": func(id string) error {
+			return unary(sc.PortURL(ctx, connect.NewRequest(&reinsv1.PortURLRequest{Id: id, Port: 3000, Public: true})))
+		},
 		"Create": nil, "List": nil, // Create names no id; List below
 		"Version": nil, // below: it names no tenant's things
 	}

@@ -265,6 +265,126 @@ func (ProgressPhase) EnumDescriptor() ([]byte, []int) {
 	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
+type PortURLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`                // 1-65535
+	Public        bool                   `protobuf:"varint,3,opt,name=public,proto3" json:"public,omitempty"`            // a signed link anyone may open until it expires
+	TtlMs         int64                  `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"` // public only; 0: one hour
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortURLRequest) Reset() {
+	*x = PortURLRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortURLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortURLRequest) ProtoMessage() {}
+
+func (x *PortURLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortURLRequest.ProtoReflect.Descriptor instead.
+func (*PortURLRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PortURLRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PortURLRequest) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *PortURLRequest) GetPublic() bool {
+	if x != nil {
+		return x.Public
+	}
+	return false
+}
+
+func (x *PortURLRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type PortURLResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Url             string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	ExpiresUnixNano int64                  `protobuf:"varint,2,opt,name=expires_unix_nano,json=expiresUnixNano,proto3" json:"expires_unix_nano,omitempty"` // public only
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PortURLResponse) Reset() {
+	*x = PortURLResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortURLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortURLResponse) ProtoMessage() {}
+
+func (x *PortURLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortURLResponse.ProtoReflect.Descriptor instead.
+func (*PortURLResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PortURLResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *PortURLResponse) GetExpiresUnixNano() int64 {
+	if x != nil {
+		return x.ExpiresUnixNano
+	}
+	return 0
+}
+
 type SandboxSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`     // default "busybox"
@@ -285,7 +405,7 @@ type SandboxSpec struct {
 
 func (x *SandboxSpec) Reset() {
 	*x = SandboxSpec{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +417,7 @@ func (x *SandboxSpec) String() string {
 func (*SandboxSpec) ProtoMessage() {}
 
 func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +430,7 @@ func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSpec.ProtoReflect.Descriptor instead.
 func (*SandboxSpec) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SandboxSpec) GetImage() string {
@@ -415,7 +535,7 @@ type Network struct {
 
 func (x *Network) Reset() {
 	*x = Network{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +547,7 @@ func (x *Network) String() string {
 func (*Network) ProtoMessage() {}
 
 func (x *Network) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +560,7 @@ func (x *Network) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Network.ProtoReflect.Descriptor instead.
 func (*Network) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Network) GetMode() NetworkMode {
@@ -492,7 +612,7 @@ type SecretBinding struct {
 
 func (x *SecretBinding) Reset() {
 	*x = SecretBinding{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +624,7 @@ func (x *SecretBinding) String() string {
 func (*SecretBinding) ProtoMessage() {}
 
 func (x *SecretBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +637,7 @@ func (x *SecretBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretBinding.ProtoReflect.Descriptor instead.
 func (*SecretBinding) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SecretBinding) GetName() string {
@@ -554,7 +674,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +686,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +699,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Sandbox) GetId() string {
@@ -679,7 +799,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +811,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +824,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Progress) GetPhase() ProgressPhase {
@@ -751,7 +871,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +883,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +896,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSandboxRequest) GetSpec() *SandboxSpec {
@@ -799,7 +919,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +931,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +944,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSandboxResponse) GetMsg() isCreateSandboxResponse_Msg {
@@ -877,7 +997,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1009,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1022,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -921,7 +1041,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1053,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1066,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -965,7 +1085,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1097,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1110,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1009,7 +1129,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1141,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1154,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1053,7 +1173,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1185,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1198,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1096,7 +1216,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1228,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1241,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 type VersionRequest struct {
@@ -1132,7 +1252,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1264,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1277,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 type VersionResponse struct {
@@ -1170,7 +1290,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1302,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1315,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VersionResponse) GetVersion() string {
@@ -1230,7 +1350,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1362,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1375,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateNetworkRequest) GetId() string {
@@ -1309,7 +1429,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1441,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1454,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StringList) GetItems() []string {
@@ -1353,7 +1473,7 @@ type SecretBindings struct {
 
 func (x *SecretBindings) Reset() {
 	*x = SecretBindings{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1485,7 @@ func (x *SecretBindings) String() string {
 func (*SecretBindings) ProtoMessage() {}
 
 func (x *SecretBindings) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1498,7 @@ func (x *SecretBindings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretBindings.ProtoReflect.Descriptor instead.
 func (*SecretBindings) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SecretBindings) GetItems() []*SecretBinding {
@@ -1397,7 +1517,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1529,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1542,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateNetworkResponse) GetSandbox() *Sandbox {
@@ -1443,7 +1563,7 @@ type EgressLogRequest struct {
 
 func (x *EgressLogRequest) Reset() {
 	*x = EgressLogRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1575,7 @@ func (x *EgressLogRequest) String() string {
 func (*EgressLogRequest) ProtoMessage() {}
 
 func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1588,7 @@ func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogRequest.ProtoReflect.Descriptor instead.
 func (*EgressLogRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EgressLogRequest) GetId() string {
@@ -1515,7 +1635,7 @@ type EgressLogEntry struct {
 
 func (x *EgressLogEntry) Reset() {
 	*x = EgressLogEntry{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1647,7 @@ func (x *EgressLogEntry) String() string {
 func (*EgressLogEntry) ProtoMessage() {}
 
 func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1660,7 @@ func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogEntry.ProtoReflect.Descriptor instead.
 func (*EgressLogEntry) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EgressLogEntry) GetSeq() int64 {
@@ -1644,7 +1764,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1776,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1789,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Backend) GetName() string {
@@ -1690,7 +1810,15 @@ var File_reins_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x16reins/v1/sandbox.proto\x12\breins.v1\"\xb5\x03\n" +
+	"\x16reins/v1/sandbox.proto\x12\breins.v1\"c\n" +
+	"\x0ePortURLRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x16\n" +
+	"\x06public\x18\x03 \x01(\bR\x06public\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"O\n" +
+	"\x0fPortURLResponse\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
+	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"\xb5\x03\n" +
 	"\vSandboxSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x12\n" +
@@ -1830,7 +1958,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x13PROGRESS_PHASE_PULL\x10\x01\x12\x19\n" +
 	"\x15PROGRESS_PHASE_UNPACK\x10\x02\x12\x18\n" +
 	"\x14PROGRESS_PHASE_BUILD\x10\x03\x12\x17\n" +
-	"\x13PROGRESS_PHASE_BOOT\x10\x042\x8a\x04\n" +
+	"\x13PROGRESS_PHASE_BOOT\x10\x042\xca\x04\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
@@ -1838,7 +1966,8 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x06Delete\x12\x1e.reins.v1.DeleteSandboxRequest\x1a\x1f.reins.v1.DeleteSandboxResponse\x12>\n" +
 	"\aVersion\x12\x18.reins.v1.VersionRequest\x1a\x19.reins.v1.VersionResponse\x12P\n" +
 	"\rUpdateNetwork\x12\x1e.reins.v1.UpdateNetworkRequest\x1a\x1f.reins.v1.UpdateNetworkResponse\x12C\n" +
-	"\tEgressLog\x12\x1a.reins.v1.EgressLogRequest\x1a\x18.reins.v1.EgressLogEntry0\x01B0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"\tEgressLog\x12\x1a.reins.v1.EgressLogRequest\x1a\x18.reins.v1.EgressLogEntry0\x01\x12>\n" +
+	"\aPortURL\x12\x18.reins.v1.PortURLRequest\x1a\x19.reins.v1.PortURLResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_sandbox_proto_rawDescOnce sync.Once
@@ -1853,76 +1982,80 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_reins_v1_sandbox_proto_goTypes = []any{
 	(NetworkMode)(0),              // 0: reins.v1.NetworkMode
 	(SandboxState)(0),             // 1: reins.v1.SandboxState
 	(SandboxReason)(0),            // 2: reins.v1.SandboxReason
 	(ProgressPhase)(0),            // 3: reins.v1.ProgressPhase
-	(*SandboxSpec)(nil),           // 4: reins.v1.SandboxSpec
-	(*Network)(nil),               // 5: reins.v1.Network
-	(*SecretBinding)(nil),         // 6: reins.v1.SecretBinding
-	(*Sandbox)(nil),               // 7: reins.v1.Sandbox
-	(*Progress)(nil),              // 8: reins.v1.Progress
-	(*CreateSandboxRequest)(nil),  // 9: reins.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 10: reins.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 11: reins.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 12: reins.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 13: reins.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 14: reins.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 15: reins.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 16: reins.v1.DeleteSandboxResponse
-	(*VersionRequest)(nil),        // 17: reins.v1.VersionRequest
-	(*VersionResponse)(nil),       // 18: reins.v1.VersionResponse
-	(*UpdateNetworkRequest)(nil),  // 19: reins.v1.UpdateNetworkRequest
-	(*StringList)(nil),            // 20: reins.v1.StringList
-	(*SecretBindings)(nil),        // 21: reins.v1.SecretBindings
-	(*UpdateNetworkResponse)(nil), // 22: reins.v1.UpdateNetworkResponse
-	(*EgressLogRequest)(nil),      // 23: reins.v1.EgressLogRequest
-	(*EgressLogEntry)(nil),        // 24: reins.v1.EgressLogEntry
-	(*Backend)(nil),               // 25: reins.v1.Backend
-	nil,                           // 26: reins.v1.SandboxSpec.LabelsEntry
-	nil,                           // 27: reins.v1.ListSandboxesRequest.LabelsEntry
+	(*PortURLRequest)(nil),        // 4: reins.v1.PortURLRequest
+	(*PortURLResponse)(nil),       // 5: reins.v1.PortURLResponse
+	(*SandboxSpec)(nil),           // 6: reins.v1.SandboxSpec
+	(*Network)(nil),               // 7: reins.v1.Network
+	(*SecretBinding)(nil),         // 8: reins.v1.SecretBinding
+	(*Sandbox)(nil),               // 9: reins.v1.Sandbox
+	(*Progress)(nil),              // 10: reins.v1.Progress
+	(*CreateSandboxRequest)(nil),  // 11: reins.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 12: reins.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 13: reins.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 14: reins.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 15: reins.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 16: reins.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 17: reins.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 18: reins.v1.DeleteSandboxResponse
+	(*VersionRequest)(nil),        // 19: reins.v1.VersionRequest
+	(*VersionResponse)(nil),       // 20: reins.v1.VersionResponse
+	(*UpdateNetworkRequest)(nil),  // 21: reins.v1.UpdateNetworkRequest
+	(*StringList)(nil),            // 22: reins.v1.StringList
+	(*SecretBindings)(nil),        // 23: reins.v1.SecretBindings
+	(*UpdateNetworkResponse)(nil), // 24: reins.v1.UpdateNetworkResponse
+	(*EgressLogRequest)(nil),      // 25: reins.v1.EgressLogRequest
+	(*EgressLogEntry)(nil),        // 26: reins.v1.EgressLogEntry
+	(*Backend)(nil),               // 27: reins.v1.Backend
+	nil,                           // 28: reins.v1.SandboxSpec.LabelsEntry
+	nil,                           // 29: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	26, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
-	5,  // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
+	28, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	7,  // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
 	0,  // 2: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
-	6,  // 3: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
-	4,  // 4: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
+	8,  // 3: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
+	6,  // 4: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
 	1,  // 5: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
 	2,  // 6: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
 	3,  // 7: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
-	4,  // 8: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
-	8,  // 9: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
-	7,  // 10: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	7,  // 11: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	27, // 12: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
-	7,  // 13: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	25, // 14: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	6,  // 8: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
+	10, // 9: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
+	9,  // 10: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	9,  // 11: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	29, // 12: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	9,  // 13: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
+	27, // 14: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
 	0,  // 15: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
-	20, // 16: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
-	20, // 17: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
-	20, // 18: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
-	21, // 19: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
-	6,  // 20: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
-	7,  // 21: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
-	9,  // 22: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	11, // 23: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	13, // 24: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	15, // 25: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	17, // 26: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
-	19, // 27: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
-	23, // 28: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
-	10, // 29: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	12, // 30: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	14, // 31: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	16, // 32: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	18, // 33: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	22, // 34: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
-	24, // 35: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
-	29, // [29:36] is the sub-list for method output_type
-	22, // [22:29] is the sub-list for method input_type
+	22, // 16: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
+	22, // 17: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
+	22, // 18: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
+	23, // 19: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
+	8,  // 20: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
+	9,  // 21: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
+	11, // 22: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	13, // 23: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	15, // 24: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	17, // 25: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	19, // 26: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	21, // 27: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
+	25, // 28: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
+	4,  // 29: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
+	12, // 30: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	14, // 31: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	16, // 32: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	18, // 33: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	20, // 34: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	24, // 35: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
+	26, // 36: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
+	5,  // 37: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -1933,7 +2066,7 @@ func file_reins_v1_sandbox_proto_init() {
 	if File_reins_v1_sandbox_proto != nil {
 		return
 	}
-	file_reins_v1_sandbox_proto_msgTypes[6].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[8].OneofWrappers = []any{
 		(*CreateSandboxResponse_Progress)(nil),
 		(*CreateSandboxResponse_Sandbox)(nil),
 	}
@@ -1943,7 +2076,7 @@ func file_reins_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

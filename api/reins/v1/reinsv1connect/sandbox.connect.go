@@ -58,6 +58,8 @@ const (
 	// SandboxServiceEgressLogProcedure is the fully-qualified name of the SandboxService's EgressLog
 	// RPC.
 	SandboxServiceEgressLogProcedure = "/reins.v1.SandboxService/EgressLog"
+	// SandboxServicePortURLProcedure is the fully-qualified name of the SandboxService's PortURL RPC.
+	SandboxServicePortURLProcedure = "/reins.v1.SandboxService/PortURL"
 )
 
 // SandboxServiceClient is a client for the reins.v1.SandboxService service.
@@ -81,6 +83,11 @@ type SandboxServiceClient interface {
 	// it goes on sending new entries as they come, and ends when the
 	// sandbox is removed (or the client leaves).
 	EgressLog(context.Context, *connect.Request[v1.EgressLogRequest]) (*connect.ServerStreamForClient[v1.EgressLogEntry], error)
+	// PortURL returns a URL on the service that reaches a TCP port inside the
+	// sandbox (HTTP and WebSocket, through its executor; no host port). It
+	// needs the owner's token, unless public made it a signed link that
+	// expires.
+	PortURL(context.Context, *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the reins.v1.SandboxService service. By default,
@@ -136,6 +143,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("EgressLog")),
 			connect.WithClientOptions(opts...),
 		),
+		portURL: connect.NewClient[v1.PortURLRequest, v1.PortURLResponse](
+			httpClient,
+			baseURL+SandboxServicePortURLProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("PortURL")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -148,6 +161,7 @@ type sandboxServiceClient struct {
 	version       *connect.Client[v1.VersionRequest, v1.VersionResponse]
 	updateNetwork *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
 	egressLog     *connect.Client[v1.EgressLogRequest, v1.EgressLogEntry]
+	portURL       *connect.Client[v1.PortURLRequest, v1.PortURLResponse]
 }
 
 // Create calls reins.v1.SandboxService.Create.
@@ -185,6 +199,11 @@ func (c *sandboxServiceClient) EgressLog(ctx context.Context, req *connect.Reque
 	return c.egressLog.CallServerStream(ctx, req)
 }
 
+// PortURL calls reins.v1.SandboxService.PortURL.
+func (c *sandboxServiceClient) PortURL(ctx context.Context, req *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error) {
+	return c.portURL.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the reins.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	// Create makes a sandbox and streams progress (image pull, unpack, boot);
@@ -206,6 +225,11 @@ type SandboxServiceHandler interface {
 	// it goes on sending new entries as they come, and ends when the
 	// sandbox is removed (or the client leaves).
 	EgressLog(context.Context, *connect.Request[v1.EgressLogRequest], *connect.ServerStream[v1.EgressLogEntry]) error
+	// PortURL returns a URL on the service that reaches a TCP port inside the
+	// sandbox (HTTP and WebSocket, through its executor; no host port). It
+	// needs the owner's token, unless public made it a signed link that
+	// expires.
+	PortURL(context.Context, *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -257,6 +281,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("EgressLog")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServicePortURLHandler := connect.NewUnaryHandler(
+		SandboxServicePortURLProcedure,
+		svc.PortURL,
+		connect.WithSchema(sandboxServiceMethods.ByName("PortURL")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateProcedure:
@@ -273,6 +303,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceUpdateNetworkHandler.ServeHTTP(w, r)
 		case SandboxServiceEgressLogProcedure:
 			sandboxServiceEgressLogHandler.ServeHTTP(w, r)
+		case SandboxServicePortURLProcedure:
+			sandboxServicePortURLHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -308,4 +340,8 @@ func (UnimplementedSandboxServiceHandler) UpdateNetwork(context.Context, *connec
 
 func (UnimplementedSandboxServiceHandler) EgressLog(context.Context, *connect.Request[v1.EgressLogRequest], *connect.ServerStream[v1.EgressLogEntry]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.EgressLog is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) PortURL(context.Context, *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.PortURL is not implemented"))
 }
