@@ -20,7 +20,8 @@ const (
 )
 
 // ServeDNS answers the DNS queries of sandboxes on pc: A queries for
-// names the rules allow, with the addresses the proxy would connect to;
+// names the rules allow (and that resolve to an address the sandbox may
+// reach), with a synthetic address that stands for the name (nameCache);
 // AAAA with no address (sandboxes have no IPv6); everything else refused,
 // and unlisted names NXDOMAIN without any query leaving the host. It
 // returns nil once Close stops it.
@@ -97,15 +98,9 @@ func (p *Proxy) answer(st *sandboxState, q []byte) []byte {
 	d := p.decide(context.Background(), rules, target{name: name, port: port}, netip.Addr{})
 	var addrs []string
 	for _, a := range d.addrs {
-		if !a.Is4() {
-			continue
+		if a.Is4() {
+			addrs = append(addrs, a.String())
 		}
-		st.names.put(a, name)
-		addrs = append(addrs, a.String())
-		reply.Answers = append(reply.Answers, dnsmessage.Resource{
-			Header: dnsmessage.ResourceHeader{Name: question.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: dnsTTL},
-			Body:   &dnsmessage.AResource{A: a.As4()},
-		})
 	}
 	if len(addrs) == 0 {
 		reply.RCode = dnsmessage.RCodeNameError
@@ -115,8 +110,15 @@ func (p *Proxy) answer(st *sandboxState, q []byte) []byte {
 		}
 		return pack(reply)
 	}
+	// The answer is a synthetic address that stands for the name (see
+	// nameCache): the proxy connects to what the name resolves to.
+	fake := st.names.fakeFor(name)
+	reply.Answers = append(reply.Answers, dnsmessage.Resource{
+		Header: dnsmessage.ResourceHeader{Name: question.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: dnsTTL},
+		Body:   &dnsmessage.AResource{A: fake.As4()},
+	})
 	e.Allowed, e.Addr = true, addrs[0]
-	e.Note = "answered " + strings.Join(addrs, ", ")
+	e.Note = "answered " + fake.String() + " for " + strings.Join(addrs, ", ")
 	return pack(reply)
 }
 
@@ -151,31 +153,62 @@ func pack(m dnsmessage.Message) []byte {
 	return b
 }
 
-// nameCache remembers, per sandbox, the name each address was the answer
-// for, so a later connection to the address is decided by that name. It
+// nameCache gives, per sandbox, each allowed name the sandbox looks up a
+// synthetic address of its own in FakeRange, and remembers the name each
+// stands for, so a later connection to that address (a program that
+// ignores the proxy variables, or speaks neither HTTP nor TLS) is decided
+// by the name and sent where the name resolves to now. Synthetic
+// addresses, rather than the real ones, because a real answer can be an
+// address the sandbox would take for its own (an operator's name on
+// 127.0.0.1, or in the router's subnet), because two names sharing one
+// address (a CDN) would be told apart by nothing, and because the
+// sandbox then learns nothing of the service side's addresses. It
 // forgets the oldest beyond its size.
 type nameCache struct {
 	mu    sync.Mutex
 	names map[netip.Addr]string
+	fakes map[string]netip.Addr
 	order []netip.Addr
 	size  int
+	next  uint32
 }
+
+// FakeRange holds the synthetic addresses the sandbox DNS answers with:
+// IANA's benchmarking range, which no real host uses. It is reserved
+// (egress.Reserved), so an address in it the DNS never gave is refused.
+var FakeRange = netip.MustParsePrefix("198.18.0.0/15")
 
 func newNameCache(size int) *nameCache {
-	return &nameCache{names: map[netip.Addr]string{}, size: size}
+	return &nameCache{names: map[netip.Addr]string{}, fakes: map[string]netip.Addr{}, size: size}
 }
 
-func (c *nameCache) put(a netip.Addr, name string) {
+// fakeFor returns name's synthetic address, giving it one if it has none.
+func (c *nameCache) fakeFor(name string) netip.Addr {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.names[a]; !ok {
-		if len(c.order) >= c.size {
-			delete(c.names, c.order[0])
-			c.order = c.order[1:]
-		}
-		c.order = append(c.order, a)
+	if a, ok := c.fakes[name]; ok {
+		return a
 	}
-	c.names[a] = name
+	base := FakeRange.Addr().As4()
+	span := uint32(1) << (32 - FakeRange.Bits())
+	var a netip.Addr
+	for {
+		c.next = c.next%(span-2) + 1 // skip the range's first and last
+		n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3]) + c.next
+		a = netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+		if _, taken := c.names[a]; !taken {
+			break
+		}
+	}
+	if len(c.order) >= c.size {
+		old := c.order[0]
+		delete(c.fakes, c.names[old])
+		delete(c.names, old)
+		c.order = c.order[1:]
+	}
+	c.order = append(c.order, a)
+	c.names[a], c.fakes[name] = name, a
+	return a
 }
 
 func (c *nameCache) get(a netip.Addr) (string, bool) {

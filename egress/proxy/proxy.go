@@ -18,8 +18,15 @@
 //     request of a kept-alive connection on its own;
 //   - a TLS connection by its ClientHello's SNI; a CONNECT tunnel by the
 //     CONNECT host, and the SNI inside must be that host;
-//   - other bytes by the name the sandbox last looked up (ServeDNS) for
-//     the address it connected to, else as a bare address.
+//   - other bytes by the name the sandbox looked up (ServeDNS) when the
+//     address it connected to is the synthetic one the DNS gave for it,
+//     else as a bare address.
+//
+// The sandbox's DNS answers an allowed name with a synthetic address of
+// its own in FakeRange (198.18.0.0/15), never the real one: the sandbox
+// then learns nothing of the service side's addresses, an operator's name
+// on 127.0.0.1 is not taken for the sandbox's own loopback, and two names
+// behind one address stay apart.
 //
 // The proxy resolves the name itself (Config.Overrides first, trusted;
 // then Config.Resolver) and connects to the addresses egress.Rules

@@ -31,10 +31,13 @@ func (p *Proxy) ServeTransparent(l net.Listener) error {
 		dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 		p.handle(c, st, func(f *flow, lr *limitedReader, br *bufio.Reader) {
 			hint := target{addr: dst.Addr(), port: int(dst.Port())}
+			prefer := dst.Addr()
 			if name, ok := st.names.get(dst.Addr()); ok {
-				hint.name = name
+				// A synthetic address of the sandbox DNS: the name
+				// decides, and the proxy dials what it resolves to.
+				hint, prefer = target{name: name, port: int(dst.Port())}, netip.Addr{}
 			}
-			f.stream(lr, br, hint, dst.Addr(), nil)
+			f.stream(lr, br, hint, prefer, nil)
 		})
 	})
 }

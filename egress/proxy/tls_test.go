@@ -273,16 +273,19 @@ func TestTransparent(t *testing.T) {
 	e.noSecretValue()
 }
 
-// Raw TCP to an address the sandbox looked up is decided by that name.
+// Raw TCP to an address the sandbox looked up is decided by that name;
+// a synthetic address the DNS never gave is refused.
 func TestDNSNameAttributesRawTCP(t *testing.T) {
 	raw := newTCPRecorder(t)
 	e := newEnv(t, allowHosts("db.test"), nil)
 	e.override("db.test", localhost)
 	ans := e.query(t, "db.test.", dnsA)
-	if ans.rcode != 0 || len(ans.addrs) != 1 || ans.addrs[0] != localhost {
+	if ans.rcode != 0 || len(ans.addrs) != 1 || !FakeRange.Contains(ans.addrs[0]) {
 		t.Fatalf("answer %+v", ans)
 	}
-	c := e.redirected(netip.AddrPortFrom(localhost, uint16(raw.port())))
+	// The sandbox connects to the synthetic address; the proxy to
+	// where db.test is (loopback, by the operator's name).
+	c := e.redirected(netip.AddrPortFrom(ans.addrs[0], uint16(raw.port())))
 	io.WriteString(c, "\x00\x01binary")
 	buf := make([]byte, 8)
 	c.SetReadDeadline(time.Now().Add(3 * time.Second))
@@ -302,6 +305,12 @@ func TestDNSNameAttributesRawTCP(t *testing.T) {
 		if x.Proto == "tcp" && (x.Host != "db.test" || !x.Allowed || x.BytesOut != 8) {
 			t.Errorf("entry %+v", x)
 		}
+	}
+	never := e.redirected(netip.AddrPortFrom(netip.MustParseAddr("198.19.200.7"), uint16(raw.port())))
+	io.WriteString(never, "\x00\x01binary")
+	closedWithin(t, never, 3*time.Second)
+	if n, _ := raw.seen(); n != 1 {
+		t.Errorf("a synthetic address the DNS never gave was reached (%d connections)", n)
 	}
 }
 
