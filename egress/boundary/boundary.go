@@ -218,6 +218,13 @@ func (b *Boundary) Attach(ctx context.Context, req sandbox.NetworkRequest) (sand
 	}, nil
 }
 
+// Check refuses rules whose secrets tenant does not have, before a
+// sandbox is made.
+func (b *Boundary) Check(ctx context.Context, tenant string, rules egress.Rules) error {
+	_, _, err := b.secrets(ctx, sandbox.NetworkRequest{Tenant: tenant, Rules: rules})
+	return err
+}
+
 // secrets resolves the sandbox's secrets: a placeholder for each (the one
 // it had, or a new one) and the value. An unknown secret is an error.
 func (b *Boundary) secrets(ctx context.Context, req sandbox.NetworkRequest) ([]proxy.Secret, map[string]string, error) {

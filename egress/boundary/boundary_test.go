@@ -129,6 +129,15 @@ func TestBoundary(t *testing.T) {
 	// An unknown secret: no attach, nothing left.
 	bad := req
 	bad.Rules.Secrets = []egress.SecretRef{{Name: "NOPE", Hosts: []string{"allowed.test"}}}
+	if err := b.Check(context.Background(), "acme", bad.Rules); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("check with an unknown secret: %v", err)
+	}
+	if err := b.Check(context.Background(), "beta", req.Rules); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("check of another tenant's secret: %v", err)
+	}
+	if err := b.Check(context.Background(), "acme", req.Rules); err != nil {
+		t.Fatalf("check: %v", err)
+	}
 	if _, err := b.Attach(context.Background(), bad); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("attach with an unknown secret: %v", err)
 	}

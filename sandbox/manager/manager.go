@@ -405,6 +405,11 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	if err := m.admit(tenant, limit, nil); err != nil {
 		return Record{}, false, err
 	}
+	if m.cfg.Network != nil {
+		if err := m.cfg.Network.Check(ctx, tenant, spec.Network); err != nil {
+			return Record{}, false, err
+		}
+	}
 	rctx := ctx
 	if tenant != "" {
 		// A tenant's image comes from a public registry, anonymously:

@@ -18,6 +18,9 @@ import (
 // must give the same answer for a sandbox that still runs), Detach when its
 // compute is released.
 type Network interface {
+	// Check refuses, before anything is made, rules the boundary could
+	// not give tenant's sandbox (a secret it does not have).
+	Check(ctx context.Context, tenant string, rules egress.Rules) error
 	Attach(ctx context.Context, req sandbox.NetworkRequest) (sandbox.NetworkConfig, error)
 	Update(ctx context.Context, req sandbox.NetworkRequest) error
 	Detach(ctx context.Context, id string) error

@@ -150,8 +150,10 @@ func (r *recorder) all() string {
 }
 
 // dnsRecorder is the upstream DNS server the proxy asks (serve
-// --egress-dns): it answers every A query with 127.0.0.1 and records the
-// names asked, so a test sees whether a query left the host.
+// --egress-dns): it answers every A query with a public address
+// (example.com's), and names that start with "rebind" with 127.0.0.1 (a
+// DNS rebinding attack), and records the names asked, so a test sees
+// whether a query left the host.
 type dnsRecorder struct {
 	pc    net.PacketConn
 	mu    sync.Mutex
@@ -182,9 +184,13 @@ func newDNSRecorder(t *testing.T) *dnsRecorder {
 			d.mu.Unlock()
 			m.Header.Response, m.Header.RecursionAvailable = true, true
 			if q.Type == dnsmessage.TypeA {
+				a := [4]byte{93, 184, 215, 14}
+				if strings.HasPrefix(strings.ToLower(q.Name.String()), "rebind") {
+					a = [4]byte{127, 0, 0, 1}
+				}
 				m.Answers = []dnsmessage.Resource{{
 					Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 5},
-					Body:   &dnsmessage.AResource{A: [4]byte{127, 0, 0, 1}},
+					Body:   &dnsmessage.AResource{A: a},
 				}}
 			}
 			if out, err := m.Pack(); err == nil {
