@@ -386,3 +386,20 @@ func TestFirewallInstalled(t *testing.T) {
 		t.Errorf("chains:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// OriginalDst works on a dual-stack listener ("tcp", [::]) too, where the
+// redirected IPv4 connection arrives v4-mapped.
+func TestOriginalDstDualStack(t *testing.T) {
+	r := newRouter(t)
+	l, err := r.Listen("tcp", ":3129")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tcpRecorder(t, l, true)
+	a, err := r.Attach("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inLink(t, a, func() error { return tcpProbe("203.0.113.7:8080") })
+	checkRecorded(t, "transparent", rec, []string{a.Addr.String() + " 203.0.113.7:8080 probe 203.0.113.7:8080"})
+}
