@@ -31,12 +31,34 @@ import (
 // times zeroed) and renamed into DIR/layers like any unpacked layer. Their
 // image digest is that of an OCI manifest listing the layer uncompressed.
 
+// BusyboxVersion names the busybox build scripts/build-busybox.sh makes
+// (Debian's version and our recipe's), which a test checks.
+const BusyboxVersion = "1.35.0-4+deb12u1-reins1"
+
+// BusyboxCacheDir is where `make deps` builds busybox, one directory per
+// BusyboxVersion.
+const BusyboxCacheDir = "/var/cache/reins/busybox"
+
+// DefaultBusybox is the static busybox the busybox image is built from:
+// $REINS_BUSYBOX if set, else the build in BusyboxCacheDir. Debian's own
+// busybox-static is not used: its wget segfaults on -T
+// (docs/decisions/0019-images-busybox-wget.md).
+func DefaultBusybox() string {
+	if p := os.Getenv("REINS_BUSYBOX"); p != "" {
+		return p
+	}
+	return filepath.Join(BusyboxCacheDir, BusyboxVersion, "busybox")
+}
+
+// busyboxFix says how to get the busybox the image needs.
+const busyboxFix = "run `make deps` as root, which builds it (scripts/build-busybox.sh), or set REINS_BUSYBOX to a static busybox"
+
 func (s *Store) resolveBusybox(ctx context.Context, r *parsedRef, report func(Progress)) (*Image, error) {
 	bb := s.opts.busybox
 	fi, err := os.Stat(bb)
 	if err != nil {
 		return nil, &kindError{
-			msg:   fmt.Sprintf("image %q: %s is missing: install the Debian package busybox-static", r.orig, bb),
+			msg:   fmt.Sprintf("image %q: %s is missing: %s", r.orig, bb, busyboxFix),
 			kind:  errdefs.ErrFailedPrecondition,
 			cause: err,
 		}
@@ -48,7 +70,7 @@ func (s *Store) resolveBusybox(ctx context.Context, r *parsedRef, report func(Pr
 	}
 	if err := checkStatic(bb); err != nil {
 		return nil, &kindError{
-			msg:   fmt.Sprintf("image %q: %s: %v: install the Debian package busybox-static", r.orig, bb, err),
+			msg:   fmt.Sprintf("image %q: %s: %v: %s", r.orig, bb, err, busyboxFix),
 			kind:  errdefs.ErrFailedPrecondition,
 			cause: err,
 		}
@@ -141,10 +163,39 @@ func fillBusybox(root, bb string, applets []string) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(root, "etc/passwd"), []byte(busyboxPasswd), 0o644); err != nil {
-		return err
+	for name, text := range map[string]string{
+		"etc/passwd": busyboxPasswd, "etc/group": busyboxGroup,
+		"etc/hosts": string(HostsFile("")), "etc/nsswitch.conf": nsswitch,
+		// The service bind-mounts its own over it; an empty regular file
+		// gives the mount a target and tells resolvers nothing meanwhile.
+		"etc/resolv.conf": "",
+	} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+			return err
+		}
 	}
-	return os.WriteFile(filepath.Join(root, "etc/group"), []byte(busyboxGroup), 0o644)
+	return nil
+}
+
+func notHostChar(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.')
+}
+
+// nsswitch makes glibc (static busybox's wget, debian's programs) read
+// /etc/hosts before asking DNS.
+const nsswitch = "passwd: files\ngroup: files\nhosts: files dns\n"
+
+// HostsFile is the /etc/hosts of a sandbox named hostname: loopback's
+// names, and hostname on 127.0.1.1 as Debian does (a name with other
+// characters than letters, digits, '-' and '.' is left out). The built-in images
+// carry HostsFile(""); a backend that knows the sandbox's hostname may
+// mount HostsFile(name) over it, as it mounts /etc/resolv.conf.
+func HostsFile(hostname string) []byte {
+	s := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n"
+	if hostname != "" && !strings.ContainsFunc(hostname, notHostChar) {
+		s += "127.0.1.1\t" + hostname + "\n"
+	}
+	return []byte(s)
 }
 
 func copyFile(src, dst string, perm os.FileMode) error {

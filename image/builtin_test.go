@@ -3,7 +3,9 @@ package image
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,9 +19,9 @@ import (
 
 func hostBusybox(t *testing.T) string {
 	t.Helper()
-	const bb = "/usr/bin/busybox"
+	bb := DefaultBusybox()
 	if err := checkStatic(bb); err != nil {
-		testenv.Missing(t, "a static busybox at %s (%v): apt-get install busybox-static", bb, err)
+		testenv.Missing(t, "a static busybox at %s (%v): run `make deps` as root, which builds it", bb, err)
 	}
 	return bb
 }
@@ -61,6 +63,15 @@ func TestBusybox(t *testing.T) {
 	}
 	if !strings.HasPrefix(readFile(t, filepath.Join(root, "etc/group")), "root:x:0:") {
 		t.Errorf("etc/group lacks root")
+	}
+	if got := readFile(t, filepath.Join(root, "etc/hosts")); got != string(HostsFile("")) {
+		t.Errorf("etc/hosts = %q", got)
+	}
+	if got := readFile(t, filepath.Join(root, "etc/nsswitch.conf")); !strings.Contains(got, "hosts: files dns\n") {
+		t.Errorf("etc/nsswitch.conf = %q", got)
+	}
+	if fi, err := os.Lstat(filepath.Join(root, "etc/resolv.conf")); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		t.Errorf("etc/resolv.conf: %v %v, want an empty regular file", fi, err)
 	}
 	for dir, perm := range map[string]os.FileMode{"tmp": os.ModeSticky | 0o777, "root": 0o700, "workspace": 0o755} {
 		fi, err := os.Stat(filepath.Join(root, dir))
@@ -131,8 +142,8 @@ func TestBusyboxMissingOrDynamic(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := newStore(t, WithBusybox(path)).Resolve(context.Background(), "busybox", nil)
-			if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "busybox-static") || !strings.Contains(err.Error(), path) {
-				t.Errorf("error %v, want ErrFailedPrecondition naming %s and busybox-static", err, path)
+			if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "make deps") || !strings.Contains(err.Error(), path) {
+				t.Errorf("error %v, want ErrFailedPrecondition naming %s and make deps", err, path)
 			}
 		})
 	}
@@ -184,6 +195,7 @@ func TestDebian(t *testing.T) {
 	s := newStore(t)
 	var lines int
 	var last Progress
+	start := time.Now()
 	img, err := s.Resolve(context.Background(), "debian", func(p Progress) {
 		lines++
 		if p.Total > 0 {
@@ -193,6 +205,7 @@ func TestDebian(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	built := time.Since(start)
 	if lines < 50 || last.Total == 0 || last.Done != last.Total {
 		t.Errorf("progress: %d reports, last %+v", lines, last)
 	}
@@ -222,5 +235,69 @@ func TestDebian(t *testing.T) {
 	if err != nil || again.Digest != img.Digest {
 		t.Errorf("second resolve: %v, %v", again, err)
 	}
-	t.Logf("debian %s: %d MiB", img.Digest, img.Size>>20)
+	t.Logf("debian %s: %d MiB, built in %v", img.Digest, img.Size>>20, built.Round(time.Second))
+	t.Run("network", func(t *testing.T) { testDebianNetwork(t, img) })
+}
+
+// TestBusyboxVersion: the build scripts/build-busybox.sh makes is where
+// DefaultBusybox looks.
+func TestBusyboxVersion(t *testing.T) {
+	b, err := os.ReadFile("../scripts/build-busybox.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\nBUSYBOX_VERSION="+BusyboxVersion+"\n") {
+		t.Errorf("scripts/build-busybox.sh does not build BusyboxVersion %s", BusyboxVersion)
+	}
+	t.Setenv("REINS_BUSYBOX", "")
+	if got, want := DefaultBusybox(), filepath.Join(BusyboxCacheDir, BusyboxVersion, "busybox"); got != want {
+		t.Errorf("DefaultBusybox() = %s, want %s", got, want)
+	}
+	t.Setenv("REINS_BUSYBOX", "/opt/bb")
+	if got := DefaultBusybox(); got != "/opt/bb" {
+		t.Errorf("with REINS_BUSYBOX: %s", got)
+	}
+}
+
+// TestBusyboxWgetTimeout: the image's busybox takes wget -T (Debian's
+// segfaults parsing it) and gives up on a server that accepts and stays
+// silent after about the timeout, with an error.
+func TestBusyboxWgetTimeout(t *testing.T) {
+	bb := hostBusybox(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // silent: never answers
+		}
+	}()
+	start := time.Now()
+	out, err := exec.Command(bb, "wget", "-T", "1", "-O", "-", "http://"+ln.Addr().String()+"/f").CombinedOutput()
+	took := time.Since(start)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "timed out") {
+		t.Fatalf("wget -T 1: %v (want exit status 1, not a signal)\n%s", err, out)
+	}
+	if took < 900*time.Millisecond || took > 5*time.Second {
+		t.Errorf("wget -T 1 gave up after %v", took)
+	}
+}
+
+func TestHostsFile(t *testing.T) {
+	if got := string(HostsFile("")); !strings.HasPrefix(got, "127.0.0.1\tlocalhost\n") || strings.Contains(got, "127.0.1.1") {
+		t.Errorf("HostsFile(\"\") = %q", got)
+	}
+	if got := string(HostsFile("sandbox-abc")); !strings.HasSuffix(got, "127.0.1.1\tsandbox-abc\n") {
+		t.Errorf("HostsFile(sandbox-abc) = %q", got)
+	}
+	if got := string(HostsFile("x\n1.2.3.4 evil")); strings.Contains(got, "evil") {
+		t.Errorf("a name with a newline got in: %q", got)
+	}
 }

@@ -24,11 +24,17 @@ const (
 	debianSuite         = "bookworm"
 	defaultDebianMirror = "http://deb.debian.org/debian"
 	// debianPackages are added to debootstrap's minbase: what coding
-	// agents reach for first (python3 with its standard library).
-	debianPackages = "python3"
+	// agents reach for first (python3 with its standard library) and what
+	// they need on a network: TLS roots, curl, git, pip and venv, node,
+	// ssh and DNS lookups (docs/decisions/0020-images-debian-network.md).
+	debianPackages = "python3,python3-pip,python3-venv,ca-certificates,curl,git,openssh-client,bind9-host,nodejs"
+	// debianAptPackages are installed after debootstrap with apt-get in
+	// the new root: debootstrap's own resolver leaves npm's node-*
+	// dependencies unconfigurable.
+	debianAptPackages = "npm"
 	// debianSource names the recipe, so a store built by an older one
 	// (minbase alone) builds the image again.
-	debianSource = "debootstrap --variant=minbase --include=" + debianPackages + " " + debianSuite
+	debianSource = "debootstrap --variant=minbase --include=" + debianPackages + " " + debianSuite + "; apt-get install " + debianAptPackages
 )
 
 func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Progress)) (*Image, error) {
@@ -60,6 +66,9 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 	cfg := v1.Config{Env: []string{DefaultPath}, Cmd: []string{"bash"}, WorkingDir: DefaultWorkingDir}
 	return s.build(ctx, r, debianSource, cfg, report, func(ctx context.Context, root string) error {
 		if err := debootstrap(ctx, prog, mirror, root, report); err != nil {
+			return err
+		}
+		if err := aptInstall(ctx, root, report, strings.Fields(debianAptPackages)...); err != nil {
 			return err
 		}
 		return tidyDebian(root)
@@ -161,29 +170,8 @@ func checkMirror(ctx context.Context, mirror string) error {
 // and configured; Total is known once the downloads are over.
 func debootstrap(ctx context.Context, prog, mirror, root string, report func(Progress)) error {
 	cmd := exec.CommandContext(ctx, prog, "--variant=minbase", "--include="+debianPackages, debianSuite, root, mirror)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// SIGTERM to the whole group lets debootstrap unmount what it mounted.
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = pw, pw
-	err = cmd.Start()
-	pw.Close()
-	if err != nil {
-		pr.Close()
-		return fmt.Errorf("debootstrap: %w", err)
-	}
-	var tail []string
 	var packages, done, total int64
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		line := sc.Text()
-		if tail = append(tail, line); len(tail) > 20 {
-			tail = tail[1:]
-		}
+	err := runBuildStep(ctx, cmd, func(line string) {
 		step, ok := debootstrapStep(line)
 		if ok {
 			done++
@@ -199,6 +187,70 @@ func debootstrap(ctx context.Context, prog, mirror, root string, report func(Pro
 			p.Done = total - 1
 		}
 		report(p)
+	})
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("debootstrap %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	report(Progress{Phase: PhaseBuild, Message: "debootstrap finished", Done: total, Total: total})
+	return nil
+}
+
+// aptInstall installs packages into the Debian tree at root with its own
+// apt-get, from the mirror debootstrap wrote into its sources.list, with
+// /proc mounted for the packages' scripts; lists and downloads are
+// dropped afterwards by tidyDebian.
+func aptInstall(ctx context.Context, root string, report func(Progress), packages ...string) error {
+	proc := filepath.Join(root, "proc")
+	if err := syscall.Mount("proc", proc, "proc", 0, ""); err != nil {
+		return fmt.Errorf("mounting /proc in the new root: %w", err)
+	}
+	defer syscall.Unmount(proc, syscall.MNT_DETACH)
+	forward := func(line string) { report(Progress{Phase: PhaseBuild, Message: line}) }
+	for _, args := range [][]string{
+		{"apt-get", "-q", "update"},
+		append([]string{"apt-get", "-q", "-y", "--no-install-recommends", "install"}, packages...),
+	} {
+		cmd := exec.CommandContext(ctx, "chroot", append([]string{root}, args...)...)
+		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND=noninteractive", "LANG=C.UTF-8"}
+		if err := runBuildStep(ctx, cmd, forward); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			return fmt.Errorf("%s %w", strings.Join(args[:2], " "), err)
+		}
+	}
+	return nil
+}
+
+// runBuildStep runs cmd in its own process group (cancelled with SIGTERM
+// to the group, which lets debootstrap unmount what it mounted), handing
+// each line of its output to line. Its error ends "failed (...); its last
+// lines: ...".
+func runBuildStep(ctx context.Context, cmd *exec.Cmd, line func(string)) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return fmt.Errorf("failed to start: %w", err)
+	}
+	var tail []string
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		if tail = append(tail, sc.Text()); len(tail) > 20 {
+			tail = tail[1:]
+		}
+		line(sc.Text())
 	}
 	io.Copy(io.Discard, pr)
 	pr.Close()
@@ -206,9 +258,8 @@ func debootstrap(ctx context.Context, prog, mirror, root string, report func(Pro
 		if ctx.Err() != nil {
 			return canceled(ctx.Err())
 		}
-		return fmt.Errorf("debootstrap failed (%v); its last lines:\n%s", err, strings.Join(tail, "\n"))
+		return fmt.Errorf("failed (%v); its last lines:\n%s", err, strings.Join(tail, "\n"))
 	}
-	report(Progress{Phase: PhaseBuild, Message: "debootstrap finished", Done: total, Total: total})
 	return nil
 }
 
@@ -228,7 +279,9 @@ func debootstrapStep(line string) (string, bool) {
 }
 
 // tidyDebian drops what debootstrap leaves that an image should not carry:
-// downloaded packages, package lists and the host's DNS and name.
+// downloaded packages, package lists and the host's DNS and name. It
+// leaves /etc/resolv.conf an empty regular file, for the service to mount
+// its own over, and /etc/hosts naming loopback (HostsFile).
 func tidyDebian(root string) error {
 	for _, pat := range []string{"var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_*"} {
 		m, _ := filepath.Glob(filepath.Join(root, pat))
@@ -238,12 +291,15 @@ func tidyDebian(root string) error {
 			}
 		}
 	}
-	for _, f := range []string{"etc/resolv.conf", "etc/hostname"} {
-		p := filepath.Join(root, f)
-		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
-			if err := os.WriteFile(p, nil, 0o644); err != nil {
-				return err
-			}
+	for name, text := range map[string][]byte{"etc/resolv.conf": nil, "etc/hostname": nil, "etc/hosts": HostsFile("")} {
+		// Removed first: debootstrap may leave a symlink (the host's
+		// resolv.conf can be one), which WriteFile would follow.
+		p := filepath.Join(root, name)
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		if err := os.WriteFile(p, text, 0o644); err != nil {
+			return err
 		}
 	}
 	return os.MkdirAll(filepath.Join(root, "workspace"), 0o755)

@@ -28,9 +28,10 @@
 //
 // References:
 //
-//	busybox, busybox:latest    built from the host's static /usr/bin/busybox
+//	busybox, busybox:latest    built from DefaultBusybox(), the static busybox
+//	                           `make deps` builds (Debian's, with wget -T)
 //	debian, debian:bookworm    built once with debootstrap --variant=minbase,
-//	                           with python3 added
+//	                           with python3, pip, node, npm, git, curl, ssh added
 //	oci:PATH[:TAG|@DIGEST]     an OCI image layout directory
 //	docker-archive:PATH        a `docker save` tarball
 //	anything else              a registry reference, e.g. python:3.12-slim
@@ -160,7 +161,7 @@ type options struct {
 type Option func(*options)
 
 // WithBusybox sets the static busybox binary the busybox image is built
-// from (default /usr/bin/busybox).
+// from (default DefaultBusybox()).
 func WithBusybox(path string) Option { return func(o *options) { o.busybox = path } }
 
 // WithDebootstrap sets the debootstrap program (default: debootstrap on PATH).
@@ -192,7 +193,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // NewStore opens the store in dir, creating it if needed.
 func NewStore(dir string, opts ...Option) (*Store, error) {
 	o := options{
-		busybox:    "/usr/bin/busybox",
+		busybox:    DefaultBusybox(),
 		aptSources: "/etc/apt",
 		keychain:   authn.DefaultKeychain,
 		platform:   v1.Platform{OS: "linux", Architecture: runtime.GOARCH},

@@ -22,6 +22,14 @@ want ip iproute2
 want curl curl
 want debootstrap debootstrap
 want protoc protobuf-compiler # make proto (the generated code is committed)
+# scripts/build-busybox.sh builds the busybox image's busybox from source.
+want gcc gcc
+want make make
+want patch patch
+want bzip2 bzip2
+want xz xz-utils
+# internal/mirrortest's git source runs `git http-backend`.
+want git git
 if [ "${1:-}" = bench ]; then
 	# make bench: the workload suite counts each command's syscalls and
 	# page faults on the host.
@@ -43,24 +51,16 @@ if [ -n "$need" ]; then
 	apt-get install -y -q $need
 fi
 
+sh "$(dirname "$0")/build-busybox.sh"
+. "$(dirname "$0")/cache.sh"
+
 # runsc: Debian's is years old (ptrace only, statx breaks coreutils). Built
 # with cgo off, or it dies at start ("error executing umounter"). The
-# version is stamped in so `runsc --version` names it. Built into a
-# temporary directory beside the cache and renamed into place, so a killed
-# build leaves no half binary.
+# version is stamped in so `runsc --version` names it.
 dest="$RUNSC_CACHE/$RUNSC_VERSION"
 [ -x "$dest/runsc" ] && exit 0
-if ! mkdir -p "$RUNSC_CACHE" 2>/dev/null || [ ! -w "$RUNSC_CACHE" ]; then
-	echo "cannot write $RUNSC_CACHE: run make deps as root (it builds gVisor's runsc there)" >&2
-	exit 1
-fi
 echo "building runsc $RUNSC_VERSION into $dest (about a minute)"
-# What a build killed with SIGKILL left, an hour on (a younger one may be
-# another build's, under way).
-find "$RUNSC_CACHE" -maxdepth 1 -name '.build.*' -mmin +60 -exec rm -rf {} + 2>/dev/null || true
-tmp=$(mktemp -d "$RUNSC_CACHE/.build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
+cache_tmp "$RUNSC_CACHE" "gVisor's runsc"
 CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS= go install \
 	-ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
 	"gvisor.dev/gvisor/runsc@v$RUNSC_VERSION"
