@@ -42,7 +42,7 @@ const BusyboxCacheDir = "/var/cache/reins/busybox"
 // DefaultBusybox is the static busybox the busybox image is built from:
 // $REINS_BUSYBOX if set, else the build in BusyboxCacheDir. Debian's own
 // busybox-static is not used: its wget segfaults on -T
-// (docs/decisions/0019-images-busybox-wget.md).
+// (docs/decisions/0024-busybox-wget.md).
 func DefaultBusybox() string {
 	if p := os.Getenv("REINS_BUSYBOX"); p != "" {
 		return p

@@ -26,7 +26,7 @@ const (
 	// debianPackages are added to debootstrap's minbase: what coding
 	// agents reach for first (python3 with its standard library) and what
 	// they need on a network: TLS roots, curl, git, pip and venv, node,
-	// ssh and DNS lookups (docs/decisions/0020-images-debian-network.md).
+	// ssh and DNS lookups (docs/decisions/0025-debian-network-tools.md).
 	debianPackages = "python3,python3-pip,python3-venv,ca-certificates,curl,git,openssh-client,bind9-host,nodejs"
 	// debianAptPackages are installed after debootstrap with apt-get in
 	// the new root: debootstrap's own resolver leaves npm's node-*

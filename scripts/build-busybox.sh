@@ -4,7 +4,7 @@
 # one change, CONFIG_FEATURE_WGET_TIMEOUT=y. Debian turns that feature off
 # in every flavour (deb, static, udeb) while wget still parses -T into the
 # slot the feature would fill, a NULL pointer, so `wget -T N` segfaults in
-# getopt32 before it sends anything (docs/decisions/0019-images-busybox-wget.md).
+# getopt32 before it sends anything (docs/decisions/0024-busybox-wget.md).
 # Built once into a cache outside the clone, one directory per version
 # (cache.sh). Called by install-deps.sh.
 set -eu

@@ -15,7 +15,7 @@ import (
 )
 
 // Ports configures the URLs that reach ports inside sandboxes
-// (docs/decisions/0019-ports-host-routed.md): a request whose host is
+// (docs/decisions/0023-ports-host-routed.md): a request whose host is
 // PORT-ID.Domain is proxied to PORT on sandbox ID's loopback, through its
 // executor.
 type Ports struct {

@@ -69,7 +69,7 @@ var DefaultSubnet = netip.MustParsePrefix("10.203.0.0/16")
 // takes, less lo's headroom. No packet is forwarded (each ends at the
 // router, where the proxy's sockets are), so no path MTU beyond the veth
 // matters; gVisor's netstack moved 12-27% more with it than with 1500,
-// runc the same (docs/decisions/0019-netns-router-namespace.md).
+// runc the same (docs/decisions/0019-router-namespace.md).
 const DefaultMTU = 65520
 
 // Config says where a Router keeps its namespaces and what the firewall

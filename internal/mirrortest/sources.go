@@ -47,7 +47,7 @@ func aptHandler(t testing.TB) http.Handler {
 		if !ok {
 			// InRelease, Release.gpg: apt goes on without. The connection
 			// is closed: in the debian image apt's next request on it
-			// waited 60 s for an answer (docs/decisions/0020).
+			// waited 60 s for an answer (docs/decisions/0025-debian-network-tools.md).
 			w.Header().Set("Connection", "close")
 			http.NotFound(w, r)
 			return

@@ -10,7 +10,7 @@ import (
 // with a timeout fetches from busybox httpd on the sandbox's loopback and
 // gives up on a listener that accepts and stays silent after about the
 // timeout, with an error rather than a segfault (Debian's busybox crashed
-// on -T, docs/decisions/0019-images-busybox-wget.md); nc, ip and nslookup
+// on -T, docs/decisions/0024-busybox-wget.md); nc, ip and nslookup
 // work, ping is there (without CAP_NET_RAW it cannot send).
 func TestBusyboxNetworkTools(t *testing.T) {
 	s := startService(t)
