@@ -125,9 +125,9 @@ func (b *bench) egressHeap(p *proxy.Proxy) error {
 		}
 	}
 	after := heap()
-	per := float64(after-before) / n / 1024
-	b.add(fmt.Sprintf("egress proxy heap per idle sandbox, %d added with CAs (KiB)", n), fmt.Sprintf("%.1f", per),
-		fmt.Sprintf("%.0f the whole process heap before them", float64(before)/1024), per*1024/float64(before), "")
+	added := float64(after-before) / 1024
+	b.add(fmt.Sprintf("egress proxy heap of %d idle sandboxes with CAs and a secret (KiB)", n), fmt.Sprintf("%.0f (%.1f each)", added, added/n),
+		fmt.Sprintf("%.0f the whole bench process's heap before them", float64(before)/1024), added*1024/float64(before), "")
 	for i := 0; i < n; i++ {
 		p.Remove(fmt.Sprintf("idle%d", i))
 	}

@@ -37,7 +37,9 @@ import (
 )
 
 // MaxValue is the largest secret value.
-const MaxValue = 32 << 10
+// It is the proxy's bound (proxy.MaxSecretValue): a value goes into a
+// request's header or URL.
+const MaxValue = 16 << 10
 
 const (
 	version    = 1

@@ -131,8 +131,8 @@ func TestBadValues(t *testing.T) {
 		t.Errorf("Set of an empty value: %v, want invalid argument saying it is empty", err)
 	}
 	err := f.s.Set(ctx, "acme", "X", bytes.Repeat([]byte("v"), 64<<10))
-	if !errors.Is(err, errdefs.ErrTooLarge) || !strings.Contains(err.Error(), "32 KiB") || !strings.Contains(err.Error(), "65536 bytes") {
-		t.Errorf("Set of 64 KiB: %v, want too large naming the size and the 32 KiB limit", err)
+	if !errors.Is(err, errdefs.ErrTooLarge) || !strings.Contains(err.Error(), "16 KiB") || !strings.Contains(err.Error(), "65536 bytes") {
+		t.Errorf("Set of 64 KiB: %v, want too large naming the size and the 16 KiB limit", err)
 	}
 	if err := f.s.Set(ctx, "acme", "X", bytes.Repeat([]byte("v"), MaxValue+1)); !errors.Is(err, errdefs.ErrTooLarge) {
 		t.Errorf("Set of MaxValue+1 bytes: %v, want too large", err)
@@ -145,7 +145,7 @@ func TestBadValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, err := f.s.Get(ctx, "acme", "X"); err != nil || !bytes.Equal(got, full) {
-		t.Errorf("Get of a 32 KiB binary value: %d bytes, %v", len(got), err)
+		t.Errorf("Get of a 16 KiB binary value: %d bytes, %v", len(got), err)
 	}
 }
 

@@ -166,7 +166,7 @@ func TestSecretAPIBadInput(t *testing.T) {
 		t.Errorf("an empty value: %v", err)
 	}
 	_, err := cl.SetSecret(ctx, "X", bytes.Repeat([]byte("v"), 64<<10))
-	if !errors.Is(err, errdefs.ErrTooLarge) || !strings.Contains(err.Error(), "over the limit of 32 KiB") {
+	if !errors.Is(err, errdefs.ErrTooLarge) || !strings.Contains(err.Error(), "over the limit of 16 KiB") {
 		t.Errorf("a 64 KiB value: %v, want too large naming the limit", err)
 	}
 	if list, _ := cl.ListSecrets(ctx); len(list) != 0 {

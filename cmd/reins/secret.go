@@ -29,7 +29,7 @@ secrets, the admin token on the admin's own (not on any tenant's).`,
 }
 
 // maxSecretInput bounds what `secret set` reads from stdin: well over the
-// service's limit on a value (32 KiB), which the service then names.
+// service's limit on a value (16 KiB), which the service then names.
 const maxSecretInput = 1 << 20
 
 func secretSetCmd() *cobra.Command {
@@ -45,7 +45,7 @@ it is kept, and so is any other newline), so both of these store "s3cret":
   echo s3cret | reins secret set API_TOKEN
 
 NAME is an environment variable's name: letters, digits and '_', not
-starting with a digit, at most 128 bytes. A value is 1 byte to 32 KiB.`,
+starting with a digit, at most 128 bytes. A value is 1 byte to 16 KiB.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			value, err := secretValue(os.Stdin, c.ErrOrStderr(), args[0])
@@ -88,7 +88,7 @@ func readSecretValue(r io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("reading the value from stdin: %w", err)
 	}
 	if len(v) > maxSecretInput {
-		return nil, usageError{errors.New("stdin holds more than 1 MiB: a secret's value is at most 32 KiB")}
+		return nil, usageError{errors.New("stdin holds more than 1 MiB: a secret's value is at most 16 KiB")}
 	}
 	v, _ = bytes.CutSuffix(v, []byte("\n"))
 	return v, nil

@@ -26,7 +26,7 @@ func TestReadSecretValue(t *testing.T) {
 	}
 	got, err := readSecretValue(bytes.NewReader(make([]byte, maxSecretInput+1)))
 	var ue usageError
-	if got != nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "32 KiB") {
+	if got != nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "16 KiB") {
 		t.Errorf("more than 1 MiB: %d bytes, %v; want a usage error naming the limit", len(got), err)
 	}
 	if got, err := readSecretValue(bytes.NewReader(make([]byte, maxSecretInput))); err != nil || len(got) != maxSecretInput {

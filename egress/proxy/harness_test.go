@@ -275,6 +275,15 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 	return w.e.logs.Write(b)
 }
 
+// oneHost is a recorder named host (an operator's override to loopback)
+// and a sandbox allowed to reach only it.
+func oneHost(t *testing.T, host string, tlsOn bool) (*recorder, *env) {
+	up := newRecorder(t, tlsOn)
+	e := newEnv(t, allowHosts(host), nil)
+	e.override(host, localhost)
+	return up, e
+}
+
 // override names name as addrs for the proxy (serve --egress-resolve);
 // call before traffic.
 func (e *env) override(name string, addrs ...netip.Addr) {

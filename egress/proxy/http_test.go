@@ -15,9 +15,7 @@ import (
 )
 
 func TestAllowedHTTPReachesTheHostAndIsLogged(t *testing.T) {
-	up := newRecorder(t, false)
-	e := newEnv(t, allowHosts("allowed.test"), nil)
-	e.override("allowed.test", localhost)
+	up, e := oneHost(t, "allowed.test", false)
 	code, body := e.get("http://ALLOWED.test.:" + strconv.Itoa(up.port()) + "/a/b?c=d")
 	if code != 200 || !strings.HasPrefix(body, "hello") {
 		t.Fatalf("got %d %q", code, body)
@@ -144,9 +142,7 @@ func TestRebindingToReservedIsRefused(t *testing.T) {
 }
 
 func TestHostileRequestTargets(t *testing.T) {
-	up := newRecorder(t, false)
-	e := newEnv(t, allowHosts("allowed.test"), nil)
-	e.override("allowed.test", localhost)
+	up, e := oneHost(t, "allowed.test", false)
 	e.override("denied.test", localhost)
 	port := strconv.Itoa(up.port())
 	for _, tc := range []struct{ name, raw string }{
@@ -239,9 +235,7 @@ func TestUnreachableUpstream(t *testing.T) {
 }
 
 func TestUnknownSourceIsRefused(t *testing.T) {
-	up := newRecorder(t, false)
-	e := newEnv(t, allowHosts("allowed.test"), nil)
-	e.override("allowed.test", localhost)
+	up, e := oneHost(t, "allowed.test", false)
 	c := e.raw(otherAddr)
 	io.WriteString(c, "GET http://allowed.test:"+strconv.Itoa(up.port())+"/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
 	closedWithin(t, c, 3*time.Second)
@@ -344,9 +338,7 @@ func TestBodiesRelayed(t *testing.T) {
 
 // A client that waits for 100 Continue before its body gets it.
 func TestExpectContinue(t *testing.T) {
-	up := newRecorder(t, false)
-	e := newEnv(t, allowHosts("allowed.test"), nil)
-	e.override("allowed.test", localhost)
+	up, e := oneHost(t, "allowed.test", false)
 	c := e.raw(sbAddr)
 	br := bufio.NewReader(c)
 	io.WriteString(c, "POST http://allowed.test:"+strconv.Itoa(up.port())+"/up HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")

@@ -144,9 +144,7 @@ func TestHTTPSWithoutSecretIsTunneledBlind(t *testing.T) {
 
 // The SNI inside a CONNECT tunnel must be the CONNECT host.
 func TestConnectSNIMismatchRefused(t *testing.T) {
-	up := newRecorder(t, true)
-	e := newEnv(t, allowHosts("example.com"), nil)
-	e.override("example.com", localhost)
+	up, e := oneHost(t, "example.com", true)
 	c := e.raw(sbAddr)
 	br := bufio.NewReader(c)
 	wantStatus(t, c, br, "CONNECT example.com:"+strconv.Itoa(up.port())+" HTTP/1.1\r\nHost: example.com\r\n\r\n", 200)
@@ -414,9 +412,7 @@ func TestHostAndSNIMismatch(t *testing.T) {
 // An idle kept-alive connection to a host the new rules deny is closed
 // and logged.
 func TestUpdateClosesIdleKeptAlive(t *testing.T) {
-	up := newRecorder(t, false)
-	e := newEnv(t, allowHosts("a.test"), nil)
-	e.override("a.test", localhost)
+	up, e := oneHost(t, "a.test", false)
 	c := e.raw(sbAddr)
 	resp, _ := roundTrip(t, c, bufio.NewReader(c), "GET http://a.test:"+strconv.Itoa(up.port())+"/ HTTP/1.1\r\nHost: x\r\n\r\n")
 	if resp.StatusCode != 200 || up.got()[0].Host != "a.test:"+strconv.Itoa(up.port()) {

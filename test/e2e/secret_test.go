@@ -63,7 +63,7 @@ func TestSecrets(t *testing.T) {
 		{"v", []string{"secret", "set", "A-B"}, "letters, digits and '_'"},
 		{"v", []string{"secret", "set", strings.Repeat("N", 200)}, "at most 128 bytes"},
 		{"\n", []string{"secret", "set", "EMPTY"}, "the value is empty"},
-		{strings.Repeat(canary, 2000), []string{"secret", "set", "BIG"}, "over the limit of 32 KiB"},
+		{strings.Repeat(canary, 2000), []string{"secret", "set", "BIG"}, "over the limit of 16 KiB"},
 		{"", []string{"secret", "rm", "NEVER_SET"}, `secret NEVER_SET not found: set it with "reins secret set NEVER_SET"`},
 		{"", []string{"secret", "set"}, "accepts 1 arg"},
 	} {
