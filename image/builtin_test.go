@@ -188,11 +188,13 @@ Components: main
 }
 
 // TestDebian builds the debian image with debootstrap from the host's apt
-// mirror: about a minute.
+// mirror (about a minute), keeping the root in a build cache, from which a
+// second store copies it with no debootstrap at all.
 func TestDebian(t *testing.T) {
 	requiresRoot(t)
 	testenv.RequiresBinary(t, "debootstrap", "debootstrap")
-	s := newStore(t)
+	cache := t.TempDir()
+	s := newStore(t, WithBuildCache(cache))
 	var lines int
 	var last Progress
 	start := time.Now()
@@ -236,6 +238,12 @@ func TestDebian(t *testing.T) {
 		t.Errorf("second resolve: %v, %v", again, err)
 	}
 	t.Logf("debian %s: %d MiB, built in %v", img.Digest, img.Size>>20, built.Round(time.Second))
+	t0 := time.Now()
+	copied, err := newStore(t, WithBuildCache(cache), WithDebootstrap("/bin/false")).Resolve(context.Background(), "debian", nil)
+	if err != nil || copied.Digest != img.Digest {
+		t.Errorf("from the build cache: %v, %v; want the same image %s", copied, err, img.Digest)
+	}
+	t.Logf("debian from the build cache in %v", time.Since(t0).Round(time.Millisecond))
 	t.Run("network", func(t *testing.T) { testDebianNetwork(t, img) })
 }
 
@@ -299,5 +307,30 @@ func TestHostsFile(t *testing.T) {
 	}
 	if got := string(HostsFile("x\n1.2.3.4 evil")); strings.Contains(got, "evil") {
 		t.Errorf("a name with a newline got in: %q", got)
+	}
+}
+
+// A root in the build cache is copied, not built: no debootstrap, no
+// mirror (both would fail here), and the image has the cached files.
+func TestDebianFromBuildCache(t *testing.T) {
+	testenv.RequiresRoot(t)
+	cache := t.TempDir()
+	s := newStore(t, WithBuildCache(cache), WithDebootstrap("/bin/false"), WithDebianMirror("http://127.0.0.1:1/debian"))
+	root := filepath.Join(s.buildCacheDir(debianSource), "root")
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "etc", "debian_version"), []byte("12.99 cached\n"), 0o644)
+	os.Symlink("debian_version", filepath.Join(root, "etc", "link"))
+	img, err := s.Resolve(context.Background(), "debian", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(img.Layers[0], "etc", "debian_version"))
+	if err != nil || string(data) != "12.99 cached\n" {
+		t.Fatalf("the image's debian_version: %q, %v", data, err)
+	}
+	if l, err := os.Readlink(filepath.Join(img.Layers[0], "etc", "link")); err != nil || l != "debian_version" {
+		t.Errorf("a symlink in the cached root came out as %q, %v", l, err)
 	}
 }

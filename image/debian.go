@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,6 +49,13 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 	if os.Geteuid() != 0 {
 		return nil, fail(errdefs.ErrFailedPrecondition, "building it with debootstrap needs root")
 	}
+	cfg := v1.Config{Env: []string{DefaultPath}, Cmd: []string{"bash"}, WorkingDir: DefaultWorkingDir}
+	if s.inBuildCache(debianSource) {
+		return s.build(ctx, r, debianSource, cfg, report, func(ctx context.Context, root string) error {
+			_, err := s.fromBuildCache(ctx, debianSource, root, report)
+			return err
+		})
+	}
 	prog, err := exec.LookPath(cmp.Or(s.opts.debootstrap, "debootstrap"))
 	if err != nil {
 		return nil, fail(errdefs.ErrFailedPrecondition, "debootstrap is not installed (%v): install the Debian package debootstrap", err)
@@ -63,7 +72,6 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 		}
 	}
 	report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("%s from %s (a minute or more)", debianSource, mirror)})
-	cfg := v1.Config{Env: []string{DefaultPath}, Cmd: []string{"bash"}, WorkingDir: DefaultWorkingDir}
 	return s.build(ctx, r, debianSource, cfg, report, func(ctx context.Context, root string) error {
 		if err := debootstrap(ctx, prog, mirror, root, report); err != nil {
 			return err
@@ -71,8 +79,64 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 		if err := aptInstall(ctx, root, report, strings.Fields(debianAptPackages)...); err != nil {
 			return err
 		}
-		return tidyDebian(root)
+		if err := tidyDebian(root); err != nil {
+			return err
+		}
+		s.toBuildCache(ctx, debianSource, root)
+		return nil
 	})
+}
+
+// buildCacheDir is where the build cache keeps the root of recipe.
+func (s *Store) buildCacheDir(recipe string) string {
+	sum := sha256.Sum256([]byte(recipe))
+	return filepath.Join(s.opts.buildCache, hex.EncodeToString(sum[:8]))
+}
+
+// inBuildCache reports whether the build cache has a root built by recipe.
+func (s *Store) inBuildCache(recipe string) bool {
+	if s.opts.buildCache == "" {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(s.buildCacheDir(recipe), "root"))
+	return err == nil && fi.IsDir()
+}
+
+// fromBuildCache copies the root built earlier by recipe into root.
+func (s *Store) fromBuildCache(ctx context.Context, recipe, root string, report func(Progress)) (bool, error) {
+	dir := s.buildCacheDir(recipe)
+	report(Progress{Phase: PhaseBuild, Message: "copying the root built earlier from " + dir})
+	if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(dir, "root")+"/.", root).CombinedOutput(); err != nil {
+		return false, fmt.Errorf("copying the cached build %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+	}
+	return true, nil
+}
+
+// toBuildCache keeps a copy of a finished root for later stores; a cache
+// it cannot write costs only the next build's time.
+func (s *Store) toBuildCache(ctx context.Context, recipe, root string) {
+	if s.opts.buildCache == "" {
+		return
+	}
+	dir := s.buildCacheDir(recipe)
+	if err := os.MkdirAll(s.opts.buildCache, 0o700); err != nil {
+		s.log.Warn("build cache", "err", err)
+		return
+	}
+	tmp, err := os.MkdirTemp(s.opts.buildCache, ".tmp-")
+	if err != nil {
+		s.log.Warn("build cache", "err", err)
+		return
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := exec.CommandContext(ctx, "cp", "-a", root, filepath.Join(tmp, "root")).CombinedOutput(); err != nil {
+		s.log.Warn("build cache: copying the root", "err", err, "output", strings.TrimSpace(string(out)))
+		return
+	}
+	os.WriteFile(filepath.Join(tmp, "recipe"), []byte(recipe+"\n"), 0o600)
+	if err := os.Rename(tmp, dir); err != nil && !os.IsExist(err) {
+		s.log.Warn("build cache", "err", err)
+	}
 }
 
 // aptMirror returns the first apt source that serves suite, or the

@@ -155,6 +155,7 @@ type options struct {
 	logger       *slog.Logger
 	jobs         int
 	retry        *remote.Backoff // tests shorten the registry client's retries
+	buildCache   string
 }
 
 // Option configures a Store.
@@ -186,6 +187,17 @@ func WithKeychain(k authn.Keychain) Option { return func(o *options) { o.keychai
 // WithPlatform sets the platform picked from multi-platform images
 // (default linux and the architecture this program was built for).
 func WithPlatform(p v1.Platform) Option { return func(o *options) { o.platform = p } }
+
+// WithBuildCache keeps the root filesystems the store builds with
+// debootstrap (the debian image) in dir, one directory per recipe, and
+// starts from them instead of building again: a store in a new data dir
+// (a test's, a second service's) then copies a finished root in seconds
+// rather than running debootstrap for minutes. dir is the operator's
+// (serve's default is /var/cache/reins/builds); "" keeps nothing.
+func WithBuildCache(dir string) Option { return func(o *options) { o.buildCache = dir } }
+
+// DefaultBuildCache is where reins serve keeps built root filesystems.
+const DefaultBuildCache = "/var/cache/reins/builds"
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }

@@ -159,7 +159,7 @@ func serve(cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	images, err := image.NewStore(filepath.Join(cfg.DataDir, "images"), image.WithLogger(log))
+	images, err := image.NewStore(filepath.Join(cfg.DataDir, "images"), image.WithLogger(log), image.WithBuildCache(image.DefaultBuildCache))
 	if err != nil {
 		return err
 	}
