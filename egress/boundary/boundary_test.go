@@ -253,6 +253,16 @@ func TestBoundary(t *testing.T) {
 		t.Error("the namespace file is still there after Detach")
 	}
 
+	// A proxy that is not running: no sandbox is given a network it
+	// cannot hold; nothing is left of the attempt.
+	b.proxy.Close()
+	if _, err := b.Attach(context.Background(), sandbox.NetworkRequest{ID: "sb3", Tenant: "acme", Dir: sbDir, Rules: rules}); err == nil {
+		t.Error("attach with the proxy stopped succeeded")
+	}
+	if _, ok := b.router.Link("sb3"); ok {
+		t.Error("a failed attach left a link")
+	}
+
 	// --network none: a namespace of its own, no link, no environment.
 	none, err := b.Attach(context.Background(), sandbox.NetworkRequest{ID: "sb2", Dir: sbDir, Rules: egress.Rules{Mode: egress.ModeNone}})
 	if err != nil {
