@@ -12,14 +12,17 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/cgi"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/reinsdev/reins/internal/testenv"
 )
@@ -101,24 +104,25 @@ func pipHandler(t testing.TB) http.Handler {
 
 // buildWheel makes a pure-Python wheel whose module reins_hello has MARK.
 func buildWheel(t testing.TB) []byte {
-	files := []struct{ name, body string }{
-		{"reins_hello/__init__.py", fmt.Sprintf("MARK = %q\n", Marker(Pip))},
-		{"reins_hello-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: " + Package + "\nVersion: 1.0\n"},
-		{"reins_hello-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: reins-mirrortest\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	files := fstest.MapFS{
+		"reins_hello/__init__.py":            file(fmt.Sprintf("MARK = %q\n", Marker(Pip))),
+		"reins_hello-1.0.dist-info/METADATA": file("Metadata-Version: 2.1\nName: " + Package + "\nVersion: 1.0\n"),
+		"reins_hello-1.0.dist-info/WHEEL":    file("Wheel-Version: 1.0\nGenerator: reins-mirrortest\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
 	}
 	var record strings.Builder
-	for _, f := range files {
-		sum := sha256.Sum256([]byte(f.body))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.name, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.body))
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		sum := sha256.Sum256(files[name].Data)
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", name, base64.RawURLEncoding.EncodeToString(sum[:]), len(files[name].Data))
 	}
 	record.WriteString("reins_hello-1.0.dist-info/RECORD,,\n")
-	files = append(files, struct{ name, body string }{"reins_hello-1.0.dist-info/RECORD", record.String()})
+	files["reins_hello-1.0.dist-info/RECORD"] = file(record.String())
+	// Files only, no directory entries (zip.Writer.AddFS would add them).
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	for _, f := range files {
-		w, err := zw.Create(f.name)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		w, err := zw.Create(name)
 		if err == nil {
-			_, err = w.Write([]byte(f.body))
+			_, err = w.Write(files[name].Data)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -129,6 +133,8 @@ func buildWheel(t testing.TB) []byte {
 	}
 	return buf.Bytes()
 }
+
+func file(body string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(body), Mode: 0o644} }
 
 // npmHandler serves a registry's metadata of one package, its tarball
 // linked by the Host the client asked for.
@@ -165,22 +171,17 @@ func buildNPMTarball(t testing.TB) []byte {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	for _, f := range []struct{ name, body string }{
-		{"package/package.json", `{"name":"` + Package + `","version":"1.0.0","main":"index.js"}` + "\n"},
-		{"package/index.js", fmt.Sprintf("exports.mark = %q;\n", Marker(NPM))},
-	} {
-		err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg})
-		if err == nil {
-			_, err = tw.Write([]byte(f.body))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	err := tw.AddFS(fstest.MapFS{
+		"package/package.json": file(`{"name":"` + Package + `","version":"1.0.0","main":"index.js"}` + "\n"),
+		"package/index.js":     file(fmt.Sprintf("exports.mark = %q;\n", Marker(NPM))),
+	})
+	if err == nil {
+		err = tw.Close()
 	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
+	if err == nil {
+		err = gz.Close()
 	}
-	if err := gz.Close(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
