@@ -230,6 +230,13 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"Delete": func(id string) error {
 			return unary(sc.Delete(ctx, connect.NewRequest(&reinsv1.DeleteSandboxRequest{Id: id})))
 		},
+		"UpdateNetwork": func(id string) error {
+			return unary(sc.UpdateNetwork(ctx, connect.NewRequest(&reinsv1.UpdateNetworkRequest{Id: id,
+				AllowHosts: &reinsv1.StringList{Items: []string{"x.example.com"}}})))
+		},
+		"EgressLog": func(id string) error {
+			return drain(sc.EgressLog(ctx, connect.NewRequest(&reinsv1.EgressLogRequest{Id: id})))
+		},
 		"Create": nil, "List": nil, // Create names no id; List below
 		"Version": nil, // below: it names no tenant's things
 	}
