@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -285,5 +288,40 @@ func TestEgressLogStream(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the stream did not end when its sandbox was removed")
+	}
+}
+
+// TestUpdateNetworkJSON: a JSON caller (curl) empties a list with
+// {"items": []} and leaves out what it keeps; the answer is the API's
+// JSON, enums by name.
+func TestUpdateNetworkJSON(t *testing.T) {
+	const sbx = "c3c3c3c3c3c3"
+	start := egress.Rules{Mode: egress.ModeEgress, AllowHosts: []egress.HostRule{{Host: "keep.example.com"}},
+		DenyHosts: []egress.HostRule{{Host: "bad.example.com"}}}
+	e := newEnvSeeds(t, store.Quota{}, []seed{{id: sbx, tenant: "acme", spec: sandbox.Spec{Network: start}}})
+	tok := e.tenant(t, "acme", nil)
+	req, _ := http.NewRequest("POST", e.url+"/reins.v1.SandboxService/UpdateNetwork",
+		strings.NewReader(`{"id":"`+sbx+`","mode":"NETWORK_MODE_OPEN","deny_hosts":{"items":[]}}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Transport: bearer(tok)}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got struct {
+		Sandbox struct {
+			Spec struct {
+				Network map[string]any `json:"network"`
+			} `json:"spec"`
+		} `json:"sandbox"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HTTP %d: %v: %s", resp.StatusCode, err, body)
+	}
+	want := map[string]any{"mode": "NETWORK_MODE_OPEN", "allow_hosts": []any{"keep.example.com"}, "deny_hosts": []any{},
+		"allow_cidrs": []any{}, "secrets": []any{}}
+	if d := cmp.Diff(want, got.Sandbox.Spec.Network); d != "" {
+		t.Errorf("the answer's network (-want +got):\n%s", d)
 	}
 }
