@@ -8,8 +8,8 @@
 // What a sandbox sees of it (egress and open mode):
 //
 //	eth0        an address of its own; the gateway is the router namespace
-//	HTTP(S)_PROXY http://GATEWAY:3128 (and every other TCP connection is
-//	            redirected to the proxy anyway)
+//	HTTP_PROXY, HTTPS_PROXY  http://GATEWAY:3128, upper case only (and
+//	            every other TCP connection is redirected to the proxy anyway)
 //	/etc/resolv.conf  nameserver GATEWAY (every UDP query to port 53 goes
 //	            there anyway)
 //	NAME=reins-secret-…  for each --secret NAME=HOST: the proxy swaps it for
@@ -196,10 +196,11 @@ func (b *Boundary) Attach(ctx context.Context, req sandbox.NetworkRequest) (sand
 	gw := link.Gateway.String()
 	proxyURL := "http://" + gw + ":" + strconv.Itoa(ProxyPort)
 	noProxy := "localhost,127.0.0.1,::1"
-	env := []string{
-		"HTTP_PROXY=" + proxyURL, "HTTPS_PROXY=" + proxyURL, "http_proxy=" + proxyURL, "https_proxy=" + proxyURL,
-		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
-	}
+	// Only the upper-case proxy variables: busybox wget reads only the
+	// lower-case ones and has no no_proxy, so it would send even
+	// http://localhost:3000 to the proxy. Programs that read neither go
+	// through the firewall's redirect to the same proxy.
+	env := []string{"HTTP_PROXY=" + proxyURL, "HTTPS_PROXY=" + proxyURL, "NO_PROXY=" + noProxy, "no_proxy=" + noProxy}
 	for _, s := range secrets {
 		env = append(env, s.Name+"="+s.Placeholder)
 	}

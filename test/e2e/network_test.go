@@ -39,8 +39,14 @@ func (s *service) sh(id, script string) result {
 	return s.run("sandbox", "exec", id, "--", "sh", "-c", script)
 }
 
-// noProxy unsets the proxy variables, for programs that ignore them.
-const noProxy = "unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY no_proxy NO_PROXY; "
+// noProxy unsets the proxy variables, for programs that ignore them;
+// viaProxy sets the lowercase ones busybox wget reads (the service sets
+// only HTTP_PROXY and HTTPS_PROXY: busybox wget has no no_proxy, so it
+// would send even localhost to the proxy), to test the explicit proxy.
+const (
+	noProxy  = "unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY no_proxy NO_PROXY; "
+	viaProxy = `export http_proxy="$HTTP_PROXY" https_proxy="$HTTPS_PROXY"; `
+)
 
 // egressEntries reads a sandbox's egress log through the CLI.
 func (s *service) egressEntries(id string) []map[string]any {
@@ -100,7 +106,7 @@ func TestNetworkEgress(t *testing.T) {
 			path := "/" + backend
 
 			// Through the proxy variables, and without them.
-			if r := n.sh(id, "wget -q -O - http://allowed.test:"+p+path+"/proxied"); r.code != 0 || !strings.Contains(r.stdout, "reached") {
+			if r := n.sh(id, viaProxy+"wget -q -O - http://allowed.test:"+p+path+"/proxied"); r.code != 0 || !strings.Contains(r.stdout, "reached") {
 				t.Fatalf("allowed host through the proxy: %s", r)
 			}
 			if r := n.sh(id, noProxy+"wget -q -O - http://allowed.test:"+p+path+"/transparent"); r.code != 0 || !strings.Contains(r.stdout, "reached") {
@@ -113,9 +119,9 @@ func TestNetworkEgress(t *testing.T) {
 			// A host not listed, by name or by address, with and without
 			// the proxy: nothing arrives.
 			for _, script := range []string{
-				"wget -q -T 5 -O - http://other.test:" + p + path + "/denied",
+				viaProxy + "wget -q -T 5 -O - http://other.test:" + p + path + "/denied",
 				noProxy + "wget -q -T 5 -O - http://other.test:" + p + path + "/denied",
-				"unset no_proxy NO_PROXY; wget -q -T 5 -O - http://127.0.0.1:" + p + path + "/denied",
+				viaProxy + "unset no_proxy NO_PROXY; wget -q -T 5 -O - http://127.0.0.1:" + p + path + "/denied",
 				noProxy + "wget -q -T 5 -O - --header 'Host: allowed.test' http://other.test:" + p + path + "/denied",
 			} {
 				if r := n.sh(id, script); r.code == 0 {
@@ -148,7 +154,7 @@ func TestNetworkEgress(t *testing.T) {
 			// An allowed name the upstream resolves to loopback (a
 			// rebinding attack) is refused, with and without the proxy
 			// variables: only the operator's names may.
-			if r := n.sh(id, "wget -q -T 5 -O - http://rebind.test:"+p+path+"/rebind; "+noProxy+"wget -q -T 5 -O - http://rebind.test:"+p+path+"/rebind"); r.code == 0 {
+			if r := n.sh(id, viaProxy+"wget -q -T 5 -O - http://rebind.test:"+p+path+"/rebind; "+noProxy+"wget -q -T 5 -O - http://rebind.test:"+p+path+"/rebind"); r.code == 0 {
 				t.Errorf("a name resolving to loopback was reached: %s", r)
 			}
 			if h := n.plain.hits(path + "/rebind"); len(h) != 0 {
@@ -237,11 +243,11 @@ func TestNetworkContainment(t *testing.T) {
 			n.t = t
 			// The admin allows loopback; the service's own port stays out.
 			wide := n.create("--backend", backend, "--allow-cidr", "127.0.0.1/32")
-			if r := n.sh(wide, "unset no_proxy NO_PROXY; wget -q -T 5 -O - http://127.0.0.1:"+p+"/cidr"); r.code != 0 {
+			if r := n.sh(wide, viaProxy + "unset no_proxy NO_PROXY; wget -q -T 5 -O - http://127.0.0.1:"+p+"/cidr"); r.code != 0 {
 				t.Errorf("an address the admin's prefix allows: %s", r)
 			}
 			for _, script := range []string{
-				"unset no_proxy NO_PROXY; wget -q -T 5 -O - http://127.0.0.1:" + apiPort + "/healthz",
+				viaProxy + "unset no_proxy NO_PROXY; wget -q -T 5 -O - http://127.0.0.1:" + apiPort + "/healthz",
 				noProxy + "wget -q -T 5 -O - http://127.0.0.1:" + apiPort + "/healthz",
 			} {
 				if r := n.sh(wide, script); r.code == 0 {
