@@ -21,6 +21,7 @@ package mirrortest
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -134,8 +135,14 @@ func Command(tool Tool, base string) string {
 			"dpkg-query -W -f '${Status}\\n' " + Package + "\n" +
 			Package + "\n"
 	case Pip:
+		// pip trusts plain HTTP only from loopback unless told: a
+		// stand-in reached by name (through a proxy) is trusted by name.
+		trusted := ""
+		if u, err := url.Parse(base); err == nil && u.Scheme == "http" {
+			trusted = " --trusted-host " + u.Hostname()
+		}
 		return "set -e\n" +
-			"python3 -m pip install --no-input --disable-pip-version-check --root-user-action=ignore --break-system-packages --index-url " + base + "/simple " + Package + "\n" +
+			"python3 -m pip install --no-input --disable-pip-version-check --root-user-action=ignore --break-system-packages" + trusted + " --index-url " + base + "/simple " + Package + "\n" +
 			"python3 -c 'import reins_hello; print(reins_hello.MARK)'\n"
 	case NPM:
 		return "set -e\n" +

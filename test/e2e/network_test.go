@@ -189,7 +189,7 @@ func TestNetworkEgress(t *testing.T) {
 				findEntry(entries, map[string]string{"host": "other.test", "allowed": "false"}) == nil {
 				t.Errorf("egress log lacks the allowed or the denied connection:\n%v", entries)
 			}
-			if e := findEntry(entries, map[string]string{"host": "plain.test"}); e == nil || !strings.Contains(e["note"].(string), "API_TOKEN") {
+			if e := findEntry(entries, map[string]string{"host": "plain.test", "proto": "http"}); e == nil || !strings.Contains(e["note"].(string), "API_TOKEN") {
 				t.Errorf("egress log does not note the placeholder sent to an unbound host: %v", e)
 			}
 			if out := n.must("sandbox", "egress", id, "--json"); strings.Contains(out, secretValue) {
@@ -243,7 +243,7 @@ func TestNetworkContainment(t *testing.T) {
 			n.t = t
 			// The admin allows loopback; the service's own port stays out.
 			wide := n.create("--backend", backend, "--allow-cidr", "127.0.0.1/32")
-			if r := n.sh(wide, viaProxy + "unset no_proxy NO_PROXY; wget -q -T 5 -O - http://127.0.0.1:"+p+"/cidr"); r.code != 0 {
+			if r := n.sh(wide, viaProxy+"unset no_proxy NO_PROXY; wget -q -T 5 -O - http://127.0.0.1:"+p+"/cidr"); r.code != 0 {
 				t.Errorf("an address the admin's prefix allows: %s", r)
 			}
 			for _, script := range []string{
