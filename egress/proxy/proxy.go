@@ -158,6 +158,8 @@ type sandboxState struct {
 	flows   map[*flow]struct{}
 	names   *nameCache // addresses it looked up -> names
 	gone    bool
+
+	dnsBusy atomic.Int32 // its DNS queries being answered
 }
 
 // ErrNoSandbox is returned for a source address no sandbox has.
