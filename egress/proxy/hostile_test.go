@@ -86,7 +86,7 @@ func TestDNSFloodOfSlowNamesDoesNotStallOtherSandboxes(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the flood is read first
 	start := time.Now()
 	a := e.queryFrom(t, otherAddr, "good.test.", dnsA, true)
-	if took := time.Since(start); took > 500*time.Millisecond {
+	if took := time.Since(start); took > time.Second {
 		t.Errorf("the other sandbox's query took %s behind the flood", took)
 	}
 	if a.rcode != dnsmessage.RCodeSuccess || len(a.addrs) != 1 {
