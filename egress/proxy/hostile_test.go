@@ -1,8 +1,13 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,4 +117,37 @@ func TestDNSFloodOfSlowNamesDoesNotStallOtherSandboxes(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TRACE asks the server to send the request back as it got it (Apache
+// does by default): a secret injected into one would hand its value to
+// the sandbox. The proxy does not inject into a TRACE, and logs the
+// placeholder it left.
+func TestTraceGetsNoSecret(t *testing.T) {
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := httputil.DumpRequest(r, false)
+		w.Header().Set("Content-Type", "message/http")
+		w.Write(b)
+	}))
+	defer echo.Close()
+	sec := testSecret("example.com")
+	e := newEnv(t, allowHosts("example.com"), []Secret{sec})
+	e.override("example.com", localhost)
+	port := strconv.Itoa(int(netip.MustParseAddrPort(echo.Listener.Addr().String()).Port()))
+	c := e.raw(sbAddr)
+	defer c.Close()
+	br := bufio.NewReader(c)
+	_, body := roundTrip(t, c, br, "TRACE http://example.com:"+port+"/ HTTP/1.1\r\nHost: example.com\r\n"+
+		"Authorization: Bearer "+sec.Placeholder+"\r\n\r\n")
+	if strings.Contains(body, secretValue) {
+		t.Fatalf("the secret's value came back to the sandbox: %q", body)
+	}
+	if !strings.Contains(body, sec.Placeholder) {
+		t.Fatalf("not the echo of the request: %q", body)
+	}
+	en := e.entryFor("example.com")
+	if !strings.Contains(en.Note, "not replaced") {
+		t.Errorf("entry %+v", en)
+	}
+	e.noSecretValue()
 }
