@@ -151,3 +151,52 @@ func TestTraceGetsNoSecret(t *testing.T) {
 	}
 	e.noSecretValue()
 }
+
+// An allowed host that answers with endless response headers must not
+// make the proxy hold them all in memory: it gives up past its bound,
+// closes the upstream and tells the client.
+func TestEndlessResponseHeadersBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	wrote := make(chan int64, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			wrote <- -1
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		http.ReadRequest(br)
+		var n int64
+		line := []byte("X-Pad: " + strings.Repeat("a", 4000) + "\r\n")
+		w, _ := c.Write([]byte("HTTP/1.1 200 OK\r\n"))
+		n += int64(w)
+		for n < 256<<20 {
+			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			w, err := c.Write(line)
+			n += int64(w)
+			if err != nil {
+				break
+			}
+		}
+		wrote <- n
+	}()
+	e := newEnv(t, allowHosts("big.test"), nil)
+	e.override("big.test", localhost)
+	c := e.raw(sbAddr)
+	br := bufio.NewReader(c)
+	port := strconv.Itoa(int(netip.MustParseAddrPort(l.Addr().String()).Port()))
+	resp, body := roundTrip(t, c, br, "GET http://big.test:"+port+"/ HTTP/1.1\r\nHost: big.test\r\n\r\n")
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "headers") {
+		t.Errorf("status %d: %q", resp.StatusCode, body)
+	}
+	if n := <-wrote; n < 0 || n >= 256<<20 {
+		t.Errorf("the upstream wrote %d bytes of headers before the proxy gave up", n)
+	} else {
+		t.Logf("the proxy gave up after %d bytes of headers", n)
+	}
+}
