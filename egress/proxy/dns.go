@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,7 +16,8 @@ import (
 
 const (
 	dnsTTL        = 60
-	dnsInFlight   = 64
+	dnsInFlight   = 256 // lookups at once, all sandboxes
+	dnsPerSandbox = 16  // lookups at once, one sandbox
 	nameCacheSize = 4096
 )
 
@@ -23,7 +25,11 @@ const (
 // names the rules allow (and that resolve to an address the sandbox may
 // reach), with a synthetic address that stands for the name (nameCache);
 // AAAA with no address (sandboxes have no IPv6); everything else refused,
-// and unlisted names NXDOMAIN without any query leaving the host. It
+// and unlisted names NXDOMAIN without any query leaving the host. A
+// sandbox has at most dnsPerSandbox queries being answered at once, and
+// all of them dnsInFlight; a query over either is answered SERVFAIL at
+// once (retry), so a sandbox looking up names that resolve slowly holds
+// up no other sandbox, and the loop reading queries never waits. It
 // returns nil once Close stops it.
 func (p *Proxy) ServeDNS(pc net.PacketConn) error {
 	if !p.track(pc, nil, pc.Close) {
@@ -49,16 +55,54 @@ func (p *Proxy) ServeDNS(pc net.PacketConn) error {
 			p.log.Warn("egress proxy: DNS query refused", "err", err)
 			continue
 		}
-		sem <- struct{}{}
+		if !st.dnsTake() {
+			p.overLimit(pc, from, st, buf[:n], "too many DNS queries in flight (limit "+strconv.Itoa(dnsPerSandbox)+" a sandbox)")
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			st.dnsBusy.Add(-1)
+			p.overLimit(pc, from, st, buf[:n], "too many DNS queries in flight (limit "+strconv.Itoa(dnsInFlight)+" for all sandboxes)")
+			continue
+		}
 		if !p.add() {
 			return nil
 		}
 		go func() {
-			defer func() { <-sem; p.wg.Done() }()
+			defer func() { <-sem; st.dnsBusy.Add(-1); p.wg.Done() }()
 			if out := p.answer(st, buf[:n]); out != nil {
 				pc.WriteTo(out, from)
 			}
 		}()
+	}
+}
+
+// dnsTake counts a query of st in flight, unless it has dnsPerSandbox.
+func (st *sandboxState) dnsTake() bool {
+	if st.dnsBusy.Add(1) > dnsPerSandbox {
+		st.dnsBusy.Add(-1)
+		return false
+	}
+	return true
+}
+
+// overLimit answers a query over a limit with SERVFAIL, and logs it.
+func (p *Proxy) overLimit(pc net.PacketConn, from net.Addr, st *sandboxState, q []byte, rule string) {
+	var parser dnsmessage.Parser
+	h, err := parser.Start(q)
+	if err != nil || h.Response {
+		return
+	}
+	e := egress.Entry{Time: time.Now(), Sandbox: st.id, Proto: "dns", Rule: rule}
+	if qs, err := parser.Question(); err == nil {
+		e.Host = egress.CanonicalName(qs.Name.String())
+	}
+	p.emit(e)
+	reply := dnsmessage.Message{Header: dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired,
+		RecursionAvailable: true, RCode: dnsmessage.RCodeServerFailure}}
+	if out := pack(reply); out != nil {
+		pc.WriteTo(out, from)
 	}
 }
 

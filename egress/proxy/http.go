@@ -61,11 +61,42 @@ type httpMode struct {
 // the same target.
 type upstream struct {
 	conn    net.Conn
+	lim     *limitedReader // under br: bounds a response's headers
 	br      *bufio.Reader
 	t       target
 	addr    netip.AddrPort
 	trusted bool
 	rule    string
+}
+
+// maxResponseHeader bounds the headers of a response from upstream (as
+// MaxHeaderBytes bounds a request's): an upstream that sends them without
+// end must not fill the service's memory.
+const maxResponseHeader = 1 << 20
+
+// newUpstream is an upstream over c, for HTTP.
+func newUpstream(c net.Conn, t target, addr netip.AddrPort, d decision) *upstream {
+	up := &upstream{t: t, addr: addr, trusted: d.trusted, rule: d.Rule}
+	up.reset(c)
+	return up
+}
+
+// reset makes c the connection up reads and writes (TLS over the old one).
+func (up *upstream) reset(c net.Conn) {
+	up.conn, up.lim = c, &limitedReader{r: c, n: math.MaxInt64}
+	up.br = bufio.NewReaderSize(up.lim, 16<<10)
+}
+
+// readResponse reads a response's headers from up, within
+// maxResponseHeader.
+func (up *upstream) readResponse(req *http.Request) (*http.Response, error) {
+	up.lim.n = maxResponseHeader
+	resp, err := http.ReadResponse(up.br, req)
+	up.lim.n = math.MaxInt64
+	if err != nil && up.lim.hit {
+		return nil, fmt.Errorf("its response headers are over %d bytes", maxResponseHeader)
+	}
+	return resp, err
 }
 
 // serveHTTP reads requests from the client until it closes or a request
@@ -165,7 +196,7 @@ func (f *flow) forward(req *http.Request, br *bufio.Reader, cw net.Conn, m httpM
 			p.log.Info("egress proxy: upstream unreachable", "sandbox", f.st.id, "target", t.String(), "err", err)
 			return fail(http.StatusBadGateway, d.Rule, "the proxy could not reach "+t.String()+": "+reason(err))
 		}
-		up = &upstream{conn: c, br: bufio.NewReaderSize(c, 16<<10), t: t, addr: ap, trusted: d.trusted, rule: d.Rule}
+		up = newUpstream(c, t, ap, d)
 		if !f.connected(c, t, ap.Addr(), d.trusted) {
 			return nil, false
 		}
@@ -244,12 +275,16 @@ func (f *flow) exchange(req *http.Request, br *bufio.Reader, cw net.Conn, up *up
 	bw := bufio.NewWriterSize(clientW, 8<<10)
 	var resp *http.Response
 	for {
-		resp, err = http.ReadResponse(up.br, req)
+		resp, err = up.readResponse(req)
 		if err != nil {
 			up.conn.Close()
 			werr := <-wrote
 			if clientW.n == 0 {
-				io.WriteString(clientW, refusal(http.StatusBadGateway, "the upstream server sent no valid response"))
+				msg := "the upstream server sent no valid response"
+				if up.lim.hit {
+					msg = "the upstream server's response headers are over " + strconv.Itoa(maxResponseHeader) + " bytes"
+				}
+				io.WriteString(clientW, refusal(http.StatusBadGateway, msg))
 			}
 			if werr != nil && !errors.Is(werr, net.ErrClosed) {
 				err = werr

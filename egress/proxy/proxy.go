@@ -37,8 +37,9 @@
 // Secrets: a request to a host a secret is bound to has the secret's
 // placeholder replaced by its value in every header (inside Authorization
 // Basic credentials too) and in the URL's path and query, never in the
-// body. HTTPS to such a host is terminated with the sandbox's CA (a leaf
-// for the SNI, made on demand) and forwarded over TLS verified with
+// body, nor in a TRACE (the server echoes it back). HTTPS to such a host
+// is terminated with the sandbox's CA (a leaf for the SNI, made on
+// demand) and forwarded over TLS verified with
 // Config.UpstreamRoots; HTTPS to any other host is tunneled blind after
 // the SNI check. A placeholder seen going to a host it is not bound to is
 // left as it is and noted in the log entry.
@@ -158,6 +159,8 @@ type sandboxState struct {
 	flows   map[*flow]struct{}
 	names   *nameCache // addresses it looked up -> names
 	gone    bool
+
+	dnsBusy atomic.Int32 // its DNS queries being answered
 }
 
 // ErrNoSandbox is returned for a source address no sandbox has.

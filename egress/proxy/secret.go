@@ -69,14 +69,17 @@ func checkSecrets(secrets []Secret, ca *CA) error {
 // applySecrets swaps the placeholders of the secrets bound to name for
 // their values in req's headers and URL, and returns the note for the
 // log: which were injected, and which placeholders were seen going to a
-// host they are not bound to (and left as they are).
+// host they are not bound to, or in a TRACE (and left as they are).
 func applySecrets(req *http.Request, name string, secrets []Secret) string {
 	if len(secrets) == 0 {
 		return ""
 	}
+	// A TRACE is sent back by the server as it got it: a value put in
+	// one would reach the sandbox.
+	reflected := req.Method == http.MethodTrace
 	var bound, stray []Secret
 	for _, s := range secrets {
-		if name != "" && s.boundTo(name) {
+		if name != "" && s.boundTo(name) && !reflected {
 			bound = append(bound, s)
 		} else {
 			stray = append(stray, s)
@@ -84,7 +87,11 @@ func applySecrets(req *http.Request, name string, secrets []Secret) string {
 	}
 	var notes []string
 	for _, s := range stray {
-		if requestHas(req, s.Placeholder) {
+		switch {
+		case !requestHas(req, s.Placeholder):
+		case reflected:
+			notes = append(notes, "placeholder of secret "+s.Name+" in a TRACE, which the server echoes (not replaced)")
+		default:
 			notes = append(notes, "placeholder of secret "+s.Name+" sent to a host it is not bound to (not replaced)")
 		}
 	}

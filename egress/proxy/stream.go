@@ -77,7 +77,7 @@ func (f *flow) connect(req *http.Request, lr *limitedReader, br *bufio.Reader, c
 	if _, err := io.WriteString(cw, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
 		return
 	}
-	f.stream(lr, br, t, netip.Addr{}, &upstream{conn: c, br: bufio.NewReaderSize(c, 16<<10), t: t, addr: ap, trusted: d.trusted, rule: d.Rule})
+	f.stream(lr, br, t, netip.Addr{}, newUpstream(c, t, ap, d))
 }
 
 // stream serves a connection by what its first bytes are: TLS (by SNI),
@@ -167,7 +167,7 @@ func (f *flow) terminate(br *bufio.Reader, t target, up *upstream, start time.Ti
 			p.emit(e)
 			return
 		}
-		up.conn, up.br = c, bufio.NewReaderSize(c, 16<<10)
+		up.reset(c)
 		f.connected(c, up.t, up.addr.Addr(), up.trusted)
 	}
 	lr := &limitedReader{r: tc, n: 1 << 62}

@@ -233,9 +233,11 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"PortURL": func(id string) error {
 			return unary(sc.PortURL(ctx, connect.NewRequest(&reinsv1.PortURLRequest{Id: id, Port: 3000, Public: true})))
 		},
+		// Another tenant must neither open a sandbox's network nor read
+		// where it connected.
 		"UpdateNetwork": func(id string) error {
 			return unary(sc.UpdateNetwork(ctx, connect.NewRequest(&reinsv1.UpdateNetworkRequest{Id: id,
-				AllowHosts: &reinsv1.StringList{Items: []string{"x.example.com"}}})))
+				Mode: reinsv1.NetworkMode_NETWORK_MODE_OPEN, AllowHosts: &reinsv1.StringList{Items: []string{"example.com"}}})))
 		},
 		"EgressLog": func(id string) error {
 			return drain(sc.EgressLog(ctx, connect.NewRequest(&reinsv1.EgressLogRequest{Id: id})))
