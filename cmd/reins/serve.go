@@ -108,7 +108,7 @@ are read from this process's environment:
 	f.Var(&maxDisk, "tenant-max-disk", "largest disk a tenant's sandbox may ask for (disks are sparse: the host's free space is not checked)")
 	f.Int64Var(&cfg.TenantMax.Pids, "tenant-max-pids", 32768, "most processes a tenant's sandbox may ask for")
 	f.IntVar(&cfg.TenantQuota.Sandboxes, "tenant-max-sandboxes", 10, "sandboxes (not stopped) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
-	f.StringArrayVar(&cfg.EgressResolve, "egress-resolve", nil, "NAME=IP: the egress proxy resolves NAME to IP without DNS, and trusts it (the address may be private); repeat for more names or addresses (split-horizon DNS, tests)")
+	f.StringArrayVar(&cfg.EgressResolve, "egress-resolve", nil, "NAME=IP[:PORT]: the egress proxy resolves NAME to IP without DNS and trusts it (the address may be private or loopback): on PORT only, or with no port on every port; repeat for more names, addresses or ports (split-horizon DNS, a mirror, tests)")
 	f.StringVar(&cfg.EgressDNS, "egress-dns", "", "HOST:PORT of the DNS server the egress proxy asks for allowed names (default: this host's resolver)")
 	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
 	f.StringVar(&cfg.PortDomain, "port-domain", "localhost", "domain of the URLs that reach ports in sandboxes (PORT-ID.DOMAIN, on this service's port); its names must resolve to this service")
@@ -180,14 +180,14 @@ func serve(cfg serveConfig) error {
 		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
 	}
 	defer ln.Close()
-	overrides, err := parseResolve(cfg.EgressResolve)
+	overrides, overridePorts, err := parseResolve(cfg.EgressResolve)
 	if err != nil {
 		return err
 	}
 	egressLog := egresslog.New(st, log)
 	defer egressLog.Close()
 	bnd, err := boundary.New(boundary.Config{
-		Dir: filepath.Join(cfg.DataDir, "net"), Overrides: overrides, Resolver: resolverAt(cfg.EgressDNS),
+		Dir: filepath.Join(cfg.DataDir, "net"), Overrides: overrides, OverridePorts: overridePorts, Resolver: resolverAt(cfg.EgressDNS),
 		Forbidden: ownAddrs(ln.Addr()), Secrets: secrets, Log: egressLog.Add, Logger: log,
 	})
 	if err != nil {

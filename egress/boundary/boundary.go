@@ -68,6 +68,9 @@ type Config struct {
 	Dir string // the service's directory for the router namespace (DATA/net)
 	// Overrides are the operator's static names (serve --egress-resolve).
 	Overrides map[string][]netip.Addr
+	// OverridePorts limits an override's trust to these ports (none:
+	// every port).
+	OverridePorts map[string][]int
 	// Resolver resolves allowed names that Overrides do not (nil: this
 	// host's resolver).
 	Resolver *net.Resolver
@@ -111,7 +114,7 @@ func New(cfg Config) (*Boundary, error) {
 	}
 	b.router = r
 	b.proxy = proxy.New(proxy.Config{
-		Overrides: cfg.Overrides, Forbidden: cfg.Forbidden, Resolver: resolver(cfg.Resolver),
+		Overrides: cfg.Overrides, OverridePorts: cfg.OverridePorts, Forbidden: cfg.Forbidden, Resolver: resolver(cfg.Resolver),
 		OriginalDst: netns.OriginalDst, Log: b.entry, Logger: cfg.Logger,
 	})
 	explicit, err := r.Listen("tcp", ":"+strconv.Itoa(ProxyPort))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -150,6 +151,14 @@ func (p *Proxy) decide(ctx context.Context, rules egress.Rules, t target, prefer
 	addrs, trusted, err := p.resolve(ctx, t.name)
 	if err != nil {
 		return decision{Verdict: egress.Verdict{Rule: "cannot resolve " + t.name + ": " + dnsReason(err)}}
+	}
+	// An operator's name trusted on some ports only: not on the others
+	// (port 0 is a DNS answer; the connection is decided on its port).
+	p.mu.Lock()
+	ports := p.cfg.OverridePorts[t.name]
+	p.mu.Unlock()
+	if trusted && len(ports) > 0 && t.port != 0 && !slices.Contains(ports, t.port) {
+		trusted = false
 	}
 	d := decision{Verdict: v, trusted: trusted}
 	refusal := ""

@@ -200,3 +200,29 @@ func TestEndlessResponseHeadersBounded(t *testing.T) {
 		t.Logf("the proxy gave up after %d bytes of headers", n)
 	}
 }
+
+// An operator's name trusted on one port (serve --egress-resolve
+// NAME=127.0.0.1:PORT) is not a way to every loopback port of the host:
+// a tenant allowed the name on any port reaches only that one.
+func TestOverridePortsBoundTheTrust(t *testing.T) {
+	good, other := newTCPRecorder(t), newTCPRecorder(t)
+	e := newEnv(t, allowHosts("mirror.test"), nil)
+	e.override("mirror.test", localhost)
+	e.p.mu.Lock()
+	e.p.cfg.OverridePorts = map[string][]int{"mirror.test": {good.port()}}
+	e.p.mu.Unlock()
+	for _, c := range []struct {
+		port int
+		want int
+	}{{good.port(), 200}, {other.port(), 403}} {
+		conn := e.raw(sbAddr)
+		resp, _ := roundTrip(t, conn, bufio.NewReader(conn), "CONNECT mirror.test:"+strconv.Itoa(c.port)+" HTTP/1.1\r\n\r\n")
+		conn.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("CONNECT mirror.test:%d: %d, want %d", c.port, resp.StatusCode, c.want)
+		}
+	}
+	if n, _ := other.seen(); n != 0 {
+		t.Errorf("a loopback port the operator did not name was reached (%d connections)", n)
+	}
+}

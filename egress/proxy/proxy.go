@@ -84,6 +84,11 @@ type Config struct {
 	// Overrides are the operator's static names (serve --egress-resolve):
 	// resolved without DNS and trusted (their addresses may be reserved).
 	Overrides map[string][]netip.Addr
+	// OverridePorts limits the trust of an Overrides name to these ports
+	// (serve --egress-resolve NAME=IP:PORT): on any other port its
+	// addresses are decided like any resolved address (a reserved one is
+	// refused). A name with no ports here is trusted on every port.
+	OverridePorts map[string][]int
 	// Resolver resolves every other name; nil is net.DefaultResolver.
 	Resolver interface {
 		LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
