@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,5 +225,35 @@ func TestOverridePortsBoundTheTrust(t *testing.T) {
 	}
 	if n, _ := other.seen(); n != 0 {
 		t.Errorf("a loopback port the operator did not name was reached (%d connections)", n)
+	}
+}
+
+// A bound host that sends the request back in its response's headers (a
+// redirect that keeps the URL, a header that echoes one) does not give the
+// sandbox the secret's value: the proxy puts the placeholder back.
+func TestEchoedSecretIsScrubbedFromResponseHeaders(t *testing.T) {
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/login?next="+url.QueryEscape(r.URL.RequestURI()))
+		w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer echo.Close()
+	sec := testSecret("example.com")
+	e := newEnv(t, allowHosts("example.com"), []Secret{sec})
+	e.override("example.com", localhost)
+	port := strconv.Itoa(int(netip.MustParseAddrPort(echo.Listener.Addr().String()).Port()))
+	c := e.raw(sbAddr)
+	defer c.Close()
+	resp, _ := roundTrip(t, c, bufio.NewReader(c), "GET http://example.com:"+port+"/x?key="+sec.Placeholder+" HTTP/1.1\r\nHost: example.com\r\n"+
+		"Authorization: Bearer "+sec.Placeholder+"\r\n\r\n")
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			if strings.Contains(v, secretValue) || strings.Contains(v, url.QueryEscape(secretValue)) {
+				t.Errorf("response header %s carries the secret's value: %q", k, v)
+			}
+		}
+	}
+	if !strings.Contains(resp.Header.Get("X-Echo"), sec.Placeholder) || !strings.Contains(resp.Header.Get("Location"), sec.Placeholder) {
+		t.Errorf("the echo did not come back with the placeholder: %v", resp.Header)
 	}
 }

@@ -67,6 +67,9 @@ type upstream struct {
 	addr    netip.AddrPort
 	trusted bool
 	rule    string
+	// scrub are the secrets injected into the request now in flight,
+	// whose values are taken out of its response's headers.
+	scrub []Secret
 }
 
 // maxResponseHeader bounds the headers of a response from upstream (as
@@ -95,6 +98,9 @@ func (up *upstream) readResponse(req *http.Request) (*http.Response, error) {
 	up.lim.n = math.MaxInt64
 	if err != nil && up.lim.hit {
 		return nil, fmt.Errorf("its response headers are over %d bytes", maxResponseHeader)
+	}
+	if err == nil {
+		scrubHeaders(resp.Header, up.scrub)
 	}
 	return resp, err
 }
@@ -207,7 +213,7 @@ func (f *flow) forward(req *http.Request, br *bufio.Reader, cw net.Conn, m httpM
 		}
 	}
 	e.Allowed, e.Rule, e.Addr = true, up.rule, up.addr.String()
-	e.Note = applySecrets(req, t.name, secrets)
+	e.Note, up.scrub = applySecrets(req, t.name, secrets)
 	prepare(req)
 	keep, out, in, err := f.exchange(req, br, cw, up)
 	e.BytesOut, e.BytesIn, e.Duration = out, in, time.Since(start)

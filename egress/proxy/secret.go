@@ -68,11 +68,13 @@ func checkSecrets(secrets []Secret, ca *CA) error {
 
 // applySecrets swaps the placeholders of the secrets bound to name for
 // their values in req's headers and URL, and returns the note for the
-// log: which were injected, and which placeholders were seen going to a
-// host they are not bound to, or in a TRACE (and left as they are).
-func applySecrets(req *http.Request, name string, secrets []Secret) string {
+// log (which were injected, and which placeholders were seen going to a
+// host they are not bound to, or in a TRACE, and left as they are) and
+// the secrets it injected, whose values scrubHeaders takes out of the
+// response.
+func applySecrets(req *http.Request, name string, secrets []Secret) (string, []Secret) {
 	if len(secrets) == 0 {
-		return ""
+		return "", nil
 	}
 	// A TRACE is sent back by the server as it got it: a value put in
 	// one would reach the sandbox.
@@ -95,12 +97,36 @@ func applySecrets(req *http.Request, name string, secrets []Secret) string {
 			notes = append(notes, "placeholder of secret "+s.Name+" sent to a host it is not bound to (not replaced)")
 		}
 	}
+	var injected []Secret
 	for _, s := range bound {
 		if replaceIn(req, s) {
 			notes = append(notes, "secret "+s.Name+" injected")
+			injected = append(injected, s)
 		}
 	}
-	return strings.Join(notes, "; ")
+	return strings.Join(notes, "; "), injected
+}
+
+// scrubHeaders puts the placeholder back wherever a response's header
+// repeats an injected secret's value (as it is, or URL-encoded): a bound
+// host that redirects to the URL it got (Location), or echoes a request
+// header, sends it back to the sandbox. A body that repeats it is not
+// scrubbed (decision 0026).
+func scrubHeaders(h http.Header, injected []Secret) {
+	for _, s := range injected {
+		v := string(s.Value)
+		forms := []string{v, url.QueryEscape(v), url.PathEscape(v)}
+		for k, vs := range h {
+			for i, hv := range vs {
+				for _, f := range forms {
+					if f != "" && strings.Contains(hv, f) {
+						hv = strings.ReplaceAll(hv, f, s.Placeholder)
+					}
+				}
+				h[k][i] = hv
+			}
+		}
+	}
 }
 
 // requestHas reports whether ph is anywhere in req's headers (Basic
