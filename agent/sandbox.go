@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -226,7 +228,7 @@ func (e *Engine) egressEvents(ctx context.Context, r *run) []any {
 		return nil
 	}
 	var out []any
-	for _, name := range sortedKeys(r.st.sandboxes) {
+	for _, name := range slices.Sorted(maps.Keys(r.st.sandboxes)) {
 		id := r.st.sandboxes[name]
 		after := r.st.egressSeq[id]
 		entries, last, err := el.EgressSince(ctx, id, after)
@@ -251,13 +253,4 @@ func (e *Engine) egressEvents(ctx context.Context, r *run) []any {
 		out = append(out, ev)
 	}
 	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

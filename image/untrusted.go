@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 )
 
@@ -32,29 +33,13 @@ func isUntrusted(ctx context.Context) bool { v, _ := ctx.Value(untrustedKey{}).(
 // ErrPrivateAddress is why a tenant's pull was refused a connection.
 var ErrPrivateAddress = errors.New("the registry's address is not a public one")
 
-// public reports whether a tenant's pull may connect to ip.
+// public reports whether a tenant's pull may connect to ip: not in any
+// of the ranges egress.Reserved names (loopback, private, link-local and
+// cloud metadata, and the rest of IANA's special-purpose ranges), the
+// same list the egress proxy refuses.
 func public(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
-		return false
-	}
-	for _, p := range nonPublic {
-		if p.Contains(ip) {
-			return false
-		}
-	}
-	return true
-}
-
-// nonPublic are ranges netip's predicates leave out: "this network",
-// carrier-grade NAT, IETF protocol assignments, benchmarking, reserved,
-// and the IPv6 ones that embed IPv4 or are for documentation.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"), netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("240.0.0.0/4"), netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("2002::/16"),
+	_, reserved := egress.Reserved(ip)
+	return ip.IsValid() && !reserved
 }
 
 // publicDial resolves addr's host and dials the first public address; any

@@ -14,8 +14,9 @@
 //	            there anyway)
 //	NAME=reins-secret-…  for each --secret NAME=HOST: the proxy swaps it for
 //	            the value in requests to HOST
-//	/.reins/net/ca.pem  the sandbox's CA (its key stays in the sandbox's
-//	            host directory), added to the trust store by the executor
+//	/.reins/net/ca.pem  the sandbox's CA, when it has secrets (its key stays
+//	            in the sandbox's host directory), added to the trust store
+//	            by the executor
 //
 // Files it keeps per sandbox, in the sandbox's host directory (the
 // service's alone): ca.key (0600), and net/ (resolv.conf, hosts, ca.pem),
@@ -173,9 +174,16 @@ func (b *Boundary) Attach(ctx context.Context, req sandbox.NetworkRequest) (sand
 	if err != nil {
 		return sandbox.NetworkConfig{}, err
 	}
-	ca, err := loadCA(req.Dir, req.ID)
-	if err != nil {
-		return sandbox.NetworkConfig{}, err
+	// A CA only for a sandbox with secrets: the proxy terminates TLS to
+	// put a secret in, and for nothing else (secrets are bound at
+	// create, so a sandbox without them never needs one).
+	var ca *proxy.CA
+	var execArgs []string
+	if len(secrets) > 0 {
+		if ca, err = loadCA(req.Dir, req.ID); err != nil {
+			return sandbox.NetworkConfig{}, err
+		}
+		execArgs = []string{"--ca-cert", CATarget}
 	}
 	link, err := b.router.Attach(req.ID)
 	if err != nil {
@@ -186,7 +194,7 @@ func (b *Boundary) Attach(ctx context.Context, req sandbox.NetworkRequest) (sand
 		b.router.Detach(req.ID)
 		return sandbox.NetworkConfig{}, err
 	}
-	if err := writeFiles(req, link, ca); err != nil {
+	if err := writeFiles(req, link); err != nil {
 		return fail(err)
 	}
 	b.mu.Lock()
@@ -216,7 +224,7 @@ func (b *Boundary) Attach(ctx context.Context, req sandbox.NetworkRequest) (sand
 			{Source: filepath.Join(netDir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
 			{Source: filepath.Join(netDir, "hosts"), Target: "/etc/hosts", ReadOnly: true},
 		},
-		ExecutorArgs: []string{"--ca-cert", CATarget},
+		ExecutorArgs: execArgs,
 		Placeholders: placeholders,
 		Addr:         link.Addr.String(),
 	}, nil
@@ -325,7 +333,7 @@ func loadCA(dir, id string) (*proxy.CA, error) {
 }
 
 // writeFiles writes the sandbox's resolv.conf and hosts.
-func writeFiles(req sandbox.NetworkRequest, link netns.Link, ca *proxy.CA) error {
+func writeFiles(req sandbox.NetworkRequest, link netns.Link) error {
 	dir := filepath.Join(req.Dir, "net")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -263,6 +263,31 @@ func TestBoundary(t *testing.T) {
 		t.Error("a failed attach left a link")
 	}
 
+	// No secrets: no CA made, none trusted in the sandbox.
+	plainDir := filepath.Join(dir, "sb4")
+	os.Mkdir(plainDir, 0o700)
+	plainRules, _ := egress.Rules{AllowHosts: []egress.HostRule{{Host: "allowed.test"}}}.Normalize(false)
+	b2, err := New(Config{Dir: filepath.Join(dir, "net2"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := b2.Attach(context.Background(), sandbox.NetworkRequest{ID: "sb4", Dir: plainDir, Rules: plainRules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.ExecutorArgs) != 0 {
+		t.Errorf("a sandbox without secrets gets executor args %v", plain.ExecutorArgs)
+	}
+	for _, f := range []string{"ca.key", "net/ca.pem"} {
+		if _, err := os.Stat(filepath.Join(plainDir, f)); err == nil {
+			t.Errorf("%s made for a sandbox without secrets", f)
+		}
+	}
+	b2.Detach(context.Background(), "sb4")
+	if err := b2.Close(); err != nil {
+		t.Error(err)
+	}
+
 	// --network none: a namespace of its own, no link, no environment.
 	none, err := b.Attach(context.Background(), sandbox.NetworkRequest{ID: "sb2", Dir: sbDir, Rules: egress.Rules{Mode: egress.ModeNone}})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/reinsdev/reins/egress"
@@ -48,7 +47,7 @@ func (m *Manager) attachNetwork(ctx context.Context, b *box, bundle *sandbox.Bun
 		return fmt.Errorf("the sandbox's network: %w", err)
 	}
 	bundle.NetNS = nc.NetNS
-	bundle.Env = mergeEnv(bundle.Env, nc.Env)
+	bundle.Env = buildEnv(bundle.Env, nc.Env) // the boundary's win on a clash
 	bundle.Mounts = append(bundle.Mounts, nc.Mounts...)
 	// Before the listen flags' end: the executor's flags come first.
 	bundle.Args = append(bundle.Args, nc.ExecutorArgs...)
@@ -124,21 +123,4 @@ func (m *Manager) SetNetwork(ctx context.Context, tenant, id string, rules egres
 	}
 	m.log.Info("network rules changed", "sandbox", id, "mode", rules.Mode, "allow_hosts", len(rules.AllowHosts))
 	return b.rec.Info, nil
-}
-
-// mergeEnv adds extra to env (K=V each), extra winning on a clash.
-func mergeEnv(env, extra []string) []string {
-	if len(extra) == 0 {
-		return env
-	}
-	keys := map[string]bool{}
-	for _, kv := range extra {
-		k, _, _ := strings.Cut(kv, "=")
-		keys[k] = true
-	}
-	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		k, _, _ := strings.Cut(kv, "=")
-		return keys[k]
-	})
-	return append(out, extra...)
 }
