@@ -303,20 +303,6 @@ func (r Rules) DecideAddr(addr netip.Addr, named, trusted bool) Verdict {
 	return Verdict{Rule: "a bare address needs --allow-cidr"}
 }
 
-// SecretHosts returns the names of the secrets bound to name.
-func (r Rules) SecretHosts(name string) []string {
-	var out []string
-	for _, s := range r.Secrets {
-		for _, h := range s.Hosts {
-			if MatchName(h, name) {
-				out = append(out, s.Name)
-				break
-			}
-		}
-	}
-	return out
-}
-
 func clip(s string) string {
 	if len(s) <= 80 {
 		return s

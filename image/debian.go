@@ -52,8 +52,7 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 	cfg := v1.Config{Env: []string{DefaultPath}, Cmd: []string{"bash"}, WorkingDir: DefaultWorkingDir}
 	if s.inBuildCache(debianSource) {
 		return s.build(ctx, r, debianSource, cfg, report, func(ctx context.Context, root string) error {
-			_, err := s.fromBuildCache(ctx, debianSource, root, report)
-			return err
+			return s.fromBuildCache(ctx, debianSource, root, report)
 		})
 	}
 	prog, err := exec.LookPath(cmp.Or(s.opts.debootstrap, "debootstrap"))
@@ -103,13 +102,13 @@ func (s *Store) inBuildCache(recipe string) bool {
 }
 
 // fromBuildCache copies the root built earlier by recipe into root.
-func (s *Store) fromBuildCache(ctx context.Context, recipe, root string, report func(Progress)) (bool, error) {
+func (s *Store) fromBuildCache(ctx context.Context, recipe, root string, report func(Progress)) error {
 	dir := s.buildCacheDir(recipe)
 	report(Progress{Phase: PhaseBuild, Message: "copying the root built earlier from " + dir})
 	if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(dir, "root")+"/.", root).CombinedOutput(); err != nil {
-		return false, fmt.Errorf("copying the cached build %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("copying the cached build %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
 	}
-	return true, nil
+	return nil
 }
 
 // toBuildCache keeps a copy of a finished root for later stores; a cache

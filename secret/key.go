@@ -96,14 +96,13 @@ func makeKey(path string) (Key, error) {
 	if _, err := rand.Read(b); err != nil {
 		return Key{}, fmt.Errorf("making the secret key: %w", err)
 	}
-	tmp := path + ".new"
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return Key{}, fmt.Errorf("making the secret key: %w", err)
-	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// A temporary name of its own (0600): two processes making the key
+	// at once never touch each other's file.
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return Key{}, fmt.Errorf("making the secret key: %w", err)
 	}
+	tmp := f.Name()
 	defer os.Remove(tmp)
 	_, err = f.Write(b)
 	if err == nil {

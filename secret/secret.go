@@ -28,7 +28,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/reinsdev/reins/egress"
@@ -91,12 +91,45 @@ func (s *Secrets) Set(ctx context.Context, tenant, name string, value []byte) er
 		return fmt.Errorf("secret %s: a value of %d bytes is over the limit of %d KiB (%d bytes): %w",
 			name, len(value), MaxValue>>10, MaxValue, errdefs.ErrTooLarge)
 	}
+	if err := s.checkCount(ctx, tenant, name); err != nil {
+		return err
+	}
 	sealed, err := s.seal(tenant, name, value)
 	if err != nil {
 		return err
 	}
 	_, err = s.st.PutSecret(ctx, tenant, name, sealed, s.now())
 	return err
+}
+
+// MaxPerScope is how many secrets one scope (a tenant, or the admin's own)
+// may hold: their names and sealed values are the tenant's to make, and
+// the service's disk is not.
+const MaxPerScope = 256
+
+// checkCount refuses a new name in a scope that holds MaxPerScope.
+func (s *Secrets) checkCount(ctx context.Context, tenant, name string) error {
+	list, err := s.st.ListSecrets(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	if len(list) < MaxPerScope || slices.ContainsFunc(list, func(m store.SecretMeta) bool { return m.Name == name }) {
+		return nil
+	}
+	return fmt.Errorf("secret %s: this scope already holds %d secrets, the most it may: remove some (reins secret rm): %w", name, MaxPerScope, errdefs.ErrResourceExhausted)
+}
+
+// Has reports whether tenant's scope holds a secret called name, without
+// opening it.
+func (s *Secrets) Has(ctx context.Context, tenant, name string) (bool, error) {
+	if err := CheckName(name); err != nil {
+		return false, err
+	}
+	list, err := s.st.ListSecrets(ctx, tenant)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(list, func(m store.SecretMeta) bool { return m.Name == name }), nil
 }
 
 // Get opens the secret name of tenant's scope, for the service's own use
@@ -138,35 +171,6 @@ func (s *Secrets) Delete(ctx context.Context, tenant, name string) error {
 		return notFound(name)
 	}
 	return err
-}
-
-// Resolved is a secret binding with its value. It prints without the
-// value, however it is formatted or logged.
-type Resolved struct {
-	Ref   egress.SecretRef
-	Value []byte
-}
-
-func (r Resolved) String() string {
-	return fmt.Sprintf("secret %s for %v (%d bytes, redacted)", r.Ref.Name, r.Ref.Hosts, len(r.Value))
-}
-func (r Resolved) GoString() string     { return r.String() }
-func (r Resolved) LogValue() slog.Value { return slog.StringValue(r.String()) }
-
-// Resolve opens the secrets refs bind, in their order, for a sandbox of
-// tenant's being created: a name that is not set fails the whole call
-// (errdefs.ErrNotFound, saying how to set it), so a sandbox with a wrong
-// name is never made.
-func (s *Secrets) Resolve(ctx context.Context, tenant string, refs []egress.SecretRef) ([]Resolved, error) {
-	out := make([]Resolved, 0, len(refs))
-	for _, ref := range refs {
-		v, err := s.Get(ctx, tenant, ref.Name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Resolved{Ref: ref, Value: v})
-	}
-	return out, nil
 }
 
 // CheckName accepts the name of a secret: an environment variable's name

@@ -15,7 +15,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/store/sqlite"
 )
@@ -110,9 +109,6 @@ func TestBadNames(t *testing.T) {
 		if err := f.s.Delete(ctx, "acme", bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("Delete(%q): %v, want invalid argument", bad, err)
 		}
-		if _, err := f.s.Resolve(ctx, "acme", []egress.SecretRef{{Name: bad, Hosts: []string{"x.example"}}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("Resolve(%q): %v, want invalid argument", bad, err)
-		}
 	}
 	for _, ok := range []string{"A", "_", "a1", "GITHUB_TOKEN", strings.Repeat("A", 128)} {
 		if err := f.s.Set(ctx, "acme", ok, []byte("v")); err != nil {
@@ -164,8 +160,6 @@ func TestScopes(t *testing.T) {
 		_, err := f.s.Get(ctx, c.scope, c.name)
 		wantNotFound(t, fmt.Sprintf("Get(%q, %s)", c.scope, c.name), err, c.name)
 		wantNotFound(t, fmt.Sprintf("Delete(%q, %s)", c.scope, c.name), f.s.Delete(ctx, c.scope, c.name), c.name)
-		_, err = f.s.Resolve(ctx, c.scope, []egress.SecretRef{{Name: c.name, Hosts: []string{"api.example.com"}}})
-		wantNotFound(t, fmt.Sprintf("Resolve(%q, %s)", c.scope, c.name), err, c.name)
 	}
 	if got, err := f.s.Get(ctx, "beta", "TOKEN"); err != nil || string(got) != value {
 		t.Errorf("beta's own secret after the others tried: %v", err)
@@ -254,45 +248,17 @@ func TestOtherKey(t *testing.T) {
 	}
 }
 
-func TestResolve(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	f.s.Set(ctx, "acme", "B_TOKEN", []byte("b"))
-	f.s.Set(ctx, "acme", "A_TOKEN", []byte("a"))
-	refs := []egress.SecretRef{{Name: "B_TOKEN", Hosts: []string{"b.example"}}, {Name: "A_TOKEN", Hosts: []string{"*.a.example"}}}
-	got, err := f.s.Resolve(ctx, "acme", refs)
-	if err != nil || len(got) != 2 || got[0].Ref.Name != "B_TOKEN" || string(got[0].Value) != "b" ||
-		got[1].Ref.Hosts[0] != "*.a.example" || string(got[1].Value) != "a" {
-		t.Fatalf("Resolve = %v, %v", got, err)
-	}
-	if got, err := f.s.Resolve(ctx, "acme", nil); err != nil || len(got) != 0 {
-		t.Errorf("Resolve of no refs = %v, %v", got, err)
-	}
-	_, err = f.s.Resolve(ctx, "acme", append(refs, egress.SecretRef{Name: "MISSING", Hosts: []string{"x.example"}}))
-	wantNotFound(t, "Resolve with an unknown name", err, "MISSING")
-}
-
-// TestRedacted: a resolved secret and a key print no value, however they
-// are formatted or logged.
+// TestRedacted: a key prints no byte of itself, however it is formatted
+// or logged.
 func TestRedacted(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
-	f.s.Set(ctx, "acme", "TOKEN", []byte(value))
-	res, err := f.s.Resolve(ctx, "acme", []egress.SecretRef{{Name: "TOKEN", Hosts: []string{"api.example.com"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logged bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(&logged, nil))
-	log.Info("resolved", "secret", res[0], "key", f.key)
-	slog.New(slog.NewTextHandler(&logged, nil)).Info("resolved", "secret", res[0], "key", f.key)
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("loaded", "key", f.key)
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("loaded", "key", f.key)
 	keyHex := fmt.Sprintf("%x", f.key.bytes())
-	out := fmt.Sprintf("%v %+v %#v %s %v %+v %#v %v", res[0], res[0], res[0], res[0], res, res, res, f.key) + logged.String()
-	if strings.Contains(out, value) || strings.Contains(out, keyHex) || strings.Contains(out, fmt.Sprint(f.key.bytes())) {
-		t.Errorf("formatting shows the value or the key:\n%s", out)
-	}
-	if !strings.Contains(out, "TOKEN") {
-		t.Errorf("formatting should still name the secret:\n%s", out)
+	out := fmt.Sprintf("%v %+v %#v %s", f.key, f.key, f.key, f.key) + logged.String()
+	if strings.Contains(out, keyHex) || strings.Contains(out, fmt.Sprint(f.key.bytes())) {
+		t.Errorf("formatting shows the key:\n%s", out)
 	}
 }
 
@@ -331,8 +297,8 @@ func TestKeyFile(t *testing.T) {
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 || fi.Size() != KeySize {
 		t.Fatalf("the key made on first start: %v, %v; want a regular file of 32 bytes, mode 0600", fi, err)
 	}
-	if _, err := os.Stat(path + ".new"); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the key's temporary file is left: %v", err)
+	if left, _ := filepath.Glob(filepath.Join(dir, "."+KeyFile+".*")); len(left) != 0 {
+		t.Errorf("the key's temporary file is left: %v", left)
 	}
 	k2, err := LoadKey(path)
 	if err != nil || !bytes.Equal(k1.bytes(), k2.bytes()) {
@@ -414,5 +380,32 @@ func TestKeyFile(t *testing.T) {
 	}
 	if _, err := LoadKey(path); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a fifo: %v", err)
+	}
+}
+
+// A scope holds at most MaxPerScope secrets: a new name past that is
+// refused, replacing one it has is not; another scope is not affected.
+func TestMaxPerScope(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for i := range MaxPerScope {
+		if err := f.s.Set(ctx, "acme", fmt.Sprintf("S%d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.s.Set(ctx, "acme", "ONE_MORE", []byte("v")); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "256") {
+		t.Errorf("a new name past the limit: %v", err)
+	}
+	if err := f.s.Set(ctx, "acme", "S0", []byte("new")); err != nil {
+		t.Errorf("replacing a held one: %v", err)
+	}
+	if err := f.s.Set(ctx, "beta", "ONE_MORE", []byte("v")); err != nil {
+		t.Errorf("another scope: %v", err)
+	}
+	if ok, err := f.s.Has(ctx, "acme", "S5"); !ok || err != nil {
+		t.Errorf("Has(S5) = %v, %v", ok, err)
+	}
+	if ok, err := f.s.Has(ctx, "beta", "S5"); ok || err != nil {
+		t.Errorf("Has of another scope's = %v, %v", ok, err)
 	}
 }

@@ -55,22 +55,12 @@ func resolverAt(addr string) *net.Resolver {
 	}}
 }
 
-// ownAddrs are the addresses the service's API answers on, which the
-// proxy never dials: every address of this host when it listens on all.
+// ownAddrs is the address the service's API answers on, which the proxy
+// never dials (on every address of this host when it listens on all).
 func ownAddrs(a net.Addr) []netip.AddrPort {
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
 		return nil
 	}
-	if !ap.Addr().IsUnspecified() {
-		return []netip.AddrPort{netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
-	}
-	out := []netip.AddrPort{netip.AddrPortFrom(netip.IPv4Unspecified(), ap.Port()), netip.AddrPortFrom(netip.IPv6Unspecified(), ap.Port())}
-	addrs, _ := net.InterfaceAddrs()
-	for _, ia := range addrs {
-		if p, err := netip.ParsePrefix(ia.String()); err == nil {
-			out = append(out, netip.AddrPortFrom(p.Addr().Unmap(), ap.Port()))
-		}
-	}
-	return out
+	return []netip.AddrPort{ap}
 }

@@ -62,6 +62,8 @@ const (
 // Secrets reads secret values, on the trusted side (package secret).
 type Secrets interface {
 	Get(ctx context.Context, tenant, name string) ([]byte, error)
+	// Has says whether tenant has a secret called name, without opening it.
+	Has(ctx context.Context, tenant, name string) (bool, error)
 }
 
 // Config is how a Boundary is set up.
@@ -233,8 +235,19 @@ func (b *Boundary) Attach(ctx context.Context, req sandbox.NetworkRequest) (sand
 // Check refuses rules whose secrets tenant does not have, before a
 // sandbox is made.
 func (b *Boundary) Check(ctx context.Context, tenant string, rules egress.Rules) error {
-	_, _, err := b.secrets(ctx, sandbox.NetworkRequest{Tenant: tenant, Rules: rules})
-	return err
+	for _, ref := range rules.Secrets {
+		if b.cfg.Secrets == nil {
+			return fmt.Errorf("this service keeps no secrets: %w", errdefs.ErrFailedPrecondition)
+		}
+		ok, err := b.cfg.Secrets.Has(ctx, tenant, ref.Name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("secret %s not found: set it with \"reins secret set %s\": %w", ref.Name, ref.Name, errdefs.ErrNotFound)
+		}
+	}
+	return nil
 }
 
 // secrets resolves the sandbox's secrets: a placeholder for each (the one

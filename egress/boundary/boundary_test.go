@@ -29,6 +29,11 @@ import (
 
 type memSecrets map[string]string
 
+func (m memSecrets) Has(ctx context.Context, tenant, name string) (bool, error) {
+	_, ok := m[tenant+"/"+name]
+	return ok, nil
+}
+
 func (m memSecrets) Get(ctx context.Context, tenant, name string) ([]byte, error) {
 	v, ok := m[tenant+"/"+name]
 	if !ok {

@@ -226,7 +226,7 @@ func (p *Proxy) forbidden(ap netip.AddrPort) bool {
 			if f.Port() != ap.Port() {
 				continue
 			}
-			if fa := f.Addr().Unmap(); fa == ap.Addr() || fa.IsUnspecified() {
+			if f.Addr() == ap.Addr().Unmap() {
 				return true
 			}
 		}

@@ -124,19 +124,17 @@ func TestDNS(t *testing.T) {
 		if again := e.query(t, tc.name, tc.typ); len(again.addrs) != 1 || again.addrs[0] != a.addrs[0] {
 			t.Errorf("%s: asked again, answered %v, then %v", tc.name, a.addrs, again.addrs)
 		}
-		real := tc.addrs[0].String()
-		found := false
-		e.mu.Lock()
-		got := append([]egress.Entry(nil), e.entries...)
-		e.mu.Unlock()
-		for _, en := range got {
-			if en.Proto == "dns" && en.Host == egress.CanonicalName(tc.name) && en.Addr == real && strings.Contains(en.Note, a.addrs[0].String()) {
-				found = true
+		real, fake := tc.addrs[0].String(), a.addrs[0].String()
+		name := egress.CanonicalName(tc.name)
+		// Entries reach the log a moment after the answer.
+		e.waitEntries(func(es []egress.Entry) bool {
+			for _, en := range es {
+				if en.Proto == "dns" && en.Host == name && en.Addr == real && strings.Contains(en.Note, fake) {
+					return true
+				}
 			}
-		}
-		if !found {
-			t.Errorf("%s: no DNS entry names the real address %s and the synthetic %s", tc.name, real, a.addrs[0])
-		}
+			return false
+		})
 	}
 	asked := e.res.calls()
 	slices.Sort(asked)

@@ -257,3 +257,19 @@ func TestEchoedSecretIsScrubbedFromResponseHeaders(t *testing.T) {
 		t.Errorf("the echo did not come back with the placeholder: %v", resp.Header)
 	}
 }
+
+// A forbidden listener on every interface (the service's API on
+// 0.0.0.0:PORT) keeps sandboxes off that port of this host's own
+// addresses, not off that port of every host.
+func TestForbiddenUnspecifiedIsThisHostOnly(t *testing.T) {
+	p := New(Config{Forbidden: []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:7070")}})
+	defer p.Close()
+	for _, c := range []struct {
+		addr string
+		want bool
+	}{{"127.0.0.1:7070", true}, {"[::1]:7070", true}, {"127.0.0.1:7071", false}, {"93.184.215.14:7070", false}} {
+		if got := p.forbidden(netip.MustParseAddrPort(c.addr)); got != c.want {
+			t.Errorf("forbidden(%s) = %v, want %v", c.addr, got, c.want)
+		}
+	}
+}

@@ -94,8 +94,9 @@ type Config struct {
 		LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 	}
 	// Forbidden are never dialed, whatever the rules (the service's own
-	// listeners). An unspecified address (0.0.0.0:7070) forbids its port
-	// on every address.
+	// listeners). An unspecified address (0.0.0.0:7070, a listener on
+	// every interface) forbids its port on this host's own addresses, not
+	// on every host's.
 	Forbidden []netip.AddrPort
 	// OriginalDst says where a redirected connection was going (for
 	// ServeTransparent).
@@ -192,6 +193,7 @@ func New(cfg Config) *Proxy {
 		ov[egress.CanonicalName(k)] = v
 	}
 	cfg.Overrides = ov
+	cfg.Forbidden = local(cfg.Forbidden)
 	p := &Proxy{
 		cfg: cfg, log: cfg.Logger, logq: make(chan egress.Entry, logQueue),
 		byID: map[string]*sandboxState{}, byAddr: map[netip.Addr]*sandboxState{},
@@ -334,6 +336,28 @@ func (p *Proxy) sandboxFor(a net.Addr) (*sandboxState, error) {
 	return st, nil
 }
 
+// local replaces each unspecified address in aps (a listener on every
+// interface) by this host's own addresses on its port: loopback and
+// each interface's.
+func local(aps []netip.AddrPort) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, ap := range aps {
+		a := ap.Addr().Unmap()
+		if !a.IsUnspecified() {
+			out = append(out, netip.AddrPortFrom(a, ap.Port()))
+			continue
+		}
+		out = append(out, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port()), netip.AddrPortFrom(netip.IPv6Loopback(), ap.Port()))
+		addrs, _ := net.InterfaceAddrs()
+		for _, ia := range addrs {
+			if pfx, err := netip.ParsePrefix(ia.String()); err == nil {
+				out = append(out, netip.AddrPortFrom(pfx.Addr().Unmap(), ap.Port()))
+			}
+		}
+	}
+	return out
+}
+
 // track registers a listener (its closer) so Close stops it; false if
 // the proxy is closed.
 func (p *Proxy) track(key any, addr net.Addr, closer func() error) bool {
@@ -345,7 +369,7 @@ func (p *Proxy) track(key any, addr net.Addr, closer func() error) bool {
 	p.listeners[key] = closer
 	if addr != nil {
 		if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
-			p.own = append(p.own, ap)
+			p.own = append(p.own, local([]netip.AddrPort{ap})...)
 		}
 	}
 	return true
