@@ -155,7 +155,9 @@ var (
 // token cookie, or ("" and bearer false) a good link cookie for id and
 // port. bearer reports that the Authorization header held the token.
 func (s *Server) portCaller(r *http.Request, id string, port int) (tenant string, bearer bool, err error) {
-	if h := r.Header.Get("Authorization"); h != "" {
+	// An application's own Authorization (not a reins token) is the
+	// sandbox's business: no token lookup for it on every request.
+	if h := r.Header.Get("Authorization"); reinsBearer(h) {
 		if tn, err := s.authenticate(r.Context(), h); err == nil {
 			return tn, true, nil
 		}
@@ -206,7 +208,7 @@ func (s *Server) rewritePort(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = strconv.Itoa(t.port) + "-" + t.id + ".port"
 	pr.Out.Host = pr.In.Host // dev servers check it
-	if t.bearer || strings.HasPrefix(pr.Out.Header.Get("Authorization"), "Bearer reins_") {
+	if t.bearer || reinsBearer(pr.Out.Header.Get("Authorization")) {
 		pr.Out.Header.Del("Authorization")
 	}
 	stripReinsCookies(pr.Out.Header)

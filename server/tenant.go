@@ -46,6 +46,11 @@ func NewToken() string {
 	return "reins_" + hex.EncodeToString(b)
 }
 
+// reinsBearer reports whether an Authorization header carries a reins
+// token (the admin's and tenants' all start "reins_"), rather than a
+// credential of an application's own.
+func reinsBearer(header string) bool { return strings.HasPrefix(header, "Bearer reins_") }
+
 // HashToken is what the store keeps of a tenant's token.
 func HashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
