@@ -42,6 +42,16 @@ type Sandboxes interface {
 	Wake(ctx context.Context, id string) (bool, error)
 }
 
+// gatewayer is what an agent run (Spec.Agent) needs of a Sandboxes: the
+// model gateway turned on in sandbox id (it may already be on) and the
+// environment its program needs (gateway.Env); and, for a call that
+// arrives from a sandbox no run is bound to, the sandbox's tenant and
+// gateway model, so that the call is recorded in the sandbox's own run.
+type gatewayer interface {
+	EnableGateway(ctx context.Context, id string) (env []string, err error)
+	GatewayOf(ctx context.Context, id string) (tenant, model, script string, err error)
+}
+
 // AttachPrefix in a spec's sandbox image ("sandbox:3f2a9c1b7d4e") names an
 // existing sandbox for the run to work in instead of a new one. The run
 // does not delete it when it ends.

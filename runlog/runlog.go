@@ -57,6 +57,16 @@ type Spec struct {
 	// Script is the JSON of a script: model, sent inline (the CLI reads
 	// the file Model names); Model's name then only labels it.
 	Script string `json:"script,omitempty"`
+	// Agent, when set, makes the run an agent program's inside its
+	// sandbox instead of reins' own loop: "claude-code", "codex" or
+	// "cmd:PROGRAM ARGS". The program calls models through the gateway,
+	// which records each call in this run's log and holds it to the
+	// run's budgets (MaxSteps counts model calls); the run ends when the
+	// program exits.
+	Agent string `json:"agent,omitempty"`
+	// Memory is the memory limit of the sandbox an agent run creates, in
+	// bytes (0: DefaultAgentMemory).
+	Memory int64 `json:"memory,omitempty"`
 	// Network is the rules of every sandbox the run creates (the zero
 	// value: egress mode, nothing allowed); a sandbox it attaches to
 	// keeps its own. The API normalizes them before the run starts.
@@ -148,6 +158,31 @@ type ModelResponse struct {
 	Usage      model.Usage      `json:"usage"`
 	CostUSD    float64          `json:"cost_usd"`
 	DurationMS int64            `json:"duration_ms"`
+	// Gateway is set on a call an agent program made through the model
+	// gateway (a run with an Agent, or a sandbox's own record); Step then
+	// counts those calls from 1.
+	Gateway *GatewayCall `json:"gateway,omitempty"`
+}
+
+// GatewayCall is what a run's log keeps of one model call made through
+// the gateway: the request in summary (its size, and what is new in it
+// since the model last spoke: tool results, a person's message), so that
+// the log reads as a conversation without holding each request whole.
+type GatewayCall struct {
+	Sandbox string `json:"sandbox"`          // the sandbox's id
+	Wire    string `json:"wire"`             // gateway.Wire: anthropic, openai_chat, openai_responses
+	Asked   string `json:"asked"`            // the model the program asked for
+	Model   string `json:"model"`            // the model that answered (provider:name)
+	Stream  bool   `json:"stream,omitempty"` //
+	Status  int    `json:"status"`           // the HTTP status the program got
+	Error   string `json:"error,omitempty"`  // when Status is not 2xx
+	FirstMS int64  `json:"first_byte_ms"`    // to the first byte sent back
+	// The request: its number of messages and tools, its system prompt's
+	// length, and the blocks of its last message when that is the user's.
+	Messages    int           `json:"messages"`
+	Tools       int           `json:"tools"`
+	SystemChars int           `json:"system_chars,omitempty"`
+	New         []model.Block `json:"new,omitempty"`
 }
 
 // ToolCall is the intent to call a tool, logged before the call.

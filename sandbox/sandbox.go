@@ -74,6 +74,19 @@ type Spec struct {
 	// Network is the sandbox's network boundary (egress.Rules; the zero
 	// value is egress mode with an empty allowlist: nothing leaves).
 	Network egress.Rules `json:"network,omitzero"`
+	// Gateway, when set, gives the sandbox the model gateway (package
+	// gateway): its environment points the model SDKs at the gateway on
+	// the sandbox's loopback, with a placeholder token of its own.
+	Gateway *GatewaySpec `json:"gateway,omitempty"`
+}
+
+// GatewaySpec is a sandbox's model gateway.
+type GatewaySpec struct {
+	// Model is where its calls go (provider:name, script:NAME); empty
+	// sends each call to the provider of its wire, with the model asked.
+	Model string `json:"model,omitempty"`
+	// Script is a script: Model's inline JSON.
+	Script string `json:"script,omitempty"`
 }
 
 // Mount is a bind mount from the host into a sandbox.
