@@ -1,0 +1,346 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reinsdev/reins/model"
+)
+
+func post(t *testing.T, url, path, key string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("X-Api-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+const hi = `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+
+func TestAuthRefused(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	other := serve(t, e.g, "sb2")
+	none := serve(t, e.g, "")
+	for _, c := range []struct{ what, url, key string }{
+		{"no token", e.url, ""},
+		{"wrong token", e.url, "rgw_guess"},
+		{"another sandbox's token", other, token("sb1")},
+		{"a connection of no sandbox", none, token("sb1")},
+	} {
+		resp, body := post(t, c.url, "/v1/messages", c.key, []byte(hi))
+		var v struct {
+			Type  string
+			Error struct{ Type, Message string }
+		}
+		json.Unmarshal(body, &v)
+		if resp.StatusCode != 401 || v.Type != "error" || v.Error.Type != "authentication_error" || strings.Contains(string(body), token("sb1")) {
+			t.Errorf("%s: %d %s", c.what, resp.StatusCode, body)
+		}
+	}
+	// OpenAI's format on its paths.
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/chat/completions", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer rgw_guess")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var v struct{ Error struct{ Code, Type string } }
+	json.Unmarshal(body, &v)
+	if resp.StatusCode != 401 || v.Error.Code != "invalid_api_key" {
+		t.Errorf("openai: %d %s", resp.StatusCode, body)
+	}
+	// Two different tokens in one request.
+	req, _ = http.NewRequest(http.MethodPost, e.url+"/v1/messages", strings.NewReader(hi))
+	req.Header.Set("X-Api-Key", token("sb1"))
+	req.Header.Set("Authorization", "Bearer rgw_other")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("two tokens: %d", resp.StatusCode)
+	}
+	if n := len(e.l.calls); n != 0 {
+		t.Errorf("the ledger saw %d calls", n)
+	}
+}
+
+func TestLocalPathsNeverForwarded(t *testing.T) {
+	e := newEnv(t, envOpts{anthropic: provider(anthropicJSON, anthropicSSE), openai: provider(chatJSON, chatSSE)})
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{
+		{"HEAD", "/", 200}, {"GET", "/", 200}, {"GET", "/v1/models", 200},
+		{"POST", "/api/event_logging/batch", 200},
+		{"POST", "/v1/complete", 404}, {"GET", "/api/claude_code/settings", 404}, {"POST", "/api/hello", 404},
+		{"GET", "/v1/messages", 404}, {"POST", "/v1/messages/batches", 404}, {"POST", "/v1/files", 404},
+		{"POST", "/v1/x/../messages", 404}, {"POST", "//v1/messages", 404}, {"POST", "/v1/messages/", 404},
+		{"POST", "/v1%2Fmessages", 404}, {"POST", "/v1/./chat/completions", 404}, {"POST", "/v1/embeddings", 404},
+	} {
+		req, _ := http.NewRequest(c.method, e.url+c.path, strings.NewReader(hi))
+		req.URL.RawPath = ""
+		req.URL.Opaque = c.path // as sent, uncleaned
+		req.Header.Set("X-Api-Key", token("sb1"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%s %s: %d, want %d", c.method, c.path, resp.StatusCode, c.status)
+		}
+	}
+	if n := e.anthropic.count() + e.openai.count(); n != 0 {
+		t.Errorf("upstreams hit %d times", n)
+	}
+	if len(e.l.calls) != 0 {
+		t.Errorf("ledger saw %d calls", len(e.l.calls))
+	}
+	resp, body := post(t, e.url, "/v1/messages/count_tokens", token("sb1"), []byte(hi))
+	if resp.StatusCode != 200 || string(body) != `{"input_tokens":1}` {
+		t.Errorf("count_tokens: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestBadBodies(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	big := append([]byte(`{"model":"x","messages":[{"role":"user","content":"`), bytes.Repeat([]byte("a"), MaxBody)...)
+	big = append(big, `"}]}`...)
+	for _, c := range []struct {
+		what   string
+		body   []byte
+		status int
+		typ    string
+	}{
+		{"oversized", big, 413, "request_too_large"},
+		{"malformed", []byte(`{"model":`), 400, "invalid_request_error"},
+		{"not a request", []byte(`{"messages":"x"}`), 400, "invalid_request_error"},
+		{"bad role", []byte(`{"messages":[{"role":"root","content":"x"}]}`), 400, "invalid_request_error"},
+	} {
+		resp, body := post(t, e.url, "/v1/messages", token("sb1"), c.body)
+		var v struct{ Error struct{ Type string } }
+		json.Unmarshal(body, &v)
+		if resp.StatusCode != c.status || v.Error.Type != c.typ {
+			t.Errorf("%s: %d %s", c.what, resp.StatusCode, body)
+		}
+	}
+	if len(e.l.calls) != 0 {
+		t.Errorf("ledger saw %d calls", len(e.l.calls))
+	}
+}
+
+// raw sends bytes as they are on a new connection and reads the answer.
+func raw(t *testing.T, url, req string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, req)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return "no response: " + err.Error()
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, b)
+}
+
+// Header and framing games from a hostile program: none reaches the
+// Ledger or a provider, and none smuggles a second request.
+func TestHeaderSmuggling(t *testing.T) {
+	e := newEnv(t, envOpts{anthropic: provider(anthropicJSON, anthropicSSE)})
+	tok := token("sb1")
+	// The tunnel hands the gateway raw bytes: it is the only parser, so a
+	// request hidden behind framing games is just another request on the
+	// connection, and must be refused as any other with a bad token.
+	smuggled := "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + token("sb2") + "\r\nContent-Length: " + fmt.Sprint(len(hi)) + "\r\n\r\n" + hi
+	for _, c := range []struct{ what, req string }{
+		{"CR in x-api-key", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: rgw_a\rX-Api-Key: " + tok + "\r\nContent-Length: 2\r\n\r\n{}"},
+		{"CR in anthropic-beta", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + tok + "\r\nAnthropic-Beta: a\rX-Api-Key: evil\r\nContent-Length: 2\r\n\r\n{}"},
+		{"folded x-api-key", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: rgw_a\r\n " + tok + "\r\nContent-Length: 2\r\n\r\n{}"},
+		{"two x-api-keys", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: rgw_a\r\nX-Api-Key: " + tok + "\r\nContent-Length: 2\r\n\r\n{}"},
+		{"TE and CL", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: rgw_a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
+		{"TE identity", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: rgw_a\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n{}" + smuggled},
+		{"double CL", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: rgw_a\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}" + smuggled},
+		{"smuggled alone", smuggled},
+		{"gzip body", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + tok + "\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}"},
+	} {
+		got := raw(t, e.url, c.req)
+		time.Sleep(20 * time.Millisecond) // a smuggled request would be served by now
+		if strings.HasPrefix(got, "200") || e.anthropic.count() != 0 {
+			t.Errorf("%s: %s (upstream hit %d times)", c.what, got, e.anthropic.count())
+		}
+	}
+	if e.anthropic.count() != 0 || len(e.l.calls) != 0 {
+		t.Errorf("upstream hit %d times, ledger saw %d calls", e.anthropic.count(), len(e.l.calls))
+	}
+}
+
+// The first event reaches the program before the provider sends the
+// second: nothing is buffered on the way.
+func TestStreamUnbuffered(t *testing.T) {
+	first, second := make(chan struct{}), make(chan struct{})
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		events := strings.SplitAfter(anthropicSSE, "\n\n")
+		io.WriteString(w, events[0])
+		w.(http.Flusher).Flush()
+		close(first)
+		select {
+		case <-second:
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, strings.Join(events[1:], ""))
+	}})
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	req.Header.Set("X-Api-Key", token("sb1"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-first
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "event: message_start\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	close(second) // only now may the provider go on
+	rest, _ := io.ReadAll(br)
+	if !strings.HasSuffix(string(rest), "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
+		t.Errorf("the stream did not end whole: %q", rest)
+	}
+	if r := e.l.waitEnd(t); r.Error != "" || r.Response == nil {
+		t.Errorf("recorded %+v", r)
+	}
+}
+
+// A provider that streams forever is bounded by the call's ctx: the
+// program going away ends it, and the record says so.
+func TestEndlessStreamBoundedByCtx(t *testing.T) {
+	gone := make(chan struct{})
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		defer close(gone)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for r.Context().Err() == nil {
+			io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Millisecond)
+		}
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	req.Header.Set("X-Api-Key", token("sb1"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadFull(resp.Body, make([]byte, 1000))
+	cancel()
+	resp.Body.Close()
+	r := e.l.waitEnd(t)
+	if r.Status != 200 || !strings.Contains(r.Error, "went away") {
+		t.Errorf("recorded %+v", r)
+	}
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the provider's request was not cancelled")
+	}
+}
+
+// A provider cutting its stream short is recorded as cut.
+func TestUpstreamCut(t *testing.T) {
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, strings.SplitAfter(anthropicSSE, "\n\n")[0])
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}})
+	resp, _ := post(t, e.url, "/v1/messages", token("sb1"), []byte(`{"model":"m","stream":true,"messages":[]}`))
+	if resp.StatusCode != 200 {
+		t.Errorf("status %d", resp.StatusCode)
+	}
+	if r := e.l.waitEnd(t); r.Error == "" {
+		t.Errorf("recorded %+v", r)
+	}
+}
+
+// A call held by a paused run whose program goes away gets no answer and
+// no record.
+func TestPausedCallAbandoned(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.l.hold = make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/messages", strings.NewReader(hi))
+	req.Header.Set("X-Api-Key", token("sb1"))
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("a held call was answered")
+	}
+	time.Sleep(50 * time.Millisecond)
+	e.l.mu.Lock()
+	defer e.l.mu.Unlock()
+	if len(e.l.calls) != 1 || len(e.l.ends) != 0 {
+		t.Errorf("calls %d ends %d", len(e.l.calls), len(e.l.ends))
+	}
+}
+
+// The requests Claude Code and Codex really send (testdata, trimmed)
+// read into reins' vocabulary.
+func TestParseCaptured(t *testing.T) {
+	for _, c := range []struct {
+		file     string
+		wire     Wire
+		model    string
+		tools    int
+		lastText string
+	}{
+		{"testdata/claude-code-2.1.332-messages.json", WireAnthropic, "claude-opus-5-5", 4, "say hi"},
+		{"testdata/codex-0.171.0-responses.json", WireOpenAIResponses, "gpt-5", 4, "say hi"},
+	} {
+		b, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := parse(c.wire, b)
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		last := p.req.Messages[len(p.req.Messages)-1]
+		if p.model != c.model || !p.stream || len(p.req.Tools) != c.tools || p.req.System == "" ||
+			last.Role != model.RoleUser || last.Content[len(last.Content)-1].Text != c.lastText {
+			t.Errorf("%s: model %q stream %v tools %d system %d, last %+v", c.file, p.model, p.stream, len(p.req.Tools), len(p.req.System), last)
+		}
+		for _, m := range p.req.Messages {
+			if m.Role != model.RoleUser && m.Role != model.RoleAssistant {
+				t.Errorf("%s: role %q left in messages", c.file, m.Role)
+			}
+		}
+	}
+}
