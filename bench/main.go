@@ -2,7 +2,7 @@
 // judged against, all in one process run, and prints each figure with its
 // baseline and the ratio (these machines are noisy; ratios travel).
 //
-//	go run ./bench [-out docs/benchmarks.md] [-n 20] [-execs 300] [-idle 50] [-only steer,loop,egress]
+//	go run ./bench [-out docs/benchmarks.md] [-n 20] [-execs 300] [-idle 50] [-only steer,loop,egress,gateway]
 //
 // It needs root, the pinned runsc (make deps; gvisor.DefaultRunsc) and the
 // built executor (make build).
@@ -80,7 +80,7 @@ func main() {
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
 	shim := flag.String("shim", "bin/reins-shim", "the built sandbox shim (\"\": this program re-executed)")
-	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,egress,egress-sandbox,ports,workload); with -out, only a full run writes the file")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,egress,egress-sandbox,gateway,ports,workload); with -out, only a full run writes the file")
 	flag.Parse()
 	if *only != "" && *out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
@@ -93,11 +93,15 @@ func main() {
 }
 
 func run(out, only, shim string, n, execs, idle, mib int, executorPath string) error {
-	if only == "egress" { // loopback only: no sandbox, no root
+	if only == "egress" || only == "gateway" { // loopback only: no sandbox, no root
 		b := &bench{}
-		fmt.Fprintf(os.Stderr, "bench: egress...\n")
-		if err := b.egress(2000, mib); err != nil {
-			return fmt.Errorf("egress: %w", err)
+		fmt.Fprintf(os.Stderr, "bench: %s...\n", only)
+		step := func() error { return b.egress(2000, mib) }
+		if only == "gateway" {
+			step = func() error { return b.gateway(1000, 200) }
+		}
+		if err := step(); err != nil {
+			return fmt.Errorf("%s: %w", only, err)
 		}
 		fmt.Print(b.table())
 		return nil
@@ -153,6 +157,7 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		{"steer", func() error { return b.steer(5000, 20) }},
 		{"egress", func() error { return b.egress(2000, mib) }},
 		{"egress-sandbox", func() error { return b.egressSandbox(10*mib, 3) }},
+		{"gateway", func() error { return b.gateway(1000, 200) }},
 		{"ports", func() error { return b.ports(execs, mib) }},
 	}
 	if *workloadOnly {
