@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 )
@@ -215,4 +217,8 @@ func scripted(t *testing.T, turns ...script.Turn) func(Target) (model.Model, str
 		t.Fatal(err)
 	}
 	return func(tg Target) (model.Model, string, error) { return m, tg.Model, nil }
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
 }

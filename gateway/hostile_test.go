@@ -217,11 +217,15 @@ func TestStreamUnbuffered(t *testing.T) {
 		}
 		io.WriteString(w, strings.Join(events[1:], ""))
 	}})
-	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	// Were the first event held back, the answer's headers would be too:
+	// the call fails at this deadline instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
 	req.Header.Set("X-Api-Key", token("sb1"))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the first event did not come before the provider sent the second: %v", err)
 	}
 	defer resp.Body.Close()
 	<-first

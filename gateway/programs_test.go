@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,17 +21,27 @@ import (
 // owns; here they are named by REINS_TEST_CLAUDE and REINS_TEST_CODEX
 // (the native binaries of @anthropic-ai/claude-code-linux-x64 and
 // @openai/codex-linux-x64), and the test does not apply without them.
+//
+// Each runs twice: translated (the gateway's target is the script) and
+// forwarded (no target: the call goes as it is, with the real key, to a
+// provider that is itself a gateway translating for the script, so that
+// the program's own bytes pass through the forward path and its parser).
 func TestClaudeCodeTurns(t *testing.T) {
 	bin := os.Getenv("REINS_TEST_CLAUDE")
 	if bin == "" {
 		t.Skip("not applicable: REINS_TEST_CLAUDE names no Claude Code binary")
 	}
+	for _, forward := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forward=%v", forward), func(t *testing.T) { claudeTurns(t, bin, forward) })
+	}
+}
+
+func claudeTurns(t *testing.T, bin string, forward bool) {
 	dir := t.TempDir()
-	e := newEnv(t, envOpts{open: scripted(t,
+	e := programEnv(t, forward,
 		script.Turn{ToolCalls: []script.ToolCall{{Name: "Bash", Input: json.RawMessage(`{"command":"echo gateway-ok > out.txt","description":"write a file"}`)}}},
 		script.Turn{Text: "done: wrote out.txt"},
-	)})
-	e.l.target = Target{Model: "script:turns"}
+	)
 	out := runProgram(t, dir, bin, []string{"-p", "write the file", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"},
 		"ANTHROPIC_BASE_URL="+e.url, "ANTHROPIC_API_KEY="+token("sb1"), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1")
 	checkProgram(t, e, dir, out, "done: wrote out.txt", WireAnthropic)
@@ -40,18 +52,45 @@ func TestCodexTurns(t *testing.T) {
 	if bin == "" {
 		t.Skip("not applicable: REINS_TEST_CODEX names no Codex binary")
 	}
+	for _, forward := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forward=%v", forward), func(t *testing.T) { codexTurns(t, bin, forward) })
+	}
+}
+
+func codexTurns(t *testing.T, bin string, forward bool) {
 	dir := t.TempDir()
-	e := newEnv(t, envOpts{open: scripted(t,
+	e := programEnv(t, forward,
 		script.Turn{ToolCalls: []script.ToolCall{{Name: "exec_command", Input: json.RawMessage(`{"cmd":"echo gateway-ok > out.txt"}`)}}},
 		script.Turn{Text: "done: wrote out.txt"},
-	)})
-	e.l.target = Target{Model: "script:turns"}
+	)
 	out := runProgram(t, dir, bin, []string{"exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
 		"-c", "model_provider=reins",
 		"-c", `model_providers.reins={name="reins",base_url="` + e.url + `/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`,
 		"-m", "gpt-5", "write the file"},
 		"OPENAI_API_KEY="+token("sb1"))
 	checkProgram(t, e, dir, out, "done: wrote out.txt", WireOpenAIResponses)
+}
+
+// programEnv is a gateway whose calls the script answers: translated, or
+// forwarded to a provider that is a second gateway translating.
+func programEnv(t *testing.T, forward bool, turns ...script.Turn) *env {
+	t.Helper()
+	if !forward {
+		e := newEnv(t, envOpts{open: scripted(t, turns...)})
+		e.l.target = Target{Model: "script:turns"}
+		return e
+	}
+	pl := newLedger()
+	pl.target = Target{Model: "script:turns"}
+	p, err := New(Config{Ledger: pl, Open: scripted(t, turns...),
+		Authorize: func(_ context.Context, _, tok string) bool { return tok == realKey }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asProvider := func(w http.ResponseWriter, r *http.Request) {
+		p.ServeHTTP(w, r.WithContext(WithSandbox(r.Context(), "provider")))
+	}
+	return newEnv(t, envOpts{anthropic: asProvider, openai: asProvider})
 }
 
 func runProgram(t *testing.T, dir, bin string, args []string, env ...string) string {
@@ -82,7 +121,7 @@ func checkProgram(t *testing.T, e *env, dir, out, final string, wire Wire) {
 	if len(e.l.ends) < 2 {
 		t.Fatalf("ledger recorded %d calls, want at least 2", len(e.l.ends))
 	}
-	t.Logf("%d calls; program output ends: %.300s", len(e.l.ends), out[max(0, len(out)-300):])
+	t.Logf("%d calls", len(e.l.ends))
 	sawResult := false
 	for i, c := range e.l.calls {
 		if c.Wire != wire {
@@ -94,10 +133,31 @@ func checkProgram(t *testing.T, e *env, dir, out, final string, wire Wire) {
 			}
 		}
 	}
+	finals := 0
 	for i, r := range e.l.ends {
-		if r.Status != 200 || r.Response == nil {
+		if r.Status != 200 || r.Response == nil || r.Error != "" {
 			t.Errorf("call %d: status %d, response %v, error %q", i, r.Status, r.Response, r.Error)
+			continue
 		}
+		for _, b := range r.Response.Content {
+			if b.Text == final {
+				finals++
+			}
+		}
+	}
+	if finals == 0 {
+		t.Errorf("no record holds the final answer %q", final)
+	}
+	for _, u := range []*upstream{e.anthropic, e.openai} {
+		u.mu.Lock()
+		for _, r := range u.reqs {
+			for k, vs := range r.Header {
+				if strings.Contains(strings.Join(vs, " "), token("sb1")) {
+					t.Errorf("the provider got the sandbox's token in %s", k)
+				}
+			}
+		}
+		u.mu.Unlock()
 	}
 	if !sawResult {
 		t.Errorf("no request carried the tool call's result back")

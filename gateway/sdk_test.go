@@ -108,7 +108,8 @@ var respParams = responses.ResponseNewParams{
 // tool call.
 func wantAnswer(t *testing.T, what, text, tool, args string) {
 	t.Helper()
-	if !strings.Contains(text, "hello from") || tool != "bash" || !strings.Contains(strings.ReplaceAll(args, " ", ""), `"command":"ls"`) {
+	var in struct{ Command string }
+	if !strings.Contains(text, "hello from") || tool != "bash" || json.Unmarshal([]byte(args), &in) != nil || in.Command != "ls" {
 		t.Errorf("%s: text %q, tool %q, args %q", what, text, tool, args)
 	}
 }
@@ -411,5 +412,29 @@ func TestNoKeyRefused(t *testing.T) {
 	}
 	if n := e.anthropic.count(); n != 0 {
 		t.Errorf("upstream hit %d times", n)
+	}
+}
+
+// A provider's error reaches the program with its status, body and
+// Retry-After as the provider sent them, and is recorded.
+func TestUpstreamErrorPassedThrough(t *testing.T) {
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "7")
+		w.Header().Set("Set-Cookie", "provider=1")
+		w.WriteHeader(529)
+		io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	}})
+	c := anthropicClient(e.url, token("sb1"))
+	_, err := c.Messages.New(context.Background(), aParams)
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 529 || !strings.Contains(ae.RawJSON(), "overloaded_error") {
+		t.Fatalf("got %v", err)
+	}
+	if ae.Response.Header.Get("Retry-After") != "7" || ae.Response.Header.Get("Set-Cookie") != "" {
+		t.Errorf("headers passed back: %v", ae.Response.Header)
+	}
+	if r := e.l.waitEnd(t); r.Status != 529 || r.Response != nil || !strings.Contains(r.Error, "529: Overloaded") {
+		t.Errorf("recorded %+v", r)
 	}
 }
