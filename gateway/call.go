@@ -239,7 +239,7 @@ func (g *Gateway) translate(ctx context.Context, w *recorder, wire Wire, p *pars
 		writeError(w, wire, http.StatusInternalServerError, "api_error", "reins could not open the model this sandbox is given: "+err.Error())
 		return res
 	}
-	if label != "" {
+	if strings.Contains(label, ":") { // Open's name for what answers, when it is a spec
 		res.Upstream = label
 	}
 	req := *p.req

@@ -217,23 +217,29 @@ func anthropicBlocks(raw json.RawMessage) ([]model.Block, error) {
 			}
 			out = append(out, model.Block{Type: model.BlockToolUse, ToolCallID: b.ID, ToolName: b.Name, Input: in})
 		case "tool_result":
-			res := model.Block{Type: model.BlockToolResult, ToolCallID: b.ToolUseID, IsError: b.IsError}
 			inner, err := anthropicBlocks(b.Content)
 			if err != nil {
 				return nil, err
 			}
-			for _, c := range inner {
-				if c.Type == model.BlockText {
-					res.Text = joinLines(res.Text, c.Text)
-				} else {
-					res.Content = append(res.Content, c)
-				}
-			}
-			out = append(out, res)
+			out = append(out, toolResult(b.ToolUseID, b.IsError, inner))
 		}
 		// thinking, redacted_thinking, server tool blocks: not in reins' vocabulary
 	}
 	return out, nil
+}
+
+// toolResult is the result of call id: its text blocks joined, its
+// other blocks (images) kept as its Content.
+func toolResult(id string, isError bool, blocks []model.Block) model.Block {
+	res := model.Block{Type: model.BlockToolResult, ToolCallID: id, IsError: isError}
+	for _, b := range blocks {
+		if b.Type == model.BlockText {
+			res.Text = joinLines(res.Text, b.Text)
+		} else {
+			res.Content = append(res.Content, b)
+		}
+	}
+	return res
 }
 
 func joinLines(a, b string) string {
@@ -290,8 +296,7 @@ func parseChat(body []byte) (*model.Request, error) {
 			}
 			req.Messages = appendMessage(req.Messages, model.RoleAssistant, blocks...)
 		case "tool":
-			res := model.Block{Type: model.BlockToolResult, ToolCallID: m.ToolCallID, Text: blocksText(blocks)}
-			req.Messages = appendMessage(req.Messages, model.RoleUser, res)
+			req.Messages = appendMessage(req.Messages, model.RoleUser, toolResult(m.ToolCallID, false, blocks))
 		default:
 			return nil, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
 		}
@@ -450,27 +455,11 @@ func parseResponses(body []byte) (*model.Request, error) {
 		case it.Type == "function_call":
 			req.Messages = appendMessage(req.Messages, model.RoleAssistant, toolUse(it.CallID, it.Name, it.Arguments))
 		case it.Type == "function_call_output":
-			res := model.Block{Type: model.BlockToolResult, ToolCallID: it.CallID}
-			out, parts, err := textOf(it.Output)
+			blocks, err := openAIParts(it.Output)
 			if err != nil {
 				return nil, fmt.Errorf("input[%d]: output: %v", i, err)
 			}
-			if parts != nil {
-				blocks, err := openAIParts(it.Output)
-				if err != nil {
-					return nil, fmt.Errorf("input[%d]: output: %v", i, err)
-				}
-				for _, b := range blocks {
-					if b.Type == model.BlockText {
-						res.Text = joinLines(res.Text, b.Text)
-					} else {
-						res.Content = append(res.Content, b)
-					}
-				}
-			} else {
-				res.Text = out
-			}
-			req.Messages = appendMessage(req.Messages, model.RoleUser, res)
+			req.Messages = appendMessage(req.Messages, model.RoleUser, toolResult(it.CallID, false, blocks))
 		}
 		// reasoning, web_search_call, and other items: not in reins' vocabulary
 	}

@@ -26,13 +26,17 @@ import (
 // forwarded (no target: the call goes as it is, with the real key, to a
 // provider that is itself a gateway translating for the script, so that
 // the program's own bytes pass through the forward path and its parser).
-func TestClaudeCodeTurns(t *testing.T) {
-	bin := os.Getenv("REINS_TEST_CLAUDE")
+func TestClaudeCodeTurns(t *testing.T) { bothPaths(t, "REINS_TEST_CLAUDE", claudeTurns) }
+
+func TestCodexTurns(t *testing.T) { bothPaths(t, "REINS_TEST_CODEX", codexTurns) }
+
+func bothPaths(t *testing.T, envVar string, turns func(t *testing.T, bin string, forward bool)) {
+	bin := os.Getenv(envVar)
 	if bin == "" {
-		t.Skip("not applicable: REINS_TEST_CLAUDE names no Claude Code binary")
+		t.Skip("not applicable: " + envVar + " names no binary")
 	}
 	for _, forward := range []bool{false, true} {
-		t.Run(fmt.Sprintf("forward=%v", forward), func(t *testing.T) { claudeTurns(t, bin, forward) })
+		t.Run(fmt.Sprintf("forward=%v", forward), func(t *testing.T) { turns(t, bin, forward) })
 	}
 }
 
@@ -43,18 +47,8 @@ func claudeTurns(t *testing.T, bin string, forward bool) {
 		script.Turn{Text: "done: wrote out.txt"},
 	)
 	out := runProgram(t, dir, bin, []string{"-p", "write the file", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"},
-		"ANTHROPIC_BASE_URL="+e.url, "ANTHROPIC_API_KEY="+token("sb1"), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1")
+		sandboxEnv(e.url, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1")...)
 	checkProgram(t, e, dir, out, "done: wrote out.txt", WireAnthropic)
-}
-
-func TestCodexTurns(t *testing.T) {
-	bin := os.Getenv("REINS_TEST_CODEX")
-	if bin == "" {
-		t.Skip("not applicable: REINS_TEST_CODEX names no Codex binary")
-	}
-	for _, forward := range []bool{false, true} {
-		t.Run(fmt.Sprintf("forward=%v", forward), func(t *testing.T) { codexTurns(t, bin, forward) })
-	}
 }
 
 func codexTurns(t *testing.T, bin string, forward bool) {
@@ -67,7 +61,7 @@ func codexTurns(t *testing.T, bin string, forward bool) {
 		"-c", "model_provider=reins",
 		"-c", `model_providers.reins={name="reins",base_url="` + e.url + `/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`,
 		"-m", "gpt-5", "write the file"},
-		"OPENAI_API_KEY="+token("sb1"))
+		sandboxEnv(e.url)...)
 	checkProgram(t, e, dir, out, "done: wrote out.txt", WireOpenAIResponses)
 }
 
@@ -91,6 +85,20 @@ func programEnv(t *testing.T, forward bool, turns ...script.Turn) *env {
 		p.ServeHTTP(w, r.WithContext(WithSandbox(r.Context(), "provider")))
 	}
 	return newEnv(t, envOpts{anthropic: asProvider, openai: asProvider})
+}
+
+// sandboxEnv is the environment a sandbox with a gateway gets (Env), its
+// base URLs at url instead of Addr.
+func sandboxEnv(url string, more ...string) []string {
+	var env []string
+	for _, kv := range Env(token("sb1")) {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasSuffix(k, "_BASE_URL") {
+			v = strings.Replace(v, "http://"+Addr, url, 1)
+		}
+		env = append(env, k+"="+v)
+	}
+	return append(env, more...)
 }
 
 func runProgram(t *testing.T, dir, bin string, args []string, env ...string) string {

@@ -161,16 +161,7 @@ func TestForwardAnthropicSDK(t *testing.T) {
 		t.Errorf("call: %+v %+v", call, call.Request)
 	}
 
-	stream := c.Messages.NewStreaming(ctx, aParams)
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
+	acc := streamMessage(t, c)
 	wantAnswer(t, "stream", acc.Content[0].Text, acc.Content[1].Name, string(acc.Content[1].Input))
 	wantRecord(t, "stream", e.l.waitEnd(t), usage, "anthropic:claude-sonnet-4-5")
 	if !e.l.lastCall(t).Stream {
@@ -226,16 +217,7 @@ func TestForwardOpenAISDK(t *testing.T) {
 		t.Errorf("upstream Authorization %q", got)
 	}
 
-	p := chatParams
-	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	s := c.Chat.Completions.NewStreaming(ctx, p)
-	var acc openai.ChatCompletionAccumulator
-	for s.Next() {
-		acc.AddChunk(s.Current())
-	}
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
-	}
+	acc := streamChatSDK(t, c)
 	tc = acc.Choices[0].Message.ToolCalls[0]
 	wantAnswer(t, "chat stream", acc.Choices[0].Message.Content, tc.Function.Name, tc.Function.Arguments)
 	wantRecord(t, "chat stream", e.l.waitEnd(t), usage, "openai:gpt-4.1")
@@ -248,16 +230,7 @@ func TestForwardOpenAISDK(t *testing.T) {
 	wantAnswer(t, "responses", resp.OutputText(), fc.Name, fc.Arguments)
 	wantRecord(t, "responses", e.l.waitEnd(t), usage, "openai:gpt-5")
 
-	rs := c.Responses.NewStreaming(ctx, respParams)
-	var done responses.Response
-	for rs.Next() {
-		if ev := rs.Current(); ev.Type == "response.completed" {
-			done = ev.Response
-		}
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
-	}
+	done, _ := streamResponse(t, c)
 	fc = done.Output[2].AsFunctionCall()
 	wantAnswer(t, "responses stream", done.OutputText(), fc.Name, fc.Arguments)
 	wantRecord(t, "responses stream", e.l.waitEnd(t), usage, "openai:gpt-5")
@@ -297,16 +270,7 @@ func TestTranslateSDKs(t *testing.T) {
 	}
 	record("anthropic")
 
-	as := ac.Messages.NewStreaming(ctx, aParams)
-	var acc anthropic.Message
-	for as.Next() {
-		if err := acc.Accumulate(as.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := as.Err(); err != nil {
-		t.Fatal(err)
-	}
+	acc := streamMessage(t, ac)
 	wantAnswer(t, "anthropic stream", acc.Content[0].Text, acc.Content[1].Name, string(acc.Content[1].Input))
 	if acc.StopReason != "tool_use" || acc.Usage.OutputTokens == 0 {
 		t.Errorf("anthropic stream: stop %q usage %+v", acc.StopReason, acc.Usage)
@@ -324,16 +288,7 @@ func TestTranslateSDKs(t *testing.T) {
 	}
 	record("chat")
 
-	p := chatParams
-	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	cs := oc.Chat.Completions.NewStreaming(ctx, p)
-	var cacc openai.ChatCompletionAccumulator
-	for cs.Next() {
-		cacc.AddChunk(cs.Current())
-	}
-	if err := cs.Err(); err != nil {
-		t.Fatal(err)
-	}
+	cacc := streamChatSDK(t, oc)
 	tc = cacc.Choices[0].Message.ToolCalls[0]
 	wantAnswer(t, "chat stream", cacc.Choices[0].Message.Content, tc.Function.Name, tc.Function.Arguments)
 	if cacc.Usage.PromptTokens == 0 || cacc.Choices[0].FinishReason != "tool_calls" {
@@ -349,22 +304,9 @@ func TestTranslateSDKs(t *testing.T) {
 	wantAnswer(t, "responses", resp.OutputText(), fc.Name, fc.Arguments)
 	record("responses")
 
-	rs := oc.Responses.NewStreaming(ctx, respParams)
-	var done responses.Response
-	var deltas strings.Builder
-	for rs.Next() {
-		switch ev := rs.Current(); ev.Type {
-		case "response.completed":
-			done = ev.Response
-		case "response.output_text.delta":
-			deltas.WriteString(ev.Delta)
-		}
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
-	}
+	done, deltas := streamResponse(t, oc)
 	fc = done.Output[1].AsFunctionCall()
-	wantAnswer(t, "responses stream", deltas.String(), fc.Name, fc.Arguments)
+	wantAnswer(t, "responses stream", deltas, fc.Name, fc.Arguments)
 	if done.Usage.InputTokens == 0 {
 		t.Errorf("responses stream: usage %+v", done.Usage)
 	}
@@ -437,4 +379,58 @@ func TestUpstreamErrorPassedThrough(t *testing.T) {
 	if r := e.l.waitEnd(t); r.Status != 529 || r.Response != nil || !strings.Contains(r.Error, "529: Overloaded") {
 		t.Errorf("recorded %+v", r)
 	}
+}
+
+// streamMessage streams aParams with the SDK's accumulator.
+func streamMessage(t *testing.T, c anthropic.Client) anthropic.Message {
+	t.Helper()
+	s := c.Messages.NewStreaming(context.Background(), aParams)
+	var acc anthropic.Message
+	for s.Next() {
+		if err := acc.Accumulate(s.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return acc
+}
+
+// streamChatSDK streams chatParams, asking for usage, with the SDK's
+// accumulator.
+func streamChatSDK(t *testing.T, c openai.Client) openai.ChatCompletionAccumulator {
+	t.Helper()
+	p := chatParams
+	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	s := c.Chat.Completions.NewStreaming(context.Background(), p)
+	var acc openai.ChatCompletionAccumulator
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return acc
+}
+
+// streamResponse streams respParams: the completed response and the text
+// of its deltas.
+func streamResponse(t *testing.T, c openai.Client) (responses.Response, string) {
+	t.Helper()
+	s := c.Responses.NewStreaming(context.Background(), respParams)
+	var done responses.Response
+	var deltas strings.Builder
+	for s.Next() {
+		switch ev := s.Current(); ev.Type {
+		case "response.completed":
+			done = ev.Response
+		case "response.output_text.delta":
+			deltas.WriteString(ev.Delta)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return done, deltas.String()
 }
