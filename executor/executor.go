@@ -46,7 +46,7 @@ const APIVersion = 1
 
 // Capabilities lists what this executor can do (HelloResponse.capabilities).
 var Capabilities = []string{"exec", "stdin", "pty", "background", "attach", "idempotency", "signal",
-	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port"}
+	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port", "gateway"}
 
 // Config is the executor's configuration. Root and Token are required: there
 // is no default that would be safe.
@@ -67,6 +67,11 @@ type Config struct {
 	// filesystem's mount (StagingDir), enables Stage and Place; the
 	// executor empties it at start. "" disables them.
 	StagingDir string
+	// Gateway starts the model gateway's listener (ListenGateway) in New,
+	// before any process of the sandbox runs; GatewayAddr is where
+	// (default GatewayAddr; tests use another port).
+	Gateway     bool
+	GatewayAddr string
 
 	// RingBytes is the output kept per stream of each process (default 1 MiB).
 	RingBytes int
@@ -95,6 +100,7 @@ type Server struct {
 	closed   atomic.Bool
 	memory   settler
 	ports    ports
+	gateway  gatewayListener
 }
 
 var _ executorv1connect.ExecutorHandler = (*Server)(nil)
@@ -132,6 +138,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.prepareStaging()
+	if cfg.Gateway {
+		if err := s.ListenGateway(); err != nil {
+			s.procs.Close()
+			fsys.Close()
+			return nil, err
+		}
+	}
 	s.touch()
 	return s, nil
 }
@@ -162,6 +175,16 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 			s.servePort(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, gatewayPrefix) {
+			// Not activity by itself: the service keeps accepts waiting
+			// in every sandbox with a gateway; a handover is.
+			if !s.authorized(r.Header.Get("Authorization")) {
+				portError(w, http.StatusUnauthorized, "missing or wrong executor token")
+				return
+			}
+			s.serveGateway(w, r)
 			return
 		}
 		switch r.URL.Path {
@@ -232,6 +255,7 @@ func (s *Server) Serve(l net.Listener) error {
 func (s *Server) Close() error {
 	s.closed.Store(true)
 	s.memory.stop()
+	s.gateway.close()
 	s.ports.close()
 	s.procs.Close()
 	if hs := s.http.Load(); hs != nil {

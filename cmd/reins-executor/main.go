@@ -56,6 +56,7 @@ func run() error {
 	tokenFile := flag.String("token-file", "", "file holding the token calls must present; deleted once read (or set "+tokenEnv+")")
 	staging := flag.String("staging-dir", "", "directory (inside the sandbox, on the root filesystem's mount) for files the host reads or writes directly (Stage, Place); emptied at start")
 	caCert := flag.String("ca-cert", "", "a CA certificate (PEM) to add to the sandbox's trust store and name in SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE and the like")
+	gw := flag.Bool("gateway", false, "listen for the model gateway on "+executor.GatewayAddr+" (the sandbox's loopback) from the start, before any process runs")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *version {
@@ -109,6 +110,7 @@ func run() error {
 		Token:      token,
 		BaseEnv:    os.Environ(), // the token is already out of it
 		StagingDir: *staging,
+		Gateway:    *gw,
 		Logger:     log,
 	})
 	if err != nil {

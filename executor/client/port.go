@@ -30,12 +30,18 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, c.noAnswer())
 		defer cancel()
 	}
+	return c.dialUpgrade(ctx, "GET", executor.PortPath+strconv.Itoa(port), executor.PortUpgrade, "port")
+}
+
+// dialUpgrade opens a fresh connection to the executor and upgrades it
+// (see upgrade); ctx bounds the handshake only.
+func (c *Client) dialUpgrade(ctx context.Context, method, path, proto, what string) (net.Conn, error) {
 	conn, err := c.dial(ctx)
 	if err != nil {
 		return nil, errdefs.WithMessage(errdefs.ErrUnavailable, "the sandbox's executor cannot be reached")
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	rc, err := c.upgrade(conn, port)
+	rc, err := c.upgrade(conn, method, path, proto, what)
 	if !stop() || err != nil {
 		conn.Close()
 		if err == nil || ctx.Err() != nil {
@@ -49,14 +55,15 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	return rc, nil
 }
 
-// maxAnswerHead bounds the status line and headers of the answer to a
-// port request.
+// maxAnswerHead bounds the status line and headers of the answer to an
+// upgrade request.
 const maxAnswerHead = 16 << 10
 
-// upgrade sends the port request on conn and reads the answer.
-func (c *Client) upgrade(conn net.Conn, port int) (net.Conn, error) {
-	req := "GET " + executor.PortPath + strconv.Itoa(port) + " HTTP/1.1\r\nHost: executor\r\n" +
-		"Authorization: Bearer " + c.token + "\r\nConnection: Upgrade\r\nUpgrade: " + executor.PortUpgrade + "\r\n\r\n"
+// upgrade sends an upgrade request (method path, Upgrade: proto) on conn
+// and reads the answer; what names the request in errors ("port").
+func (c *Client) upgrade(conn net.Conn, method, path, proto, what string) (net.Conn, error) {
+	req := method + " " + path + " HTTP/1.1\r\nHost: executor\r\n" +
+		"Authorization: Bearer " + c.token + "\r\nConnection: Upgrade\r\nUpgrade: " + proto + "\r\n\r\n"
 	if _, err := io.WriteString(conn, req); err != nil {
 		return nil, errdefs.WithMessage(errdefs.ErrUnavailable, "the sandbox's executor closed the connection")
 	}
@@ -66,7 +73,7 @@ func (c *Client) upgrade(conn net.Conn, port int) (net.Conn, error) {
 	br := bufio.NewReaderSize(&io.LimitedReader{R: conn, N: maxAnswerHead}, 4<<10)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
-		return nil, errdefs.WithMessage(errdefs.ErrUnavailable, "the sandbox's executor did not answer the port request")
+		return nil, errdefs.WithMessage(errdefs.ErrUnavailable, "the sandbox's executor did not answer the "+what+" request")
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		if br.Buffered() == 0 {
@@ -78,7 +85,7 @@ func (c *Client) upgrade(conn net.Conn, port int) (net.Conn, error) {
 	resp.Body.Close()
 	msg := strings.TrimSpace(string(body))
 	if msg == "" {
-		msg = "the sandbox's executor refused the port connection: " + resp.Status
+		msg = "the sandbox's executor refused the " + what + " connection: " + resp.Status
 	}
 	kind := errdefs.ErrUnavailable
 	switch resp.StatusCode {
@@ -88,7 +95,9 @@ func (c *Client) upgrade(conn net.Conn, port int) (net.Conn, error) {
 		kind = errdefs.ErrUnauthenticated
 	case http.StatusNotFound:
 		// An executor older than ports.
-		kind, msg = errdefs.ErrUnimplemented, "the sandbox's executor is too old to reach its ports: recreate the sandbox"
+		kind, msg = errdefs.ErrUnimplemented, "the sandbox's executor is too old for "+what+" connections: recreate the sandbox"
+	case http.StatusConflict:
+		kind = errdefs.ErrFailedPrecondition
 	case http.StatusServiceUnavailable:
 		kind = errdefs.ErrResourceExhausted
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -91,6 +92,9 @@ type Config struct {
 	// Network gives sandboxes their network boundary; nil: loopback only,
 	// and rules that would let anything out are refused.
 	Network Network
+	// Gateway serves the model gateway's requests from sandboxes that
+	// have one (gateway.SandboxFrom says which); nil: no sandbox may.
+	Gateway http.Handler
 	// Removed is told of each sandbox whose record is gone (rm, or a
 	// stopped one forgotten), so what is kept of it elsewhere goes too.
 	Removed func(id string)
@@ -131,6 +135,8 @@ type box struct {
 	// through the backend stands for the periodic liveness check.
 	starts  int
 	watched atomic.Bool
+	// gateway serves the model gateway while the sandbox runs (gateway.go).
+	gateway *gatewayServer
 }
 
 // endpoint is where the sandbox's executor is reached: what its backend
@@ -246,6 +252,9 @@ func (m *Manager) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 	if err := checkSizes(spec); err != nil {
 		return spec, err
 	}
+	if err := m.checkGateway(spec); err != nil {
+		return spec, err
+	}
 	if err := m.checkNetwork(spec.Network); err != nil {
 		return spec, err
 	}
@@ -313,6 +322,9 @@ const (
 	maxLabelBytes = 1024 // a key and its value
 	maxEnv        = 1024
 	maxEnvBytes   = 256 << 10 // all of it
+	// maxGatewayBytes bounds a gateway's model and inline script, kept in
+	// the record (rewritten at each change of state).
+	maxGatewayBytes = 1 << 20
 )
 
 func checkSizes(spec sandbox.Spec) error {
@@ -330,6 +342,9 @@ func checkSizes(spec sandbox.Spec) error {
 	}
 	if len(spec.Env) > maxEnv || n > maxEnvBytes {
 		return fmt.Errorf("env of %d variables and %d bytes: at most %d and %s: %w", len(spec.Env), n, maxEnv, sandbox.FormatBytes(maxEnvBytes), errdefs.ErrInvalidArgument)
+	}
+	if g := spec.Gateway; g != nil && len(g.Model)+len(g.Script) > maxGatewayBytes {
+		return fmt.Errorf("the gateway's model and script are %s: at most %s: %w", sandbox.FormatBytes(int64(len(g.Model)+len(g.Script))), sandbox.FormatBytes(maxGatewayBytes), errdefs.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -427,6 +442,9 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 			ImageDigest: img.Digest, CreatedAt: now},
 		Layers: img.Layers, ImageEnv: img.Env, ImageWorkdir: img.WorkingDir, Token: newToken(),
 	}
+	if spec.Gateway != nil {
+		b.rec.GatewayToken = newGatewayToken() // recorded below, before the sandbox (or anyone) sees it
+	}
 	if spec.TTL > 0 {
 		b.rec.ExpiresAt = now.Add(spec.TTL)
 	}
@@ -483,10 +501,16 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 			"--log-file", "/.reins/executor.log",
 			"--staging-dir", StagingTarget,
 		},
-		Env:      append(buildEnv(img.Env, spec.Env), tokenEnv+"="+b.rec.Token),
+		// The gateway's variables win over the user's: a key set by hand
+		// would defeat the point of the gateway.
+		Env:      append(buildEnv(buildEnv(img.Env, spec.Env), gatewayEnv(b)), tokenEnv+"="+b.rec.Token),
 		Cwd:      "/",
 		Hostname: hostname(b.rec.ID),
 		Limits:   spec.Limits,
+	}
+	if b.rec.GatewayToken != "" {
+		// The executor owns the port before any process of the sandbox runs.
+		bundle.Args = append(bundle.Args, "--gateway")
 	}
 	backend := m.cfg.Backends[spec.Backend]
 	t0 := time.Now()
@@ -523,6 +547,7 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 		return err
 	}
 	m.watchDeath(b)
+	m.serveGateway(b)
 	return nil
 }
 

@@ -37,6 +37,10 @@ type Record struct {
 	// its address on its network, as the boundary gave it.
 	Placeholders map[string]string `json:"placeholders,omitempty"`
 	NetAddr      string            `json:"net_addr,omitempty"`
+	// GatewayToken is the placeholder token of the sandbox's model
+	// gateway (gateway.TokenPrefix…), "" without one; written before it
+	// is handed out.
+	GatewayToken string `json:"gateway_token,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }

@@ -58,18 +58,22 @@ func (s selfRooted) Start(ctx context.Context, b sandbox.Bundle) (sandbox.Endpoi
 // realManager is a Manager in dir over one real backend, with the real
 // image store (busybox is built in) and the executor exe; it is closed
 // when the test ends.
-func realManager(t *testing.T, dir, exe, name string, b sandbox.Backend) *Manager {
+func realManager(t *testing.T, dir, exe, name string, b sandbox.Backend, opts ...func(*Config)) *Manager {
 	t.Helper()
 	images, err := image.NewStore(filepath.Join(dir, "images"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{
+	cfg := Config{
 		Dir: filepath.Join(dir, "sandboxes"), ExecutorPath: exe,
 		Backends: map[string]sandbox.Backend{name: b}, DefaultBackend: name,
 		Images: ImageStore(images), DiskPool: -1, CheckInterval: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -210,3 +210,14 @@ func (m *Manager) Client(ctx context.Context, tenant, id string) (*client.Client
 	}
 	return b.client, nil
 }
+
+// EnableGateway turns the model gateway on in sandbox id
+// (Manager.EnableGateway), for an agent run of a program in it.
+func (r Runs) EnableGateway(ctx context.Context, id string) ([]string, error) {
+	return r.M.EnableGateway(ctx, id)
+}
+
+// GatewayOf is sandbox id's tenant and gateway model (Manager.GatewayOf).
+func (r Runs) GatewayOf(ctx context.Context, id string) (tenant, model, script string, err error) {
+	return r.M.GatewayOf(ctx, id)
+}

@@ -49,6 +49,7 @@ func (m *Manager) setState(b *box, to sandbox.State, reason sandbox.Reason, msg 
 // (the backend's delete) and its mounts. Its disk and record stay; the
 // caller records what the sandbox became (suspended, or stopped and why).
 func (m *Manager) releaseLocked(b *box) {
+	m.stopGateway(b)
 	if b.client != nil {
 		b.client.Close()
 		b.client = nil

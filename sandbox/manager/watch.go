@@ -110,6 +110,7 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 	b.client = ex
 	m.notePid(b, st)
 	m.watchDeath(b)
+	m.serveGateway(b)
 	log.Info("re-attached sandbox")
 }
 
@@ -355,6 +356,7 @@ func (m *Manager) Close() {
 	defer m.mu.Unlock()
 	for _, b := range m.boxes {
 		b.mu.Lock()
+		m.stopGateway(b)
 		if b.client != nil {
 			b.client.Close()
 		}
