@@ -121,17 +121,23 @@ func (e *Engine) finishAgent(ctx context.Context, a *agentRun, status runlog.Sta
 	e.log.Info("run finished", "run", a.r.id, "status", status, "reason", reason, "steps", st.steps)
 }
 
-// refusal is what a program is answered when its run takes no more calls:
-// a 403, which neither Claude Code nor Codex retries (both retry 429 and
-// 5xx), so the program stops instead of looping.
-func refusal(msg string) *gateway.Refusal {
-	return &gateway.Refusal{Status: http.StatusForbidden, Type: "permission_error", Message: "reins: " + msg}
+// refusal is what a program is answered when its run takes no more calls,
+// chosen so that the program stops at once instead of retrying (both
+// retry 429 and 5xx; measured, decision 0027-inbox): on the Anthropic
+// wire a 403 permission_error (Claude Code makes one request and exits
+// 1; a 400 it tries six times), on OpenAI's a 400 invalid_request_error
+// (Codex makes one; a 403 it retries five times with backoff).
+func refusal(wire gateway.Wire, msg string) *gateway.Refusal {
+	if wire == gateway.WireAnthropic {
+		return &gateway.Refusal{Status: http.StatusForbidden, Type: "permission_error", Message: "reins: " + msg}
+	}
+	return &gateway.Refusal{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "reins: " + msg}
 }
 
 // Begin admits one model call from a sandbox (gateway.Ledger).
 func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admission, error) {
 	if call.Sandbox == "" {
-		return gateway.Admission{}, refusal("this call came from no sandbox")
+		return gateway.Admission{}, refusal(call.Wire, "this call came from no sandbox")
 	}
 	a, err := e.runOfSandbox(ctx, call.Sandbox)
 	if err != nil {
@@ -146,7 +152,7 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 			if f.Reason != "" {
 				msg += ": " + f.Reason
 			}
-			return gateway.Admission{}, refusal(msg + "; it takes no more model calls. Stop here.")
+			return gateway.Admission{}, refusal(call.Wire, msg+"; it takes no more model calls. Stop here.")
 		}
 		if st.paused {
 			ch := a.resume
@@ -161,7 +167,7 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 		if reason := a.overBudget(); reason != "" {
 			e.finishAgent(context.WithoutCancel(ctx), a, runlog.StatusFailed, "", reason)
 			a.mu.Unlock()
-			return gateway.Admission{}, refusal(fmt.Sprintf("run %s is over its budget: %s. The run has ended; do not retry.", a.r.id, reason))
+			return gateway.Admission{}, refusal(call.Wire, fmt.Sprintf("run %s is over its budget: %s. The run has ended; do not retry.", a.r.id, reason))
 		}
 		a.inflight++
 		target := gateway.Target{Model: st.spec.Model, Script: st.spec.Script, Tenant: a.r.tenant}

@@ -216,6 +216,11 @@ func TestAgentRunMaxStepsRefusesAndEnds(t *testing.T) {
 	if _, err := gwCall(t, eng, sb, "again"); !errors.As(err, &ref) || !strings.Contains(ref.Message, id) {
 		t.Errorf("a call after the end: %v", err)
 	}
+	// On OpenAI's wire the refusal is the 400 Codex does not retry.
+	_, err = eng.Begin(context.Background(), gateway.Call{Sandbox: sb, Wire: gateway.WireOpenAIResponses, Model: "gpt-4.1"})
+	if !errors.As(err, &ref) || ref.Status != http.StatusBadRequest || ref.Type != "invalid_request_error" {
+		t.Errorf("a call on OpenAI's wire after the end: %v (%#v)", err, ref)
+	}
 	if e.gws.memory[sb] != runlog.DefaultAgentMemory || e.gws.enabled[sb] != 1 {
 		t.Errorf("sandbox made with %d bytes, gateway enabled %d times", e.gws.memory[sb], e.gws.enabled[sb])
 	}
