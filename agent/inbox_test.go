@@ -34,6 +34,9 @@ type gwSandboxes struct {
 	mu      sync.Mutex
 	enabled map[string]int
 	memory  map[string]int64
+	// path, when set, is put first in the programs' PATH (fake agent
+	// programs).
+	path string
 }
 
 func newGWSandboxes(t *testing.T, h *hostSandboxes) *gwSandboxes {
@@ -44,7 +47,11 @@ func (g *gwSandboxes) EnableGateway(ctx context.Context, id string) ([]string, e
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.enabled[id]++
-	return gateway.Env(gateway.TokenPrefix + "test-" + id), nil
+	env := gateway.Env(gateway.TokenPrefix + "test-" + id)
+	if g.path != "" {
+		env = append(env, "PATH="+g.path+":/usr/bin:/bin")
+	}
+	return env, nil
 }
 
 func (g *gwSandboxes) GatewayOf(ctx context.Context, id string) (string, string, string, error) {
@@ -73,7 +80,14 @@ func newAgentEnv(t *testing.T) *agentEnv {
 }
 
 func (e *agentEnv) engine() *agent.Engine {
-	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.gws, Models: e.engineModels(),
+	scripts := e.engineModels()
+	models := func(spec agent.ModelSpec) (model.Model, string, error) {
+		if provider, name, _ := strings.Cut(spec.Model, ":"); provider == "anthropic" || provider == "openai" {
+			return nil, name, nil // the gateway forwards these; Start only checks them
+		}
+		return scripts(spec)
+	}
+	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.gws, Models: models,
 		AgentGrace: 300 * time.Millisecond})
 	if err != nil {
 		e.t.Fatal(err)
@@ -447,5 +461,191 @@ func TestSandboxRecordRun(t *testing.T) {
 	f := finishedOf(t, evs)
 	if row.Status != "succeeded" || f.Steps != 4 || f.Reason != "the sandbox ended: it was removed" {
 		t.Errorf("record: %s %+v; events %v", row.Status, f, types(evs))
+	}
+}
+
+func TestAgentRunTimeoutStopsASilentProgram(t *testing.T) {
+	e := newAgentEnv(t)
+	eng := e.engine()
+	marker := fmt.Sprint(600000 + rand.IntN(100000))
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Agent: "cmd:sleep " + marker,
+		Timeout: runlog.Duration(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, evs := e.finish(eng, id)
+	if f := finishedOf(t, evs); row.Status != "failed" || !strings.HasPrefix(f.Reason, "timeout: the run took longer than 1s") {
+		t.Fatalf("%s %+v", row.Status, f)
+	}
+	if p := procsWith("sleep\x00" + marker); len(p) > 0 {
+		t.Errorf("the program runs on after its timeout: %v", p)
+	}
+}
+
+// A program's output is the sandbox's to choose: what the run keeps of
+// it is bounded however much it prints, with or without newlines.
+func TestAgentRunHostileOutputIsBounded(t *testing.T) {
+	e := newAgentEnv(t)
+	eng := e.engine()
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x",
+		Agent: `cmd:head -c 3000000 /dev/zero | tr '\0' x; head -c 3000000 /dev/zero | tr '\0' y >&2; exit 1`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, evs := e.finish(eng, id)
+	f := finishedOf(t, evs)
+	if row.Status != "failed" || !strings.HasPrefix(f.Reason, "exit code 1: …yyy") || len(f.Reason) > 1100 {
+		t.Fatalf("%s: reason of %d bytes: %.80q", row.Status, len(f.Reason), f.Reason)
+	}
+	id, _ = eng.Start(context.Background(), "", runlog.Spec{Task: "x", Agent: `cmd:head -c 3000000 /dev/zero | tr '\0' x`})
+	row, evs = e.finish(eng, id)
+	if f := finishedOf(t, evs); row.Status != "succeeded" || len(f.Text) != 16<<10 {
+		t.Fatalf("%s: final text of %d bytes", row.Status, len(f.Text))
+	}
+}
+
+// What a program sends in a call is the sandbox's to choose too: the
+// record of it is bounded.
+func TestGatewayRecordIsBounded(t *testing.T) {
+	e := newAgentEnv(t)
+	eng := e.engine()
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Agent: "cmd:sleep 600"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := e.started(id)
+	var blocks []model.Block
+	for range 100 {
+		blocks = append(blocks, model.Block{Type: model.BlockToolResult, ToolCallID: "t", Text: strings.Repeat("z", 1<<20),
+			Content: []model.Block{{Type: model.BlockImage, MediaType: "image/png", Data: strings.Repeat("A", 1<<20)}}})
+	}
+	huge, _ := json.Marshal(map[string]string{"command": strings.Repeat("q", 1<<20)})
+	adm, err := eng.Begin(context.Background(), gateway.Call{Sandbox: sb, Wire: gateway.WireAnthropic, Model: "m",
+		Request: &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: blocks}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm.Entry.End(context.Background(), gateway.Result{Status: 200, Response: &model.Response{Content: []model.Block{
+		{Type: model.BlockText, Text: strings.Repeat("w", 1<<20)},
+		{Type: model.BlockToolUse, ToolCallID: "c", ToolName: "Bash", Input: huge}}}})
+	// End is called exactly once; a second is ignored.
+	adm.Entry.End(context.Background(), gateway.Result{Status: 200})
+	eng.Cancel(context.Background(), "", id)
+	_, evs := e.finish(eng, id)
+	mrs := eventsOf(evs, runlog.EventModelResponse)
+	if len(mrs) != 1 {
+		t.Fatalf("%d records of one call", len(mrs))
+	}
+	if len(mrs[0].Data) > 2<<20 {
+		t.Errorf("the record of one call is %d bytes", len(mrs[0].Data))
+	}
+	var mr runlog.ModelResponse
+	json.Unmarshal(mrs[0].Data, &mr)
+	g := mr.Gateway
+	if len(g.New) != 65 || !strings.Contains(g.New[64].Text, "36 more blocks not recorded") || g.New[0].Content[0].Data != "" ||
+		!strings.HasSuffix(g.New[0].Text, "more bytes not recorded]") {
+		t.Errorf("the request's blocks: %d kept, the last %q", len(g.New), g.New[len(g.New)-1].Text)
+	}
+	if len(mr.Content[0].Text) > 17<<10 || string(mr.Content[1].Input) != `{"reins_not_recorded_bytes":1048590}` {
+		t.Errorf("the response: text of %d bytes, input %s", len(mr.Content[0].Text), mr.Content[1].Input)
+	}
+}
+
+// fakeProgram writes an executable shell script called name in dir.
+func fakeProgram(t *testing.T, dir, name, script string) {
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readLines reads a file the fake program wrote in its sandbox.
+func readLines(t *testing.T, path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// TestAgentRunClaudeCodeSettings runs a stand-in for Claude Code (a script
+// called claude on the program's PATH): it gets the arguments and
+// environment Claude Code needs, and its stream-json result message is
+// the run's answer; a hostile line of more than 1 MiB before it is
+// skipped. (Output is followed from the executor's bounded buffer, which
+// keeps the last 1 MiB: Claude Code prints its result last.)
+func TestAgentRunClaudeCodeSettings(t *testing.T) {
+	e := newAgentEnv(t)
+	e.gws.path = t.TempDir()
+	fakeProgram(t, e.gws.path, "claude", `printf '%s\n' "$@" > args
+env | grep -E '^(IS_SANDBOX|CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC|DISABLE_AUTOUPDATER|TMPDIR|ANTHROPIC_BASE_URL)=' | sort > env
+echo '{"type":"system","subtype":"init"}'
+printf '{"type":"result","result":"'; head -c 2000000 /dev/zero | tr '\0' a; echo '"}'
+printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"the answer\nin two lines"}'
+echo '{"type":"assistant"}'
+`)
+	eng := e.engine()
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "-v is a task", Agent: "claude-code", Model: "anthropic:claude-haiku-4-5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, evs := e.finish(eng, id)
+	f := finishedOf(t, evs)
+	if row.Status != "succeeded" || f.Text != "the answer\nin two lines" {
+		t.Fatalf("%s %+v", row.Status, f)
+	}
+	var spec runlog.Spec
+	json.Unmarshal(row.Spec, &spec)
+	if spec.Sandboxes["default"] != "agents" || spec.Memory != 2<<30 || spec.MaxSteps != 500 {
+		t.Errorf("an agent run's defaults: %+v", spec)
+	}
+	root := e.sbs.root("sb1")
+	want := []string{"-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", "claude-haiku-4-5", "--", "-v is a task"}
+	if got := readLines(t, filepath.Join(root, "args")); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("claude's arguments:\n%q\nwant\n%q", got, want)
+	}
+	wantEnv := []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:47070", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
+		"IS_SANDBOX=1", "TMPDIR=/var/tmp"}
+	if got := readLines(t, filepath.Join(root, "env")); strings.Join(got, "|") != strings.Join(wantEnv, "|") {
+		t.Errorf("claude's environment:\n%q\nwant\n%q", got, wantEnv)
+	}
+	// Its calls all go to the run's model; the log names no token.
+	for _, ev := range evs {
+		if bytes.Contains(ev.Data, []byte(gateway.TokenPrefix)) {
+			t.Errorf("event %s holds the gateway's token: %s", ev.Type, ev.Data)
+		}
+	}
+	st := eventsOf(evs, runlog.EventAgentStarted)
+	var p runlog.AgentProgram
+	json.Unmarshal(st[0].Data, &p)
+	if p.Pid == 0 || p.Key != id+"/agent" || !strings.Contains(strings.Join(p.Env, ","), "ANTHROPIC_API_KEY") {
+		t.Errorf("agent_started %+v", p)
+	}
+}
+
+// TestAgentRunCodexSettings runs a stand-in for Codex: its arguments name
+// the gateway as a model provider of its own, and the last message it
+// prints on stdout is the run's answer.
+func TestAgentRunCodexSettings(t *testing.T) {
+	e := newAgentEnv(t)
+	e.gws.path = t.TempDir()
+	fakeProgram(t, e.gws.path, "codex", `printf '%s\n' "$@" > args
+echo "thinking…" >&2
+echo "final message"
+`)
+	eng := e.engine()
+	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "fix it", Agent: "codex", Model: "openai:gpt-4.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, evs := e.finish(eng, id)
+	if f := finishedOf(t, evs); row.Status != "succeeded" || f.Text != "final message" {
+		t.Fatalf("%s %+v", row.Status, f)
+	}
+	want := []string{"exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--color", "never",
+		"-c", "model_provider=reins",
+		"-c", `model_providers.reins={name="reins",base_url="http://127.0.0.1:47070/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`,
+		"-m", "gpt-4.1", "--", "fix it"}
+	if got := readLines(t, filepath.Join(e.sbs.root("sb1"), "args")); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("codex's arguments:\n%q\nwant\n%q", got, want)
 	}
 }
