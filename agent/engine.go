@@ -67,6 +67,10 @@ type Config struct {
 	// starts and again before each sandbox is made, for a log written by
 	// an older version.
 	CheckImage func(tenant, image string) error
+	// AgentGrace is how long an agent program whose run ended (a budget,
+	// its timeout) has to exit on its own before its process group is
+	// killed (default 5s).
+	AgentGrace time.Duration
 }
 
 // Engine runs agent runs: one worker goroutine per running run, none for a
@@ -88,6 +92,14 @@ type Engine struct {
 	parked map[string]*run
 	wg     sync.WaitGroup
 	closed bool
+
+	// Agent runs (Spec.Agent, inbox.go): their live states, the agent
+	// run each sandbox's model calls belong to, and the sandboxes' own
+	// record runs.
+	agents   map[string]*agentRun
+	bound    map[string]string // sandbox id → run id
+	records  map[string]string // sandbox id → run id
+	recordMu sync.Mutex
 }
 
 type worker struct {
@@ -116,8 +128,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.ReleaseAfter == 0 {
 		cfg.ReleaseAfter = 2 * time.Minute
 	}
+	if cfg.AgentGrace <= 0 {
+		cfg.AgentGrace = 5 * time.Second
+	}
 	return &Engine{cfg: cfg, log: cfg.Logger, workers: map[string]*worker{}, changed: map[string]chan struct{}{},
-		parked: map[string]*run{}}, nil
+		parked: map[string]*run{}, agents: map[string]*agentRun{}, bound: map[string]string{}, records: map[string]string{}}, nil
 }
 
 func newRunID() string {
@@ -132,6 +147,10 @@ func (e *Engine) Start(ctx context.Context, tenant string, spec runlog.Spec) (st
 	if err := CheckModelName(spec.Model); err != nil {
 		return "", err
 	}
+	if strings.TrimSpace(spec.Agent) == runlog.AgentSandbox {
+		return "", fmt.Errorf("agent %q is reins' own record of a sandbox's model calls: choose claude-code, codex or cmd:\"PROGRAM ARGS\": %w",
+			runlog.AgentSandbox, errdefs.ErrInvalidArgument)
+	}
 	return e.start(ctx, tenant, spec)
 }
 
@@ -140,8 +159,15 @@ func (e *Engine) start(ctx context.Context, tenant string, spec runlog.Spec) (st
 		return "", err
 	}
 	// Fail on a bad model or image before anything exists.
-	if _, _, err := e.openModel(ctx, tenant, spec); err != nil {
-		return "", err
+	if spec.Agent != "" {
+		if _, ok := e.cfg.Sandboxes.(gatewayer); !ok {
+			return "", fmt.Errorf("this service has no model gateway, which agent runs (--agent) need: %w", errdefs.ErrFailedPrecondition)
+		}
+	}
+	if spec.Model != "" || spec.Agent == "" {
+		if _, _, err := e.openModel(ctx, tenant, spec); err != nil {
+			return "", err
+		}
 	}
 	for _, img := range spec.Sandboxes {
 		if err := e.checkImage(tenant, img); err != nil {
@@ -154,19 +180,41 @@ func (e *Engine) start(ctx context.Context, tenant string, spec runlog.Spec) (st
 	if _, err := e.policyFor(ctx, tenant, spec); err != nil {
 		return "", err
 	}
-	id := newRunID()
-	specJSON, _ := json.Marshal(spec)
-	now := time.Now()
-	sum, _ := json.Marshal(runlog.Summary{Model: spec.Model, Task: spec.Task, Started: now})
-	ev, _ := json.Marshal(runlog.RunCreated{Spec: spec})
-	// The run and its first event in one write: a crash leaves no run
-	// without a log.
-	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: id, Tenant: tenant, Status: string(runlog.StatusRunning),
-		Spec: specJSON, Summary: sum, CreatedAt: now, UpdatedAt: now},
-		store.Event{Type: runlog.EventRunCreated, Time: now, Data: ev}); err != nil {
+	id, err := e.create(ctx, tenant, spec)
+	if err != nil {
 		return "", err
 	}
 	e.launch(id, nil)
+	return id, nil
+}
+
+// create records a new run of a normalized spec, with more events after
+// its first (a sandbox's record names its sandbox), and returns its id.
+func (e *Engine) create(ctx context.Context, tenant string, spec runlog.Spec, more ...any) (string, error) {
+	id := newRunID()
+	specJSON, _ := json.Marshal(spec)
+	now := time.Now()
+	sum := runlog.Summary{Model: spec.Model, Task: spec.Task, Started: now}
+	ev, _ := json.Marshal(runlog.RunCreated{Spec: spec})
+	evs := []store.Event{{Type: runlog.EventRunCreated, Time: now, Data: ev}}
+	for _, m := range more {
+		typ, data, err := encodeEvent(m)
+		if err != nil {
+			return "", err
+		}
+		evs = append(evs, store.Event{Type: typ, Time: now, Data: data})
+		if se, ok := m.(typedEvent); ok && typ == runlog.EventSandboxCreated {
+			d := se.data.(runlog.SandboxEvent)
+			sum.Sandbox = map[string]string{d.Name: d.ID}
+		}
+	}
+	sumJSON, _ := json.Marshal(sum)
+	// The run and its first events in one write: a crash leaves no run
+	// without a log.
+	if err := e.cfg.Store.CreateRun(ctx, store.Run{ID: id, Tenant: tenant, Status: string(runlog.StatusRunning),
+		Spec: specJSON, Summary: sumJSON, CreatedAt: now, UpdatedAt: now}, evs...); err != nil {
+		return "", err
+	}
 	return id, nil
 }
 
@@ -223,6 +271,10 @@ func (e *Engine) work(ctx context.Context, id string, r *run, w *worker) {
 			log.Error("loading run", "err", err)
 			return
 		}
+	}
+	if r.st.spec.Agent != "" {
+		e.workAgent(ctx, r)
+		return
 	}
 	// Whatever stopped it (parked, finished, the engine stopping), the
 	// state is the log's as far as r.st.lastSeq; the next steering call
@@ -514,6 +566,9 @@ func (e *Engine) Cancel(ctx context.Context, tenant, id string) error {
 		<-w.done
 		return nil
 	}
+	if specOf(row).Agent != "" {
+		return e.cancelAgent(ctx, id)
+	}
 	// Parked: no worker to stop; end it here.
 	r, err := e.loadParked(ctx, row)
 	if err != nil {
@@ -670,11 +725,12 @@ func (e *Engine) checkImage(tenant, image string) error {
 
 // Janitor releases the sandboxes of runs that have waited (paused, for an
 // approval or an answer) longer than ReleaseAfter, until ctx ends.
+// It also ends the record runs of sandboxes that are gone.
 func (e *Engine) Janitor(ctx context.Context) {
-	if e.cfg.ReleaseAfter < 0 {
-		return
+	every := 30 * time.Second
+	if e.cfg.ReleaseAfter >= 0 {
+		every = min(max(e.cfg.ReleaseAfter/4, 100*time.Millisecond), every)
 	}
-	every := min(max(e.cfg.ReleaseAfter/4, 100*time.Millisecond), 30*time.Second)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -682,7 +738,10 @@ func (e *Engine) Janitor(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			e.releaseWaiting(ctx)
+			if e.cfg.ReleaseAfter >= 0 {
+				e.releaseWaiting(ctx)
+			}
+			e.endRecords(ctx)
 		}
 	}
 }
@@ -706,6 +765,9 @@ func (e *Engine) releaseRun(ctx context.Context, id string) {
 	row, err := e.cfg.Store.GetRun(ctx, "", id)
 	if err != nil || (runlog.Status(row.Status) != runlog.StatusPaused && runlog.Status(row.Status) != runlog.StatusWaitingApproval) {
 		return // decided meanwhile
+	}
+	if specOf(row).Agent != "" {
+		return // an agent program runs on while its run is paused
 	}
 	e.mu.Lock()
 	busy := e.workers[id] != nil

@@ -48,6 +48,11 @@ type state struct {
 	suspended bool // its sandboxes were released while it waited
 	// notes are told to the model with the next observation (a fork's).
 	notes []string
+
+	// An agent run's program, as its last agent_starting or
+	// agent_started event names it, and when its intent was logged.
+	program   *runlog.AgentProgram
+	programAt time.Time
 }
 
 // awaitingApproval reports whether a call of the last response waits for a
@@ -162,6 +167,15 @@ func (s *state) apply(ev store.Event) error {
 		// A fork has sandboxes of its own, made on first use.
 		s.sandboxes = map[string]string{}
 		s.notes = append(s.notes, d.Message)
+	case runlog.EventAgentStarting, runlog.EventAgentStarted:
+		var d runlog.AgentProgram
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		if ev.Type == runlog.EventAgentStarting {
+			s.programAt = ev.Time
+		}
+		s.program = &d
 	case runlog.EventSandboxSuspended:
 		s.suspended = true
 	case runlog.EventSandboxResumed:

@@ -205,6 +205,9 @@ func (e *Engine) Pause(ctx context.Context, tenant, id string) error {
 	case runlog.StatusSucceeded, runlog.StatusFailed, runlog.StatusCancelled:
 		return fmt.Errorf("run %s already ended (%s): %w", id, row.Status, errdefs.ErrFailedPrecondition)
 	}
+	if specOf(row).Agent != "" {
+		return e.pauseAgent(ctx, id)
+	}
 	e.mu.Lock()
 	w := e.workers[id]
 	e.mu.Unlock()
@@ -232,6 +235,9 @@ func (e *Engine) Resume(ctx context.Context, tenant, id string) error {
 	}
 	if runlog.Status(row.Status) != runlog.StatusPaused {
 		return fmt.Errorf("run %s is %s, not paused: %w", id, row.Status, errdefs.ErrFailedPrecondition)
+	}
+	if specOf(row).Agent != "" {
+		return e.resumeAgent(ctx, id)
 	}
 	r, err := e.loadParked(ctx, row)
 	if err != nil {

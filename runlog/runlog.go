@@ -93,6 +93,28 @@ const (
 	DefaultSandbox  = "default"
 	DefaultImage    = "busybox"
 	DefaultTimeout  = time.Hour
+	// DefaultAgentMemory is the memory limit of the sandbox an agent run
+	// (Spec.Agent) creates: Claude Code alone takes about 400 MB, and a
+	// Node program's V8 heap dies at half the sandbox's memory.
+	DefaultAgentMemory = 2 << 30
+	// DefaultAgentImage is the image of an agent run of claude-code or
+	// codex: debian with both programs.
+	DefaultAgentImage = "agents"
+	// DefaultAgentMaxSteps is an agent run's most model calls: a program
+	// makes several per turn of its own (titles, summaries, tools).
+	DefaultAgentMaxSteps = 500
+)
+
+// The agent programs a run can start (Spec.Agent), besides
+// AgentCmdPrefix+"PROGRAM ARGS".
+const (
+	AgentClaudeCode = "claude-code"
+	AgentCodex      = "codex"
+	AgentCmdPrefix  = "cmd:"
+	// AgentSandbox marks a sandbox's own record: the run that keeps the
+	// model calls made from a sandbox no agent run is working in. The
+	// service makes it; a user cannot ask for one.
+	AgentSandbox = "sandbox"
 )
 
 // Normalize fills a spec's defaults and checks it.
@@ -101,7 +123,10 @@ func (s *Spec) Normalize() error {
 	if s.Task == "" {
 		return fmt.Errorf("the run has no task: give one, e.g. reins run \"fix the failing test\": %w", errdefs.ErrInvalidArgument)
 	}
-	if s.Model == "" {
+	if err := s.normalizeAgent(); err != nil {
+		return err
+	}
+	if s.Model == "" && s.Agent == "" {
 		return fmt.Errorf("no model: pass --model anthropic:MODEL, openai:MODEL or script:PATH: %w", errdefs.ErrInvalidArgument)
 	}
 	if s.Script != "" && !strings.HasPrefix(s.Model, "script:") {
@@ -109,6 +134,9 @@ func (s *Spec) Normalize() error {
 	}
 	if len(s.Sandboxes) == 0 {
 		s.Sandboxes = map[string]string{DefaultSandbox: DefaultImage}
+		if s.Agent == AgentClaudeCode || s.Agent == AgentCodex {
+			s.Sandboxes[DefaultSandbox] = DefaultAgentImage
+		}
 	}
 	for name, img := range s.Sandboxes {
 		if name == "" || strings.ContainsAny(name, " =/:") {
@@ -120,12 +148,46 @@ func (s *Spec) Normalize() error {
 	}
 	if s.MaxSteps <= 0 {
 		s.MaxSteps = DefaultMaxSteps
+		if s.Agent != "" {
+			s.MaxSteps = DefaultAgentMaxSteps
+		}
 	}
 	if s.Timeout <= 0 {
 		s.Timeout = Duration(DefaultTimeout)
 	}
 	if s.MaxCost < 0 || s.MaxTokens < 0 {
 		return fmt.Errorf("budgets must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// normalizeAgent checks an agent run's own fields: a known program, one
+// sandbox, a memory limit (the default when none).
+func (s *Spec) normalizeAgent() error {
+	if s.Agent == "" {
+		if s.Memory != 0 {
+			return fmt.Errorf("--memory is for agent runs (--agent): %w", errdefs.ErrInvalidArgument)
+		}
+		return nil
+	}
+	s.Agent = strings.TrimSpace(s.Agent)
+	switch {
+	case s.Agent == AgentClaudeCode, s.Agent == AgentCodex, s.Agent == AgentSandbox:
+	case strings.HasPrefix(s.Agent, AgentCmdPrefix) && strings.TrimSpace(strings.TrimPrefix(s.Agent, AgentCmdPrefix)) != "":
+	default:
+		return fmt.Errorf("unknown agent %q: use claude-code, codex or cmd:\"PROGRAM ARGS\": %w", s.Agent, errdefs.ErrInvalidArgument)
+	}
+	if len(s.Sandboxes) > 1 {
+		return fmt.Errorf("an agent run works in one sandbox; this one names %d: %w", len(s.Sandboxes), errdefs.ErrInvalidArgument)
+	}
+	if s.Memory < 0 {
+		return fmt.Errorf("--memory must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	if s.Memory == 0 {
+		s.Memory = DefaultAgentMemory
+	}
+	if len(s.Tools) > 0 || strings.TrimSpace(s.Policy) != "" {
+		return fmt.Errorf("an agent run uses its program's own tools: --tools and --policy are for reins' loop: %w", errdefs.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -143,7 +205,25 @@ const (
 	EventHumanAnswer     = "human_answer"     // HumanAnswer
 	EventRecovered       = "recovered"        // Note: the service restarted mid-run
 	EventFinished        = "finished"         // Finished: the last event of a run
+	// An agent run's program (Spec.Agent): the intent, logged before it
+	// is started, and its pid once it runs.
+	EventAgentStarting = "agent_starting" // AgentProgram
+	EventAgentStarted  = "agent_started"  // AgentProgram, with Pid
 )
+
+// AgentProgram is an agent run's program in its sandbox. Env names the
+// variables it was given (their values, the gateway's token among them,
+// are not logged).
+type AgentProgram struct {
+	Sandbox string   `json:"sandbox"` // the sandbox's id
+	Argv    []string `json:"argv"`
+	Env     []string `json:"env,omitempty"`
+	Key     string   `json:"key"` // idempotency key of the start
+	Pid     int32    `json:"pid,omitempty"`
+	// OOMKills is how many of the sandbox's processes its memory limit
+	// had killed before the program started.
+	OOMKills int `json:"oom_kills,omitempty"`
+}
 
 // RunCreated opens a run's log.
 type RunCreated struct {

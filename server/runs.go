@@ -42,7 +42,9 @@ func (r *Runs) Start(ctx context.Context, req *connect.Request[reinsv1.StartRunR
 	if err := agent.CheckModelName(spec.Model); err != nil {
 		return nil, err
 	}
-	if spec.Model == "" {
+	if spec.Model == "" && spec.Agent == "" {
+		// An agent program with no model asks for its own, forwarded as
+		// asked to the provider of its wire.
 		spec.Model = r.DefaultModel
 	}
 	release, err := r.admitRun(ctx, spec)

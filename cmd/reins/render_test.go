@@ -38,6 +38,7 @@ func TestRenderEvents(t *testing.T) {
 		"resumed":            "◆ resumed",
 		"forked":             "◆ forked",
 		"egress":             "⊘ dns evil.test refused: not in the allowlist\n  ⇢ 1 connection(s) out, allowed\n  ⇢ 3 more in reins sandbox egress sbx1",
+		"agent_started":      "◆ program started in sbx2 (pid 42): codex exec -- fix it",
 	}
 	line := map[string]string{ // what `runs events` shows of it
 		"run_created":        `"task":"fix the test"`,
@@ -54,6 +55,8 @@ func TestRenderEvents(t *testing.T) {
 		"forked":             `"from":"run_orig"`,
 		"artifact":           `"source":"default:/workspace/report.txt"`,
 		"egress":             `"rule":"allow-host *.github.com"`,
+		"agent_starting":     `"argv":["claude","-p","--","fix it"]`,
+		"agent_started":      `"pid":42`,
 	}
 	samples := wiretest.Samples()
 	types := consttest.Prefixed(t, "../../runlog", "Event")
@@ -89,6 +92,33 @@ func TestRenderEvents(t *testing.T) {
 	}
 	if v.step != 2 || v.tokens != 813 {
 		t.Errorf("the live view's step and tokens: %d, %d", v.step, v.tokens)
+	}
+}
+
+// TestRenderGatewayCall: a call an agent program made through the model
+// gateway renders as a turn: the tool results new in its request, the
+// model's text and calls, then its model, usage, cost and latency.
+func TestRenderGatewayCall(t *testing.T) {
+	data, _ := json.Marshal(wiretest.Samples()["model_response"])
+	ev := wire.Event(store.Event{RunID: "run_x", Seq: 3, Type: "model_response", Time: time.Now(), Data: data})
+	var out bytes.Buffer
+	v := newRunView(&out, false)
+	v.replay, v.tty, v.status = true, false, newStatusLine(os.Stderr)
+	v.event(context.Background(), nil, "run_x", ev)
+	want := "  ✗ hello from Bash\nChecking the disk.\n▸ bash  df -h\n▸ bash  \n" +
+		"  call 2 · script:turns · 800 in, 13 out (5 cached) · $0.0027 · first byte 7ms, 41ms\n"
+	if out.String() != want {
+		t.Errorf("gateway call rendered as\n%s\nwant\n%s", out.String(), want)
+	}
+	// A refused call says so.
+	var mr map[string]any
+	json.Unmarshal(data, &mr)
+	mr["gateway"].(map[string]any)["status"] = 403
+	data, _ = json.Marshal(mr)
+	out.Reset()
+	v.event(context.Background(), nil, "run_x", wire.Event(store.Event{RunID: "run_x", Seq: 4, Type: "model_response", Time: time.Now(), Data: data}))
+	if !strings.Contains(out.String(), "✗ 403: none") {
+		t.Errorf("a refused call: %s", out.String())
 	}
 }
 

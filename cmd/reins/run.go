@@ -39,6 +39,7 @@ func runCmd() *cobra.Command {
 		detach     bool
 		asJSON     bool
 		network    *networkFlags
+		memory     sizeFlag
 	)
 	c := &cobra.Command{
 		Use:   "run [flags] TASK",
@@ -49,7 +50,17 @@ tools run in isolated sandboxes created on first use.
 Models: anthropic:MODEL (ANTHROPIC_API_KEY), openai:MODEL (OPENAI_API_KEY,
 OPENAI_BASE_URL for Ollama, vLLM, llama.cpp), script:FILE (a deterministic
 script, for tests and demos). Keys are read by reins serve, not by this
-command; a script FILE is read by this command and sent to the service.`,
+command; a script FILE is read by this command and sent to the service.
+
+With --agent, an agent program runs inside the sandbox instead of reins'
+loop: claude-code (Claude Code), codex (OpenAI's Codex CLI), or
+cmd:"PROGRAM ARGS" (your own, under sh -c, the task in $REINS_TASK). It
+calls models through reins' model gateway and never holds a key; each call
+is recorded, budgeted (--max-steps counts model calls) and pausable. Its
+sandbox defaults to the agents image (busybox for cmd:) and 2 GiB of
+memory. --model anthropic:NAME (claude-code) or openai:NAME (codex) tells
+the program its model; any --model, script: too, receives every call; with
+none, each call goes to the provider of its wire as asked.`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			spec.Task = strings.Join(args, " ")
@@ -91,6 +102,10 @@ command; a script FILE is read by this command and sent to the service.`,
 				return usageError{errors.New("--timeout, --max-steps and --max-cost must not be negative")}
 			}
 			spec.TimeoutMs = timeout.Milliseconds()
+			spec.MemoryBytes = memory.v
+			if spec.MemoryBytes != 0 && spec.Agent == "" {
+				return usageError{errors.New("--memory is for agent runs (--agent): reins' own loop sizes its sandboxes with the service's defaults")}
+			}
 			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
@@ -112,12 +127,14 @@ command; a script FILE is read by this command and sent to the service.`,
 	}
 	f := c.Flags()
 	f.StringVar(&spec.Model, "model", "", "provider:model, e.g. anthropic:claude-sonnet-4-5, openai:gpt-4.1, script:./x.json (default: the service's)")
-	f.StringVar(&image, "image", "", "image of the run's sandbox (default busybox)")
+	f.StringVar(&image, "image", "", "image of the run's sandbox (default busybox; agents for --agent claude-code or codex)")
+	f.StringVar(&spec.Agent, "agent", "", `run an agent program in the sandbox: claude-code, codex or cmd:"PROGRAM ARGS"`)
+	f.Var(&memory, "memory", "memory limit of an agent run's sandbox, e.g. 4G (default 2G)")
 	f.StringVar(&in, "in", "", "work in this existing sandbox (ID) instead of a new one; it is kept after the run (no such sandbox: no run)")
 	f.Var(&sandboxes, "sandbox", "a named sandbox NAME=IMAGE (repeatable; tools then take a sandbox name)")
 	f.StringVar(&systemFile, "system", "", "file with a system prompt to add")
 	f.StringVar(&policyFile, "policy", "", "policy file (YAML or JSON): per-tool allow/ask/deny and rules")
-	f.Int32Var(&spec.MaxSteps, "max-steps", 0, "most model calls (default 50)")
+	f.Int32Var(&spec.MaxSteps, "max-steps", 0, "most model calls (default 50; 500 for --agent)")
 	f.Float64Var(&spec.MaxCostUsd, "max-cost", 0, "most US dollars to spend (from the price table)")
 	f.DurationVar(&timeout, "timeout", 0, "most wall time (default 1h)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the run id and return at once")
@@ -202,6 +219,10 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 		u := d.GetUsage()
 		v.step, v.cost = int(d.GetStep()), v.cost+d.GetCostUsd()
 		v.tokens += u.GetInputTokens() + u.GetOutputTokens()
+		if d.GetGateway() != nil {
+			v.gatewayCall(d)
+			break
+		}
 		final := true
 		for _, b := range d.GetContent() {
 			final = final && b.Type != reinsv1.BlockType_BLOCK_TYPE_TOOL_USE
@@ -241,6 +262,9 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 		v.printf("%s sandbox %s replaced by %s: %s\n", v.style("33", "◆"), d.GetName(), d.GetId(), d.GetNote())
 	case reinsv1.EventType_EVENT_TYPE_EGRESS:
 		v.egress(ev.GetEgress())
+	case reinsv1.EventType_EVENT_TYPE_AGENT_STARTED:
+		d := ev.GetAgentProgram()
+		v.printf("%s program started in %s (pid %d): %s\n", v.style("35", "◆"), d.GetSandbox(), d.GetPid(), agentCommand(d.GetArgv()))
 	case reinsv1.EventType_EVENT_TYPE_WAITING:
 		v.ask(ctx, cl, id, ev.GetWaiting().GetQuestion())
 	case reinsv1.EventType_EVENT_TYPE_ARTIFACT:
@@ -271,6 +295,59 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 		v.status.show(fmt.Sprintf("step %d · %d tokens · $%.4f · %s", v.step,
 			v.tokens, v.cost, time.Since(v.start).Round(100*time.Millisecond)), true)
 	}
+}
+
+// gatewayCall prints one model call an agent program made through the
+// gateway as a turn of the conversation: what was new in its request
+// (tool results, a person's message), the model's text and tool calls,
+// then the call's model, usage, cost and latency.
+func (v *runView) gatewayCall(d *reinsv1.ModelResponse) {
+	g := d.GetGateway()
+	for _, b := range g.GetNew() {
+		switch b.Type {
+		case reinsv1.BlockType_BLOCK_TYPE_TOOL_RESULT:
+			mark := v.style("32", "  ✓")
+			if b.IsError {
+				mark = v.style("31", "  ✗")
+			}
+			v.printf("%s %s\n", mark, summarize(b.Text, 3))
+		case reinsv1.BlockType_BLOCK_TYPE_TEXT:
+			if t := strings.TrimSpace(b.Text); t != "" && d.GetStep() > 1 {
+				v.printf("%s %s\n", v.style("36", "»"), summarize(t, 3))
+			}
+		}
+	}
+	for _, b := range d.GetContent() {
+		switch b.Type {
+		case reinsv1.BlockType_BLOCK_TYPE_TEXT:
+			if t := strings.TrimSpace(b.Text); t != "" {
+				v.printf("%s\n", summarize(t, 6))
+			}
+		case reinsv1.BlockType_BLOCK_TYPE_TOOL_USE:
+			v.calls[b.ToolCallId] = describeCall(b.ToolName, b.InputJson)
+			v.printf("%s %s\n", v.style("36", "▸"), v.calls[b.ToolCallId])
+		}
+	}
+	u := d.GetUsage()
+	model := cmp.Or(g.GetModel(), g.GetAsked())
+	line := fmt.Sprintf("call %d · %s · %d in, %d out", d.GetStep(), model, u.GetInputTokens(), u.GetOutputTokens())
+	if c := u.GetCacheReadTokens(); c > 0 {
+		line += fmt.Sprintf(" (%d cached)", c)
+	}
+	line += fmt.Sprintf(" · $%.4f · first byte %dms, %dms", d.GetCostUsd(), g.GetFirstByteMs(), d.GetDurationMs())
+	if g.GetStatus() != 0 && (g.GetStatus() < 200 || g.GetStatus() > 299) {
+		line += fmt.Sprintf(" · %s %d: %s", v.style("31", "✗"), g.GetStatus(), summarize(g.GetError(), 1))
+	}
+	v.printf("  %s\n", v.style("2", line))
+}
+
+// agentCommand is an agent program's command line, without the sh that
+// makes its TMPDIR.
+func agentCommand(argv []string) string {
+	if len(argv) > 4 && argv[0] == "sh" && argv[3] == "reins-agent" {
+		argv = argv[4:]
+	}
+	return summarize(strings.Join(argv, " "), 1)
 }
 
 // egress prints what a run's sandbox reached out to: each refusal on a
@@ -530,7 +607,10 @@ func runsShowCmd() *cobra.Command {
 				return printJSON(c.OutOrStdout(), r)
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintf(w, "id\t%s\nstatus\t%s\nmodel\t%s\ntask\t%s\nsteps\t%d\n", r.Id, runStatusName(r.Status), r.Spec.Model, summarize(r.Spec.Task, 3), r.Steps)
+			fmt.Fprintf(w, "id\t%s\nstatus\t%s\nmodel\t%s\ntask\t%s\nsteps\t%d\n", r.Id, runStatusName(r.Status), cmp.Or(r.Spec.Model, "-"), summarize(r.Spec.Task, 3), r.Steps)
+			if r.Spec.Agent != "" {
+				fmt.Fprintf(w, "agent\t%s (sandbox memory %s)\n", r.Spec.Agent, humanBytes(r.Spec.MemoryBytes))
+			}
 			u := r.Usage
 			fmt.Fprintf(w, "tokens\t%d in, %d out, %d cache read, %d cache write\ncost\t$%.4f\ncreated\t%s\n",
 				u.GetInputTokens(), u.GetOutputTokens(), u.GetCacheReadTokens(), u.GetCacheWriteTokens(), r.CostUsd, ago(r.CreatedUnixNano))

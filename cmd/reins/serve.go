@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -194,6 +195,9 @@ func serve(cfg serveConfig) error {
 		return err
 	}
 	defer bnd.Close()
+	// The engine, made after the manager, ends the record run of a
+	// sandbox that is removed.
+	var engineRef atomic.Pointer[agent.Engine]
 	m, err := manager.New(manager.Config{
 		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
 		ExecutorPath:   cfg.ExecutorPath,
@@ -210,6 +214,9 @@ func serve(cfg serveConfig) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			egressLog.Delete(ctx, id)
+			if eng := engineRef.Load(); eng != nil {
+				eng.SandboxGone(ctx, id, "it was removed")
+			}
 		},
 		Logger: log,
 	})
@@ -253,6 +260,7 @@ func serve(cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	engineRef.Store(engine)
 	tenants.CheckPolicy = engine.CheckPolicy
 	if err := engine.Recover(ctx); err != nil {
 		return fmt.Errorf("recovering runs: %w", err)

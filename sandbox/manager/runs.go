@@ -88,6 +88,12 @@ func (r Runs) replaceSpec(ctx context.Context, runID, name, image, oldID string)
 
 // Create makes run's sandbox called name.
 func (r Runs) Create(ctx context.Context, runID, name, image string) (string, error) {
+	return r.CreateWithMemory(ctx, runID, name, image, 0)
+}
+
+// CreateWithMemory makes run's sandbox called name with a memory limit of
+// its own (an agent run's; 0: Spec's).
+func (r Runs) CreateWithMemory(ctx context.Context, runID, name, image string, memoryBytes int64) (string, error) {
 	tenant, err := r.tenant(ctx, runID)
 	if err != nil {
 		return "", err
@@ -95,6 +101,9 @@ func (r Runs) Create(ctx context.Context, runID, name, image string) (string, er
 	spec, err := r.spec(ctx, runID, name, image)
 	if err != nil {
 		return "", err
+	}
+	if memoryBytes > 0 {
+		spec.Limits.MemoryBytes = memoryBytes
 	}
 	rec, err := r.M.Create(ctx, tenant, spec, nil)
 	if err != nil {

@@ -103,6 +103,8 @@ var (
 		runlog.EventSandboxResumed:    reinsv1.EventType_EVENT_TYPE_SANDBOX_RESUMED,
 		runlog.EventArtifact:          reinsv1.EventType_EVENT_TYPE_ARTIFACT,
 		runlog.EventEgress:            reinsv1.EventType_EVENT_TYPE_EGRESS,
+		runlog.EventAgentStarting:     reinsv1.EventType_EVENT_TYPE_AGENT_STARTING,
+		runlog.EventAgentStarted:      reinsv1.EventType_EVENT_TYPE_AGENT_STARTED,
 	})
 	stopReasons = newEnum("StopReason", map[model.StopReason]reinsv1.StopReason{
 		model.StopEndTurn:   reinsv1.StopReason_STOP_REASON_END_TURN,

@@ -49,7 +49,32 @@ var (
 	notePayload = payload(func(pb *reinsv1.RunEvent, d *runlog.Note) {
 		pb.Payload = &reinsv1.RunEvent_Note{Note: &reinsv1.Note{Message: d.Message}}
 	})
+	agentPayload = payload(func(pb *reinsv1.RunEvent, d *runlog.AgentProgram) {
+		pb.Payload = &reinsv1.RunEvent_AgentProgram{AgentProgram: &reinsv1.AgentProgram{Sandbox: d.Sandbox, Argv: d.Argv,
+			Env: d.Env, Key: d.Key, Pid: d.Pid, OomKills: int32(d.OOMKills)}}
+	})
 )
+
+// GatewayCall converts the record of a call through the model gateway
+// (nil stays nil).
+func GatewayCall(g *runlog.GatewayCall) *reinsv1.GatewayCall {
+	if g == nil {
+		return nil
+	}
+	return &reinsv1.GatewayCall{Sandbox: g.Sandbox, Wire: g.Wire, Asked: g.Asked, Model: g.Model, Stream: g.Stream,
+		Status: int32(g.Status), Error: g.Error, FirstByteMs: g.FirstMS, Messages: int32(g.Messages), Tools: int32(g.Tools),
+		SystemChars: int32(g.SystemChars), New: Blocks(g.New)}
+}
+
+// GatewayCallFromProto converts a wire gateway call back.
+func GatewayCallFromProto(g *reinsv1.GatewayCall) *runlog.GatewayCall {
+	if g == nil {
+		return nil
+	}
+	return &runlog.GatewayCall{Sandbox: g.Sandbox, Wire: g.Wire, Asked: g.Asked, Model: g.Model, Stream: g.Stream,
+		Status: int(g.Status), Error: g.Error, FirstMS: g.FirstByteMs, Messages: int(g.Messages), Tools: int(g.Tools),
+		SystemChars: int(g.SystemChars), New: BlocksFromProto(g.New)}
+}
 
 // payloads holds, for each event type, how its payload reaches the wire.
 var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
@@ -59,8 +84,10 @@ var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
 	runlog.EventModelResponse: payload(func(pb *reinsv1.RunEvent, d *runlog.ModelResponse) {
 		pb.Payload = &reinsv1.RunEvent_ModelResponse{ModelResponse: &reinsv1.ModelResponse{Step: int32(d.Step),
 			Content: Blocks(d.Content), StopReason: StopReason(d.StopReason), Usage: Usage(d.Usage),
-			CostUsd: d.CostUSD, DurationMs: d.DurationMS}}
+			CostUsd: d.CostUSD, DurationMs: d.DurationMS, Gateway: GatewayCall(d.Gateway)}}
 	}),
+	runlog.EventAgentStarting: agentPayload,
+	runlog.EventAgentStarted:  agentPayload,
 	runlog.EventToolCall: payload(func(pb *reinsv1.RunEvent, d *runlog.ToolCall) {
 		pb.Payload = &reinsv1.RunEvent_ToolCall{ToolCall: &reinsv1.ToolCall{Step: int32(d.Step), CallId: d.CallID,
 			Name: d.Name, InputJson: string(d.Input), Key: d.Key}}
@@ -129,7 +156,10 @@ func EventPayload(pb *reinsv1.RunEvent) any {
 	case *reinsv1.RunEvent_ModelResponse:
 		d := p.ModelResponse
 		return runlog.ModelResponse{Step: int(d.Step), Content: BlocksFromProto(d.Content), StopReason: StopReasonFromProto(d.StopReason),
-			Usage: UsageFromProto(d.Usage), CostUSD: d.CostUsd, DurationMS: d.DurationMs}
+			Usage: UsageFromProto(d.Usage), CostUSD: d.CostUsd, DurationMS: d.DurationMs, Gateway: GatewayCallFromProto(d.Gateway)}
+	case *reinsv1.RunEvent_AgentProgram:
+		d := p.AgentProgram
+		return runlog.AgentProgram{Sandbox: d.Sandbox, Argv: d.Argv, Env: d.Env, Key: d.Key, Pid: d.Pid, OOMKills: int(d.OomKills)}
 	case *reinsv1.RunEvent_ToolCall:
 		d := p.ToolCall
 		return runlog.ToolCall{Step: int(d.Step), CallID: d.CallId, Name: d.Name, Input: raw(d.InputJson), Key: d.Key}
@@ -232,7 +262,7 @@ func Spec(s runlog.Spec) *reinsv1.RunSpec {
 	return &reinsv1.RunSpec{Task: s.Task, Model: s.Model, System: s.System, Sandboxes: s.Sandboxes,
 		MaxSteps: int32(s.MaxSteps), MaxCostUsd: s.MaxCost, MaxTokens: s.MaxTokens,
 		TimeoutMs: time.Duration(s.Timeout).Milliseconds(), Tools: s.Tools, Policy: s.Policy, Script: s.Script,
-		Network: Network(s.Network)}
+		Network: Network(s.Network), Agent: s.Agent, MemoryBytes: s.Memory}
 }
 
 // SpecFromProto converts a wire run spec (nil is the empty spec). Network
@@ -246,7 +276,7 @@ func SpecFromProto(p *reinsv1.RunSpec) (runlog.Spec, error) {
 	return runlog.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
 		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
 		Timeout: runlog.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy,
-		Script: p.Script, Network: network}, err
+		Script: p.Script, Network: network, Agent: p.Agent, Memory: p.MemoryBytes}, err
 }
 
 // Artifact converts an artifact's description.

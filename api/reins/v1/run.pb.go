@@ -115,6 +115,8 @@ const (
 	EventType_EVENT_TYPE_SANDBOX_RESUMED    EventType = 19 // sandbox: started again on the same files
 	EventType_EVENT_TYPE_ARTIFACT           EventType = 20 // artifact
 	EventType_EVENT_TYPE_EGRESS             EventType = 21 // egress: connections a run's sandbox made, or was refused, during a call
+	EventType_EVENT_TYPE_AGENT_STARTING     EventType = 22 // agent_program: an agent run's program, before it is started
+	EventType_EVENT_TYPE_AGENT_STARTED      EventType = 23 // agent_program: with its pid, once it runs
 )
 
 // Enum value maps for EventType.
@@ -142,6 +144,8 @@ var (
 		19: "EVENT_TYPE_SANDBOX_RESUMED",
 		20: "EVENT_TYPE_ARTIFACT",
 		21: "EVENT_TYPE_EGRESS",
+		22: "EVENT_TYPE_AGENT_STARTING",
+		23: "EVENT_TYPE_AGENT_STARTED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":        0,
@@ -166,6 +170,8 @@ var (
 		"EVENT_TYPE_SANDBOX_RESUMED":    19,
 		"EVENT_TYPE_ARTIFACT":           20,
 		"EVENT_TYPE_EGRESS":             21,
+		"EVENT_TYPE_AGENT_STARTING":     22,
+		"EVENT_TYPE_AGENT_STARTED":      23,
 	}
 )
 
@@ -377,7 +383,17 @@ type RunSpec struct {
 	// network is the rules of every sandbox the run creates (unset: egress
 	// mode with nothing allowed). A sandbox the run attaches to (sandbox:ID)
 	// keeps its own.
-	Network       *Network `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"`
+	Network *Network `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"`
+	// agent, when set, makes the run an agent program's inside its sandbox
+	// instead of reins' own loop: "claude-code", "codex" or "cmd:PROGRAM
+	// ARGS". The program calls models through the model gateway; each call
+	// is recorded as a model_response with its gateway set, and held to the
+	// run's budgets (max_steps counts model calls). The run ends when the
+	// program exits.
+	Agent string `protobuf:"bytes,13,opt,name=agent,proto3" json:"agent,omitempty"`
+	// memory_bytes is the memory limit of the sandbox an agent run creates
+	// (0: 2 GiB).
+	MemoryBytes   int64 `protobuf:"varint,14,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -494,6 +510,20 @@ func (x *RunSpec) GetNetwork() *Network {
 		return x.Network
 	}
 	return nil
+}
+
+func (x *RunSpec) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *RunSpec) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
 }
 
 type Usage struct {
@@ -807,6 +837,7 @@ type RunEvent struct {
 	//	*RunEvent_Forked
 	//	*RunEvent_Artifact
 	//	*RunEvent_Egress
+	//	*RunEvent_AgentProgram
 	Payload       isRunEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1012,6 +1043,15 @@ func (x *RunEvent) GetEgress() *Egress {
 	return nil
 }
 
+func (x *RunEvent) GetAgentProgram() *AgentProgram {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_AgentProgram); ok {
+			return x.AgentProgram
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Payload interface {
 	isRunEvent_Payload()
 }
@@ -1076,6 +1116,10 @@ type RunEvent_Egress struct {
 	Egress *Egress `protobuf:"bytes,24,opt,name=egress,proto3,oneof"`
 }
 
+type RunEvent_AgentProgram struct {
+	AgentProgram *AgentProgram `protobuf:"bytes,25,opt,name=agent_program,json=agentProgram,proto3,oneof"`
+}
+
 func (*RunEvent_RunCreated) isRunEvent_Payload() {}
 
 func (*RunEvent_ModelResponse) isRunEvent_Payload() {}
@@ -1106,6 +1150,95 @@ func (*RunEvent_Artifact) isRunEvent_Payload() {}
 
 func (*RunEvent_Egress) isRunEvent_Payload() {}
 
+func (*RunEvent_AgentProgram) isRunEvent_Payload() {}
+
+// AgentProgram is an agent run's program in its sandbox. env names the
+// variables it was given; their values (the gateway's token among them)
+// are not logged.
+type AgentProgram struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"` // the sandbox's id
+	Argv          []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
+	Env           []string               `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`
+	Key           string                 `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`                            // idempotency key of its start
+	Pid           int32                  `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`                           // once started
+	OomKills      int32                  `protobuf:"varint,6,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"` // the sandbox's memory kills before it started
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentProgram) Reset() {
+	*x = AgentProgram{}
+	mi := &file_reins_v1_run_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentProgram) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentProgram) ProtoMessage() {}
+
+func (x *AgentProgram) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentProgram.ProtoReflect.Descriptor instead.
+func (*AgentProgram) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AgentProgram) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *AgentProgram) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *AgentProgram) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *AgentProgram) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AgentProgram) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *AgentProgram) GetOomKills() int32 {
+	if x != nil {
+		return x.OomKills
+	}
+	return 0
+}
+
 // Egress is what one of a run's sandboxes reached out to (or was refused)
 // since the last such event: its egress log's entries after after_seq up
 // to last_seq, at most 100 of them (omitted counts the rest, which the
@@ -1125,7 +1258,7 @@ type Egress struct {
 
 func (x *Egress) Reset() {
 	*x = Egress{}
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1270,7 @@ func (x *Egress) String() string {
 func (*Egress) ProtoMessage() {}
 
 func (x *Egress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1283,7 @@ func (x *Egress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Egress.ProtoReflect.Descriptor instead.
 func (*Egress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Egress) GetSandbox() string {
@@ -1212,7 +1345,7 @@ type RunCreated struct {
 
 func (x *RunCreated) Reset() {
 	*x = RunCreated{}
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1357,7 @@ func (x *RunCreated) String() string {
 func (*RunCreated) ProtoMessage() {}
 
 func (x *RunCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1370,7 @@ func (x *RunCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCreated.ProtoReflect.Descriptor instead.
 func (*RunCreated) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunCreated) GetSpec() *RunSpec {
@@ -1266,7 +1399,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1411,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1424,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Block) GetType() BlockType {
@@ -1366,20 +1499,23 @@ func (x *Block) GetContent() []*Block {
 
 // ModelResponse is one answer of the model.
 type ModelResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Step          int32                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
-	Content       []*Block               `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
-	StopReason    StopReason             `protobuf:"varint,3,opt,name=stop_reason,json=stopReason,proto3,enum=reins.v1.StopReason" json:"stop_reason,omitempty"`
-	Usage         *Usage                 `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
-	CostUsd       float64                `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	DurationMs    int64                  `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Step       int32                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	Content    []*Block               `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
+	StopReason StopReason             `protobuf:"varint,3,opt,name=stop_reason,json=stopReason,proto3,enum=reins.v1.StopReason" json:"stop_reason,omitempty"`
+	Usage      *Usage                 `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	CostUsd    float64                `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	DurationMs int64                  `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// gateway is set on a call an agent program made through the model
+	// gateway; step then counts those calls from 1.
+	Gateway       *GatewayCall `protobuf:"bytes,7,opt,name=gateway,proto3" json:"gateway,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModelResponse) Reset() {
 	*x = ModelResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1527,7 @@ func (x *ModelResponse) String() string {
 func (*ModelResponse) ProtoMessage() {}
 
 func (x *ModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1540,7 @@ func (x *ModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelResponse.ProtoReflect.Descriptor instead.
 func (*ModelResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ModelResponse) GetStep() int32 {
@@ -1449,6 +1585,148 @@ func (x *ModelResponse) GetDurationMs() int64 {
 	return 0
 }
 
+func (x *ModelResponse) GetGateway() *GatewayCall {
+	if x != nil {
+		return x.Gateway
+	}
+	return nil
+}
+
+// GatewayCall is what a run's log keeps of one call through the model
+// gateway: the request in summary (its size, and what is new in it since
+// the model last spoke: tool results, a person's message).
+type GatewayCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"` // the sandbox's id
+	Wire          string                 `protobuf:"bytes,2,opt,name=wire,proto3" json:"wire,omitempty"`       // anthropic, openai_chat, openai_responses
+	Asked         string                 `protobuf:"bytes,3,opt,name=asked,proto3" json:"asked,omitempty"`     // the model the program asked for
+	Model         string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`     // the model that answered (provider:name)
+	Stream        bool                   `protobuf:"varint,5,opt,name=stream,proto3" json:"stream,omitempty"`
+	Status        int32                  `protobuf:"varint,6,opt,name=status,proto3" json:"status,omitempty"` // the HTTP status the program got
+	Error         string                 `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`    // when status is not 2xx
+	FirstByteMs   int64                  `protobuf:"varint,8,opt,name=first_byte_ms,json=firstByteMs,proto3" json:"first_byte_ms,omitempty"`
+	Messages      int32                  `protobuf:"varint,9,opt,name=messages,proto3" json:"messages,omitempty"`
+	Tools         int32                  `protobuf:"varint,10,opt,name=tools,proto3" json:"tools,omitempty"`
+	SystemChars   int32                  `protobuf:"varint,11,opt,name=system_chars,json=systemChars,proto3" json:"system_chars,omitempty"`
+	New           []*Block               `protobuf:"bytes,12,rep,name=new,proto3" json:"new,omitempty"` // the blocks of its last message, when the user's
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayCall) Reset() {
+	*x = GatewayCall{}
+	mi := &file_reins_v1_run_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayCall) ProtoMessage() {}
+
+func (x *GatewayCall) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayCall.ProtoReflect.Descriptor instead.
+func (*GatewayCall) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GatewayCall) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *GatewayCall) GetWire() string {
+	if x != nil {
+		return x.Wire
+	}
+	return ""
+}
+
+func (x *GatewayCall) GetAsked() string {
+	if x != nil {
+		return x.Asked
+	}
+	return ""
+}
+
+func (x *GatewayCall) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *GatewayCall) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
+func (x *GatewayCall) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *GatewayCall) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *GatewayCall) GetFirstByteMs() int64 {
+	if x != nil {
+		return x.FirstByteMs
+	}
+	return 0
+}
+
+func (x *GatewayCall) GetMessages() int32 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *GatewayCall) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
+func (x *GatewayCall) GetSystemChars() int32 {
+	if x != nil {
+		return x.SystemChars
+	}
+	return 0
+}
+
+func (x *GatewayCall) GetNew() []*Block {
+	if x != nil {
+		return x.New
+	}
+	return nil
+}
+
 // ToolCall is the intent to call a tool, logged before the call.
 type ToolCall struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1463,7 +1741,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1753,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1766,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolCall) GetStep() int32 {
@@ -1546,7 +1824,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1836,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1849,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolResult) GetStep() int32 {
@@ -1667,7 +1945,7 @@ type SandboxEvent struct {
 
 func (x *SandboxEvent) Reset() {
 	*x = SandboxEvent{}
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1957,7 @@ func (x *SandboxEvent) String() string {
 func (*SandboxEvent) ProtoMessage() {}
 
 func (x *SandboxEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1970,7 @@ func (x *SandboxEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxEvent.ProtoReflect.Descriptor instead.
 func (*SandboxEvent) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SandboxEvent) GetName() string {
@@ -1748,7 +2026,7 @@ type Waiting struct {
 
 func (x *Waiting) Reset() {
 	*x = Waiting{}
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +2038,7 @@ func (x *Waiting) String() string {
 func (*Waiting) ProtoMessage() {}
 
 func (x *Waiting) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +2051,7 @@ func (x *Waiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiting.ProtoReflect.Descriptor instead.
 func (*Waiting) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Waiting) GetCallId() string {
@@ -1802,7 +2080,7 @@ type HumanAnswer struct {
 
 func (x *HumanAnswer) Reset() {
 	*x = HumanAnswer{}
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +2092,7 @@ func (x *HumanAnswer) String() string {
 func (*HumanAnswer) ProtoMessage() {}
 
 func (x *HumanAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +2105,7 @@ func (x *HumanAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HumanAnswer.ProtoReflect.Descriptor instead.
 func (*HumanAnswer) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HumanAnswer) GetCallId() string {
@@ -1861,7 +2139,7 @@ type Note struct {
 
 func (x *Note) Reset() {
 	*x = Note{}
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2151,7 @@ func (x *Note) String() string {
 func (*Note) ProtoMessage() {}
 
 func (x *Note) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2164,7 @@ func (x *Note) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Note.ProtoReflect.Descriptor instead.
 func (*Note) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Note) GetMessage() string {
@@ -1911,7 +2189,7 @@ type Finished struct {
 
 func (x *Finished) Reset() {
 	*x = Finished{}
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2201,7 @@ func (x *Finished) String() string {
 func (*Finished) ProtoMessage() {}
 
 func (x *Finished) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2214,7 @@ func (x *Finished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finished.ProtoReflect.Descriptor instead.
 func (*Finished) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Finished) GetStatus() RunStatus {
@@ -1995,7 +2273,7 @@ type PolicyDecision struct {
 
 func (x *PolicyDecision) Reset() {
 	*x = PolicyDecision{}
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2285,7 @@ func (x *PolicyDecision) String() string {
 func (*PolicyDecision) ProtoMessage() {}
 
 func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2298,7 @@ func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
 func (*PolicyDecision) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PolicyDecision) GetCallId() string {
@@ -2072,7 +2350,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2362,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2375,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApprovalRequested) GetCallId() string {
@@ -2150,7 +2428,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2440,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2453,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ApprovalDecided) GetCallId() string {
@@ -2233,7 +2511,7 @@ type Forked struct {
 
 func (x *Forked) Reset() {
 	*x = Forked{}
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2523,7 @@ func (x *Forked) String() string {
 func (*Forked) ProtoMessage() {}
 
 func (x *Forked) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2536,7 @@ func (x *Forked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forked.ProtoReflect.Descriptor instead.
 func (*Forked) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Forked) GetFrom() string {
@@ -2298,7 +2576,7 @@ type StartRunRequest struct {
 
 func (x *StartRunRequest) Reset() {
 	*x = StartRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2588,7 @@ func (x *StartRunRequest) String() string {
 func (*StartRunRequest) ProtoMessage() {}
 
 func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2601,7 @@ func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunRequest.ProtoReflect.Descriptor instead.
 func (*StartRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StartRunRequest) GetSpec() *RunSpec {
@@ -2342,7 +2620,7 @@ type StartRunResponse struct {
 
 func (x *StartRunResponse) Reset() {
 	*x = StartRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2632,7 @@ func (x *StartRunResponse) String() string {
 func (*StartRunResponse) ProtoMessage() {}
 
 func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2645,7 @@ func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunResponse.ProtoReflect.Descriptor instead.
 func (*StartRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StartRunResponse) GetRun() *Run {
@@ -2386,7 +2664,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2676,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2689,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetRunRequest) GetId() string {
@@ -2430,7 +2708,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2720,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2733,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -2475,7 +2753,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2765,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2778,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListRunsRequest) GetStatuses() []RunStatus {
@@ -2526,7 +2804,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2816,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2829,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -2572,7 +2850,7 @@ type RunEventsRequest struct {
 
 func (x *RunEventsRequest) Reset() {
 	*x = RunEventsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +2862,7 @@ func (x *RunEventsRequest) String() string {
 func (*RunEventsRequest) ProtoMessage() {}
 
 func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +2875,7 @@ func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEventsRequest.ProtoReflect.Descriptor instead.
 func (*RunEventsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RunEventsRequest) GetId() string {
@@ -2630,7 +2908,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2920,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2933,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelRunRequest) GetId() string {
@@ -2673,7 +2951,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2963,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2976,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
 }
 
 type AnswerRunRequest struct {
@@ -2711,7 +2989,7 @@ type AnswerRunRequest struct {
 
 func (x *AnswerRunRequest) Reset() {
 	*x = AnswerRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2723,7 +3001,7 @@ func (x *AnswerRunRequest) String() string {
 func (*AnswerRunRequest) ProtoMessage() {}
 
 func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2736,7 +3014,7 @@ func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AnswerRunRequest) GetId() string {
@@ -2761,7 +3039,7 @@ type AnswerRunResponse struct {
 
 func (x *AnswerRunResponse) Reset() {
 	*x = AnswerRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +3051,7 @@ func (x *AnswerRunResponse) String() string {
 func (*AnswerRunResponse) ProtoMessage() {}
 
 func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +3064,7 @@ func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunResponse.ProtoReflect.Descriptor instead.
 func (*AnswerRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
 }
 
 // Artifact is a file a run saved out of a sandbox (or a large output).
@@ -2802,7 +3080,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +3092,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +3105,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Artifact) GetName() string {
@@ -2867,7 +3145,7 @@ type ListArtifactsRequest struct {
 
 func (x *ListArtifactsRequest) Reset() {
 	*x = ListArtifactsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2879,7 +3157,7 @@ func (x *ListArtifactsRequest) String() string {
 func (*ListArtifactsRequest) ProtoMessage() {}
 
 func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +3170,7 @@ func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsRequest.ProtoReflect.Descriptor instead.
 func (*ListArtifactsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListArtifactsRequest) GetId() string {
@@ -2911,7 +3189,7 @@ type ListArtifactsResponse struct {
 
 func (x *ListArtifactsResponse) Reset() {
 	*x = ListArtifactsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3201,7 @@ func (x *ListArtifactsResponse) String() string {
 func (*ListArtifactsResponse) ProtoMessage() {}
 
 func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3214,7 @@ func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsResponse.ProtoReflect.Descriptor instead.
 func (*ListArtifactsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListArtifactsResponse) GetArtifacts() []*Artifact {
@@ -2956,7 +3234,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3246,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3259,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetArtifactRequest) GetId() string {
@@ -3007,7 +3285,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[35]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3297,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[35]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3310,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{35}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetArtifactResponse) GetData() []byte {
@@ -3054,7 +3332,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[36]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3066,7 +3344,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[36]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3079,7 +3357,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{36}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ApproveRequest) GetId() string {
@@ -3118,7 +3396,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[37]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3408,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[37]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3421,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{37}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{39}
 }
 
 type DenyRequest struct {
@@ -3157,7 +3435,7 @@ type DenyRequest struct {
 
 func (x *DenyRequest) Reset() {
 	*x = DenyRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[38]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3447,7 @@ func (x *DenyRequest) String() string {
 func (*DenyRequest) ProtoMessage() {}
 
 func (x *DenyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[38]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3460,7 @@ func (x *DenyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
 func (*DenyRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{38}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DenyRequest) GetId() string {
@@ -3214,7 +3492,7 @@ type DenyResponse struct {
 
 func (x *DenyResponse) Reset() {
 	*x = DenyResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[39]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3504,7 @@ func (x *DenyResponse) String() string {
 func (*DenyResponse) ProtoMessage() {}
 
 func (x *DenyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[39]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3517,7 @@ func (x *DenyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
 func (*DenyResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{39}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{41}
 }
 
 type PauseRunRequest struct {
@@ -3251,7 +3529,7 @@ type PauseRunRequest struct {
 
 func (x *PauseRunRequest) Reset() {
 	*x = PauseRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[40]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3263,7 +3541,7 @@ func (x *PauseRunRequest) String() string {
 func (*PauseRunRequest) ProtoMessage() {}
 
 func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[40]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3276,7 +3554,7 @@ func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunRequest.ProtoReflect.Descriptor instead.
 func (*PauseRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{40}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PauseRunRequest) GetId() string {
@@ -3294,7 +3572,7 @@ type PauseRunResponse struct {
 
 func (x *PauseRunResponse) Reset() {
 	*x = PauseRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[41]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3584,7 @@ func (x *PauseRunResponse) String() string {
 func (*PauseRunResponse) ProtoMessage() {}
 
 func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[41]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3597,7 @@ func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunResponse.ProtoReflect.Descriptor instead.
 func (*PauseRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{41}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{43}
 }
 
 type ResumeRunRequest struct {
@@ -3331,7 +3609,7 @@ type ResumeRunRequest struct {
 
 func (x *ResumeRunRequest) Reset() {
 	*x = ResumeRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[42]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3621,7 @@ func (x *ResumeRunRequest) String() string {
 func (*ResumeRunRequest) ProtoMessage() {}
 
 func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[42]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3634,7 @@ func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{42}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResumeRunRequest) GetId() string {
@@ -3374,7 +3652,7 @@ type ResumeRunResponse struct {
 
 func (x *ResumeRunResponse) Reset() {
 	*x = ResumeRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[43]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3386,7 +3664,7 @@ func (x *ResumeRunResponse) String() string {
 func (*ResumeRunResponse) ProtoMessage() {}
 
 func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[43]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +3677,7 @@ func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunResponse.ProtoReflect.Descriptor instead.
 func (*ResumeRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{43}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{45}
 }
 
 type ForkRunRequest struct {
@@ -3414,7 +3692,7 @@ type ForkRunRequest struct {
 
 func (x *ForkRunRequest) Reset() {
 	*x = ForkRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[44]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3426,7 +3704,7 @@ func (x *ForkRunRequest) String() string {
 func (*ForkRunRequest) ProtoMessage() {}
 
 func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[44]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3439,7 +3717,7 @@ func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunRequest.ProtoReflect.Descriptor instead.
 func (*ForkRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{44}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ForkRunRequest) GetId() string {
@@ -3479,7 +3757,7 @@ type ForkRunResponse struct {
 
 func (x *ForkRunResponse) Reset() {
 	*x = ForkRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[45]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3491,7 +3769,7 @@ func (x *ForkRunResponse) String() string {
 func (*ForkRunResponse) ProtoMessage() {}
 
 func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[45]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3504,7 +3782,7 @@ func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunResponse.ProtoReflect.Descriptor instead.
 func (*ForkRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{45}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ForkRunResponse) GetRun() *Run {
@@ -3523,7 +3801,7 @@ type VerifyRunRequest struct {
 
 func (x *VerifyRunRequest) Reset() {
 	*x = VerifyRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[46]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3535,7 +3813,7 @@ func (x *VerifyRunRequest) String() string {
 func (*VerifyRunRequest) ProtoMessage() {}
 
 func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[46]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3548,7 +3826,7 @@ func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{46}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *VerifyRunRequest) GetId() string {
@@ -3567,7 +3845,7 @@ type VerifyRunResponse struct {
 
 func (x *VerifyRunResponse) Reset() {
 	*x = VerifyRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[47]
+	mi := &file_reins_v1_run_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3579,7 +3857,7 @@ func (x *VerifyRunResponse) String() string {
 func (*VerifyRunResponse) ProtoMessage() {}
 
 func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[47]
+	mi := &file_reins_v1_run_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3592,7 +3870,7 @@ func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunResponse.ProtoReflect.Descriptor instead.
 func (*VerifyRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{47}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *VerifyRunResponse) GetRun() *Run {
@@ -3612,7 +3890,7 @@ type CompareRunsRequest struct {
 
 func (x *CompareRunsRequest) Reset() {
 	*x = CompareRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[48]
+	mi := &file_reins_v1_run_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3902,7 @@ func (x *CompareRunsRequest) String() string {
 func (*CompareRunsRequest) ProtoMessage() {}
 
 func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[48]
+	mi := &file_reins_v1_run_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3915,7 @@ func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsRequest.ProtoReflect.Descriptor instead.
 func (*CompareRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{48}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CompareRunsRequest) GetRecorded() string {
@@ -3668,7 +3946,7 @@ type CompareRunsResponse struct {
 
 func (x *CompareRunsResponse) Reset() {
 	*x = CompareRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[49]
+	mi := &file_reins_v1_run_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3680,7 +3958,7 @@ func (x *CompareRunsResponse) String() string {
 func (*CompareRunsResponse) ProtoMessage() {}
 
 func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[49]
+	mi := &file_reins_v1_run_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3693,7 +3971,7 @@ func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsResponse.ProtoReflect.Descriptor instead.
 func (*CompareRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{49}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CompareRunsResponse) GetSame() bool {
@@ -3742,7 +4020,7 @@ var File_reins_v1_run_proto protoreflect.FileDescriptor
 
 const file_reins_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12reins/v1/run.proto\x12\breins.v1\x1a\x16reins/v1/sandbox.proto\"\xb9\x03\n" +
+	"\x12reins/v1/run.proto\x12\breins.v1\x1a\x16reins/v1/sandbox.proto\"\xf2\x03\n" +
 	"\aRunSpec\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -3759,7 +4037,9 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x06policy\x18\n" +
 	" \x01(\tR\x06policy\x12\x16\n" +
 	"\x06script\x18\v \x01(\tR\x06script\x12+\n" +
-	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x1a<\n" +
+	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x12\x14\n" +
+	"\x05agent\x18\r \x01(\tR\x05agent\x12!\n" +
+	"\fmemory_bytes\x18\x0e \x01(\x03R\vmemoryBytes\x1a<\n" +
 	"\x0eSandboxesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
@@ -3791,7 +4071,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\tR\x05input\x12\x12\n" +
 	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xe2\a\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xa1\b\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12'\n" +
@@ -3814,8 +4094,16 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x10approval_decided\x18\x15 \x01(\v2\x19.reins.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x12*\n" +
 	"\x06forked\x18\x16 \x01(\v2\x10.reins.v1.ForkedH\x00R\x06forked\x120\n" +
 	"\bartifact\x18\x17 \x01(\v2\x12.reins.v1.ArtifactH\x00R\bartifact\x12*\n" +
-	"\x06egress\x18\x18 \x01(\v2\x10.reins.v1.EgressH\x00R\x06egressB\t\n" +
-	"\apayloadJ\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\x04data\"\xd0\x01\n" +
+	"\x06egress\x18\x18 \x01(\v2\x10.reins.v1.EgressH\x00R\x06egress\x12=\n" +
+	"\ragent_program\x18\x19 \x01(\v2\x16.reins.v1.AgentProgramH\x00R\fagentProgramB\t\n" +
+	"\apayloadJ\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\x04data\"\x8f\x01\n" +
+	"\fAgentProgram\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x12\n" +
+	"\x04argv\x18\x02 \x03(\tR\x04argv\x12\x10\n" +
+	"\x03env\x18\x03 \x03(\tR\x03env\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x10\n" +
+	"\x03pid\x18\x05 \x01(\x05R\x03pid\x12\x1b\n" +
+	"\toom_kills\x18\x06 \x01(\x05R\boomKills\"\xd0\x01\n" +
 	"\x06Egress\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1b\n" +
@@ -3842,7 +4130,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"media_type\x18\b \x01(\tR\tmediaType\x12\x12\n" +
 	"\x04data\x18\t \x01(\tR\x04data\x12)\n" +
 	"\acontent\x18\n" +
-	" \x03(\v2\x0f.reins.v1.BlockR\acontent\"\xe8\x01\n" +
+	" \x03(\v2\x0f.reins.v1.BlockR\acontent\"\x99\x02\n" +
 	"\rModelResponse\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x05R\x04step\x12)\n" +
 	"\acontent\x18\x02 \x03(\v2\x0f.reins.v1.BlockR\acontent\x125\n" +
@@ -3851,7 +4139,22 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x05usage\x18\x04 \x01(\v2\x0f.reins.v1.UsageR\x05usage\x12\x19\n" +
 	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12\x1f\n" +
 	"\vduration_ms\x18\x06 \x01(\x03R\n" +
-	"durationMs\"|\n" +
+	"durationMs\x12/\n" +
+	"\agateway\x18\a \x01(\v2\x15.reins.v1.GatewayCallR\agateway\"\xc9\x02\n" +
+	"\vGatewayCall\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x12\n" +
+	"\x04wire\x18\x02 \x01(\tR\x04wire\x12\x14\n" +
+	"\x05asked\x18\x03 \x01(\tR\x05asked\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12\x16\n" +
+	"\x06stream\x18\x05 \x01(\bR\x06stream\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\x05R\x06status\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\"\n" +
+	"\rfirst_byte_ms\x18\b \x01(\x03R\vfirstByteMs\x12\x1a\n" +
+	"\bmessages\x18\t \x01(\x05R\bmessages\x12\x14\n" +
+	"\x05tools\x18\n" +
+	" \x01(\x05R\x05tools\x12!\n" +
+	"\fsystem_chars\x18\v \x01(\x05R\vsystemChars\x12!\n" +
+	"\x03new\x18\f \x03(\v2\x0f.reins.v1.BlockR\x03new\"|\n" +
 	"\bToolCall\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x05R\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x12\n" +
@@ -4007,7 +4310,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x11RUN_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14RUN_STATUS_SUCCEEDED\x10\x05\x12\x15\n" +
 	"\x11RUN_STATUS_FAILED\x10\x06\x12\x18\n" +
-	"\x14RUN_STATUS_CANCELLED\x10\a*\xfa\x04\n" +
+	"\x14RUN_STATUS_CANCELLED\x10\a*\xb7\x05\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EVENT_TYPE_RUN_CREATED\x10\x01\x12\x1d\n" +
@@ -4031,7 +4334,9 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x1cEVENT_TYPE_SANDBOX_SUSPENDED\x10\x12\x12\x1e\n" +
 	"\x1aEVENT_TYPE_SANDBOX_RESUMED\x10\x13\x12\x17\n" +
 	"\x13EVENT_TYPE_ARTIFACT\x10\x14\x12\x15\n" +
-	"\x11EVENT_TYPE_EGRESS\x10\x15*y\n" +
+	"\x11EVENT_TYPE_EGRESS\x10\x15\x12\x1d\n" +
+	"\x19EVENT_TYPE_AGENT_STARTING\x10\x16\x12\x1c\n" +
+	"\x18EVENT_TYPE_AGENT_STARTED\x10\x17*y\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -4080,7 +4385,7 @@ func file_reins_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_reins_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: reins.v1.RunStatus
 	(EventType)(0),                // 1: reins.v1.EventType
@@ -4092,133 +4397,138 @@ var file_reins_v1_run_proto_goTypes = []any{
 	(*Run)(nil),                   // 7: reins.v1.Run
 	(*PendingCall)(nil),           // 8: reins.v1.PendingCall
 	(*RunEvent)(nil),              // 9: reins.v1.RunEvent
-	(*Egress)(nil),                // 10: reins.v1.Egress
-	(*RunCreated)(nil),            // 11: reins.v1.RunCreated
-	(*Block)(nil),                 // 12: reins.v1.Block
-	(*ModelResponse)(nil),         // 13: reins.v1.ModelResponse
-	(*ToolCall)(nil),              // 14: reins.v1.ToolCall
-	(*ToolResult)(nil),            // 15: reins.v1.ToolResult
-	(*SandboxEvent)(nil),          // 16: reins.v1.SandboxEvent
-	(*Waiting)(nil),               // 17: reins.v1.Waiting
-	(*HumanAnswer)(nil),           // 18: reins.v1.HumanAnswer
-	(*Note)(nil),                  // 19: reins.v1.Note
-	(*Finished)(nil),              // 20: reins.v1.Finished
-	(*PolicyDecision)(nil),        // 21: reins.v1.PolicyDecision
-	(*ApprovalRequested)(nil),     // 22: reins.v1.ApprovalRequested
-	(*ApprovalDecided)(nil),       // 23: reins.v1.ApprovalDecided
-	(*Forked)(nil),                // 24: reins.v1.Forked
-	(*StartRunRequest)(nil),       // 25: reins.v1.StartRunRequest
-	(*StartRunResponse)(nil),      // 26: reins.v1.StartRunResponse
-	(*GetRunRequest)(nil),         // 27: reins.v1.GetRunRequest
-	(*GetRunResponse)(nil),        // 28: reins.v1.GetRunResponse
-	(*ListRunsRequest)(nil),       // 29: reins.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 30: reins.v1.ListRunsResponse
-	(*RunEventsRequest)(nil),      // 31: reins.v1.RunEventsRequest
-	(*CancelRunRequest)(nil),      // 32: reins.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),     // 33: reins.v1.CancelRunResponse
-	(*AnswerRunRequest)(nil),      // 34: reins.v1.AnswerRunRequest
-	(*AnswerRunResponse)(nil),     // 35: reins.v1.AnswerRunResponse
-	(*Artifact)(nil),              // 36: reins.v1.Artifact
-	(*ListArtifactsRequest)(nil),  // 37: reins.v1.ListArtifactsRequest
-	(*ListArtifactsResponse)(nil), // 38: reins.v1.ListArtifactsResponse
-	(*GetArtifactRequest)(nil),    // 39: reins.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),   // 40: reins.v1.GetArtifactResponse
-	(*ApproveRequest)(nil),        // 41: reins.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 42: reins.v1.ApproveResponse
-	(*DenyRequest)(nil),           // 43: reins.v1.DenyRequest
-	(*DenyResponse)(nil),          // 44: reins.v1.DenyResponse
-	(*PauseRunRequest)(nil),       // 45: reins.v1.PauseRunRequest
-	(*PauseRunResponse)(nil),      // 46: reins.v1.PauseRunResponse
-	(*ResumeRunRequest)(nil),      // 47: reins.v1.ResumeRunRequest
-	(*ResumeRunResponse)(nil),     // 48: reins.v1.ResumeRunResponse
-	(*ForkRunRequest)(nil),        // 49: reins.v1.ForkRunRequest
-	(*ForkRunResponse)(nil),       // 50: reins.v1.ForkRunResponse
-	(*VerifyRunRequest)(nil),      // 51: reins.v1.VerifyRunRequest
-	(*VerifyRunResponse)(nil),     // 52: reins.v1.VerifyRunResponse
-	(*CompareRunsRequest)(nil),    // 53: reins.v1.CompareRunsRequest
-	(*CompareRunsResponse)(nil),   // 54: reins.v1.CompareRunsResponse
-	nil,                           // 55: reins.v1.RunSpec.SandboxesEntry
-	nil,                           // 56: reins.v1.Run.SandboxesEntry
-	(*Network)(nil),               // 57: reins.v1.Network
-	(*EgressLogEntry)(nil),        // 58: reins.v1.EgressLogEntry
+	(*AgentProgram)(nil),          // 10: reins.v1.AgentProgram
+	(*Egress)(nil),                // 11: reins.v1.Egress
+	(*RunCreated)(nil),            // 12: reins.v1.RunCreated
+	(*Block)(nil),                 // 13: reins.v1.Block
+	(*ModelResponse)(nil),         // 14: reins.v1.ModelResponse
+	(*GatewayCall)(nil),           // 15: reins.v1.GatewayCall
+	(*ToolCall)(nil),              // 16: reins.v1.ToolCall
+	(*ToolResult)(nil),            // 17: reins.v1.ToolResult
+	(*SandboxEvent)(nil),          // 18: reins.v1.SandboxEvent
+	(*Waiting)(nil),               // 19: reins.v1.Waiting
+	(*HumanAnswer)(nil),           // 20: reins.v1.HumanAnswer
+	(*Note)(nil),                  // 21: reins.v1.Note
+	(*Finished)(nil),              // 22: reins.v1.Finished
+	(*PolicyDecision)(nil),        // 23: reins.v1.PolicyDecision
+	(*ApprovalRequested)(nil),     // 24: reins.v1.ApprovalRequested
+	(*ApprovalDecided)(nil),       // 25: reins.v1.ApprovalDecided
+	(*Forked)(nil),                // 26: reins.v1.Forked
+	(*StartRunRequest)(nil),       // 27: reins.v1.StartRunRequest
+	(*StartRunResponse)(nil),      // 28: reins.v1.StartRunResponse
+	(*GetRunRequest)(nil),         // 29: reins.v1.GetRunRequest
+	(*GetRunResponse)(nil),        // 30: reins.v1.GetRunResponse
+	(*ListRunsRequest)(nil),       // 31: reins.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 32: reins.v1.ListRunsResponse
+	(*RunEventsRequest)(nil),      // 33: reins.v1.RunEventsRequest
+	(*CancelRunRequest)(nil),      // 34: reins.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),     // 35: reins.v1.CancelRunResponse
+	(*AnswerRunRequest)(nil),      // 36: reins.v1.AnswerRunRequest
+	(*AnswerRunResponse)(nil),     // 37: reins.v1.AnswerRunResponse
+	(*Artifact)(nil),              // 38: reins.v1.Artifact
+	(*ListArtifactsRequest)(nil),  // 39: reins.v1.ListArtifactsRequest
+	(*ListArtifactsResponse)(nil), // 40: reins.v1.ListArtifactsResponse
+	(*GetArtifactRequest)(nil),    // 41: reins.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),   // 42: reins.v1.GetArtifactResponse
+	(*ApproveRequest)(nil),        // 43: reins.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 44: reins.v1.ApproveResponse
+	(*DenyRequest)(nil),           // 45: reins.v1.DenyRequest
+	(*DenyResponse)(nil),          // 46: reins.v1.DenyResponse
+	(*PauseRunRequest)(nil),       // 47: reins.v1.PauseRunRequest
+	(*PauseRunResponse)(nil),      // 48: reins.v1.PauseRunResponse
+	(*ResumeRunRequest)(nil),      // 49: reins.v1.ResumeRunRequest
+	(*ResumeRunResponse)(nil),     // 50: reins.v1.ResumeRunResponse
+	(*ForkRunRequest)(nil),        // 51: reins.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),       // 52: reins.v1.ForkRunResponse
+	(*VerifyRunRequest)(nil),      // 53: reins.v1.VerifyRunRequest
+	(*VerifyRunResponse)(nil),     // 54: reins.v1.VerifyRunResponse
+	(*CompareRunsRequest)(nil),    // 55: reins.v1.CompareRunsRequest
+	(*CompareRunsResponse)(nil),   // 56: reins.v1.CompareRunsResponse
+	nil,                           // 57: reins.v1.RunSpec.SandboxesEntry
+	nil,                           // 58: reins.v1.Run.SandboxesEntry
+	(*Network)(nil),               // 59: reins.v1.Network
+	(*EgressLogEntry)(nil),        // 60: reins.v1.EgressLogEntry
 }
 var file_reins_v1_run_proto_depIdxs = []int32{
-	55, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
-	57, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
+	57, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
+	59, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
 	0,  // 2: reins.v1.Run.status:type_name -> reins.v1.RunStatus
 	5,  // 3: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
 	6,  // 4: reins.v1.Run.usage:type_name -> reins.v1.Usage
-	56, // 5: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
+	58, // 5: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
 	8,  // 6: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
 	1,  // 7: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
-	11, // 8: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
-	13, // 9: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
-	14, // 10: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
-	15, // 11: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
-	16, // 12: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
-	17, // 13: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
-	18, // 14: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
-	19, // 15: reins.v1.RunEvent.note:type_name -> reins.v1.Note
-	20, // 16: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
-	21, // 17: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
-	22, // 18: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
-	23, // 19: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
-	24, // 20: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
-	36, // 21: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
-	10, // 22: reins.v1.RunEvent.egress:type_name -> reins.v1.Egress
-	58, // 23: reins.v1.Egress.entries:type_name -> reins.v1.EgressLogEntry
-	5,  // 24: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
-	3,  // 25: reins.v1.Block.type:type_name -> reins.v1.BlockType
-	12, // 26: reins.v1.Block.content:type_name -> reins.v1.Block
-	12, // 27: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
-	2,  // 28: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
-	6,  // 29: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
-	0,  // 30: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
-	6,  // 31: reins.v1.Finished.usage:type_name -> reins.v1.Usage
-	4,  // 32: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
-	5,  // 33: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
-	7,  // 34: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
-	7,  // 35: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
-	0,  // 36: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
-	7,  // 37: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
-	36, // 38: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
-	7,  // 39: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
-	7,  // 40: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
-	25, // 41: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
-	27, // 42: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
-	29, // 43: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
-	31, // 44: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
-	32, // 45: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
-	34, // 46: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
-	41, // 47: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
-	43, // 48: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
-	45, // 49: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
-	47, // 50: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
-	49, // 51: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
-	51, // 52: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
-	53, // 53: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
-	37, // 54: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
-	39, // 55: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
-	26, // 56: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
-	28, // 57: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
-	30, // 58: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
-	9,  // 59: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
-	33, // 60: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
-	35, // 61: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
-	42, // 62: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
-	44, // 63: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
-	46, // 64: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
-	48, // 65: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
-	50, // 66: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
-	52, // 67: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
-	54, // 68: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
-	38, // 69: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
-	40, // 70: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
-	56, // [56:71] is the sub-list for method output_type
-	41, // [41:56] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	12, // 8: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
+	14, // 9: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
+	16, // 10: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
+	17, // 11: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
+	18, // 12: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
+	19, // 13: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
+	20, // 14: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
+	21, // 15: reins.v1.RunEvent.note:type_name -> reins.v1.Note
+	22, // 16: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
+	23, // 17: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
+	24, // 18: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
+	25, // 19: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
+	26, // 20: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
+	38, // 21: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
+	11, // 22: reins.v1.RunEvent.egress:type_name -> reins.v1.Egress
+	10, // 23: reins.v1.RunEvent.agent_program:type_name -> reins.v1.AgentProgram
+	60, // 24: reins.v1.Egress.entries:type_name -> reins.v1.EgressLogEntry
+	5,  // 25: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
+	3,  // 26: reins.v1.Block.type:type_name -> reins.v1.BlockType
+	13, // 27: reins.v1.Block.content:type_name -> reins.v1.Block
+	13, // 28: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
+	2,  // 29: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
+	6,  // 30: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
+	15, // 31: reins.v1.ModelResponse.gateway:type_name -> reins.v1.GatewayCall
+	13, // 32: reins.v1.GatewayCall.new:type_name -> reins.v1.Block
+	0,  // 33: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
+	6,  // 34: reins.v1.Finished.usage:type_name -> reins.v1.Usage
+	4,  // 35: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
+	5,  // 36: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
+	7,  // 37: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
+	7,  // 38: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
+	0,  // 39: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
+	7,  // 40: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
+	38, // 41: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
+	7,  // 42: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
+	7,  // 43: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
+	27, // 44: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
+	29, // 45: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
+	31, // 46: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
+	33, // 47: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
+	34, // 48: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
+	36, // 49: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
+	43, // 50: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
+	45, // 51: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
+	47, // 52: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
+	49, // 53: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
+	51, // 54: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
+	53, // 55: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
+	55, // 56: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
+	39, // 57: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
+	41, // 58: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
+	28, // 59: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
+	30, // 60: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
+	32, // 61: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
+	9,  // 62: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
+	35, // 63: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
+	37, // 64: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
+	44, // 65: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
+	46, // 66: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
+	48, // 67: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
+	50, // 68: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
+	52, // 69: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
+	54, // 70: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
+	56, // 71: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
+	40, // 72: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
+	42, // 73: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
+	59, // [59:74] is the sub-list for method output_type
+	44, // [44:59] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_run_proto_init() }
@@ -4243,6 +4553,7 @@ func file_reins_v1_run_proto_init() {
 		(*RunEvent_Forked)(nil),
 		(*RunEvent_Artifact)(nil),
 		(*RunEvent_Egress)(nil),
+		(*RunEvent_AgentProgram)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4250,7 +4561,7 @@ func file_reins_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_run_proto_rawDesc), len(file_reins_v1_run_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   52,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
