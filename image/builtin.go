@@ -220,6 +220,13 @@ func copyFile(src, dst string, perm os.FileMode) error {
 
 // build makes a one-layer image with fill and records it under r's key.
 func (s *Store) build(ctx context.Context, r *parsedRef, source string, cfg v1.Config, report func(Progress), fill func(ctx context.Context, root string) error) (*Image, error) {
+	return s.buildOn(ctx, r, source, nil, cfg, report, fill)
+}
+
+// buildOn makes an image of base's layers (none if base is nil) and one
+// more made with fill, and records it under r's key. The caller pins
+// base's layers.
+func (s *Store) buildOn(ctx context.Context, r *parsedRef, source string, base *imageRecord, cfg v1.Config, report func(Progress), fill func(ctx context.Context, root string) error) (*Image, error) {
 	tmp, err := s.tempDir("build")
 	if err != nil {
 		return nil, err
@@ -252,29 +259,53 @@ func (s *Store) build(ctx context.Context, r *parsedRef, source string, cfg v1.C
 	}
 	unlock()
 
-	digest, err := manifestDigest(cfg, s.opts.platform, diffID, size)
+	var layers []builtLayer
+	var diffIDs []string
+	total := size
+	if base != nil {
+		for _, d := range base.Layers {
+			layers = append(layers, builtLayer{d, s.readLayerSize(d)})
+			diffIDs = append(diffIDs, d)
+		}
+		total += base.Size
+	}
+	layers = append(layers, builtLayer{diffID, size})
+	diffIDs = append(diffIDs, diffID)
+	digest, err := manifestDigest(cfg, s.opts.platform, layers)
 	if err != nil {
 		return nil, err
 	}
 	defer s.pins.pin(imagePin(digest))()
-	ir := &imageRecord{Digest: digest, Config: imageConfig(cfg), Layers: []string{diffID}, Size: size}
+	ir := &imageRecord{Digest: digest, Config: imageConfig(cfg), Layers: diffIDs, Size: total}
 	if err := s.record(r.key, source, ir); err != nil {
 		return nil, err
 	}
+	img, ok := s.imageFromRecord(r.key, ir)
+	if !ok {
+		return nil, fmt.Errorf("image %q: a layer of its base went missing while it was built: resolve it again", r.orig)
+	}
 	report(Progress{Phase: PhaseBuild, Message: "built " + r.key})
-	return &Image{Ref: r.key, Digest: digest, Layers: []string{dir}, Config: ir.Config, Size: size}, nil
+	return img, nil
 }
 
-// manifestDigest is the digest of the OCI manifest of a one-layer image
-// whose layer is stored uncompressed.
-func manifestDigest(cfg v1.Config, platform v1.Platform, diffID string, size int64) (string, error) {
-	h, err := v1.NewHash(diffID)
-	if err != nil {
-		return "", err
-	}
-	cf := v1.ConfigFile{
-		Architecture: platform.Architecture, OS: "linux", Config: cfg,
-		RootFS: v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{h}},
+// builtLayer is a layer of a built image: its diff ID and size.
+type builtLayer struct {
+	diffID string
+	size   int64
+}
+
+// manifestDigest is the digest of the OCI manifest of an image whose
+// layers, lowest first, are stored uncompressed.
+func manifestDigest(cfg v1.Config, platform v1.Platform, layers []builtLayer) (string, error) {
+	cf := v1.ConfigFile{Architecture: platform.Architecture, OS: "linux", Config: cfg, RootFS: v1.RootFS{Type: "layers"}}
+	var descs []v1.Descriptor
+	for _, l := range layers {
+		h, err := v1.NewHash(l.diffID)
+		if err != nil {
+			return "", err
+		}
+		cf.RootFS.DiffIDs = append(cf.RootFS.DiffIDs, h)
+		descs = append(descs, v1.Descriptor{MediaType: types.OCIUncompressedLayer, Size: l.size, Digest: h})
 	}
 	cfgJSON, err := json.Marshal(cf)
 	if err != nil {
@@ -284,7 +315,7 @@ func manifestDigest(cfg v1.Config, platform v1.Platform, diffID string, size int
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
 		Config:        v1.Descriptor{MediaType: types.OCIConfigJSON, Size: int64(len(cfgJSON)), Digest: sha256Hash(cfgJSON)},
-		Layers:        []v1.Descriptor{{MediaType: types.OCIUncompressedLayer, Size: size, Digest: h}},
+		Layers:        descs,
 	}
 	mJSON, err := json.Marshal(m)
 	if err != nil {

@@ -32,6 +32,8 @@
 //	                           `make deps` builds (Debian's, with wget -T)
 //	debian, debian:bookworm    built once with debootstrap --variant=minbase,
 //	                           with python3, pip, node, npm, git, curl, ssh added
+//	agents, agents:latest      debian plus Claude Code and Codex, their native
+//	                           binaries from the npm registry (agents.go)
 //	oci:PATH[:TAG|@DIGEST]     an OCI image layout directory
 //	docker-archive:PATH        a `docker save` tarball
 //	anything else              a registry reference, e.g. python:3.12-slim
@@ -156,6 +158,10 @@ type options struct {
 	jobs         int
 	retry        *remote.Backoff // tests shorten the registry client's retries
 	buildCache   string
+	npmRegistry  string
+	// agentPackages replaces agentPackages (tests build from their own
+	// registry).
+	agentPackages []npmPackage
 }
 
 // Option configures a Store.
@@ -193,8 +199,15 @@ func WithPlatform(p v1.Platform) Option { return func(o *options) { o.platform =
 // starts from them instead of building again: a store in a new data dir
 // (a test's, a second service's) then copies a finished root in seconds
 // rather than running debootstrap for minutes. dir is the operator's
-// (serve's default is /var/cache/reins/builds); "" keeps nothing.
+// (serve's default is /var/cache/reins/builds); "" keeps nothing. The
+// agents image's npm tarballs are kept there too, in dir/npm, by name and
+// version.
 func WithBuildCache(dir string) Option { return func(o *options) { o.buildCache = dir } }
+
+// WithNPMRegistry sets the npm registry the agents image's packages are
+// downloaded from (default: what `npm config get registry` says, else
+// DefaultNPMRegistry). Whatever it serves must match the sha512 reins pins.
+func WithNPMRegistry(url string) Option { return func(o *options) { o.npmRegistry = url } }
 
 // DefaultBuildCache is where reins serve keeps built root filesystems.
 const DefaultBuildCache = "/var/cache/reins/builds"
@@ -273,6 +286,8 @@ func (s *Store) Resolve(ctx context.Context, ref string, progress func(Progress)
 		return s.resolveBusybox(ctx, r, report)
 	case refDebian:
 		return s.resolveDebian(ctx, r, report)
+	case refAgents:
+		return s.resolveAgents(ctx, r, report)
 	case refOCI:
 		return s.resolveOCI(ctx, r, report)
 	case refDockerArchive:

@@ -30,6 +30,7 @@ const (
 	refRegistry refKind = iota
 	refBusybox
 	refDebian
+	refAgents
 	refOCI
 	refDockerArchive
 )
@@ -47,6 +48,7 @@ type parsedRef struct {
 const (
 	busyboxKey = "busybox:latest"
 	debianKey  = "debian:bookworm"
+	agentsKey  = "agents:latest"
 )
 
 // hostPathKinds are the reference prefixes whose rest is a path on the
@@ -75,6 +77,8 @@ func (s *Store) parseRef(ref string) (*parsedRef, error) {
 		r.kind, r.key = refBusybox, busyboxKey
 	case ref == "debian" || ref == debianKey:
 		r.kind, r.key = refDebian, debianKey
+	case ref == "agents" || ref == agentsKey:
+		r.kind, r.key = refAgents, agentsKey
 	case strings.HasPrefix(ref, "oci:"):
 		r.kind = refOCI
 		p, sel := splitLayoutRef(strings.TrimPrefix(ref, "oci:"))
