@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reinsdev/reins/internal/testenv"
+)
+
+// Agent programs in the box: the real Claude Code and Codex from npm (in
+// the agents image) run in a gVisor sandbox with no network, calling
+// models only through the gateway, a script answering. The service holds
+// "real" keys; the sandbox must never see them.
+
+const (
+	fakeAnthropicKey = "sk-ant-e2e-REALKEY-0123456789"
+	fakeOpenAIKey    = "sk-e2e-REALKEY-9876543210"
+)
+
+// agentService is a service holding provider keys (which no call uses:
+// the runs' models are scripts) to hunt for in sandboxes.
+func agentService(t *testing.T) *service {
+	t.Helper()
+	testenv.RequiresBinary(t, "debootstrap", "debootstrap")
+	return startServiceEnv(t, []string{"ANTHROPIC_API_KEY=" + fakeAnthropicKey, "OPENAI_API_KEY=" + fakeOpenAIKey})
+}
+
+// gatewayCalls are a run's model calls made through the gateway, as its
+// events say (the API's JSON shape).
+type gatewayCall struct {
+	Step    int `json:"step"`
+	Content []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ToolName string `json:"toolName"`
+	} `json:"content"`
+	Usage struct {
+		InputTokens  string `json:"inputTokens"`
+		OutputTokens string `json:"outputTokens"`
+	} `json:"usage"`
+	Gateway struct {
+		Wire   string `json:"wire"`
+		Status int    `json:"status"`
+		Model  string `json:"model"`
+		Error  string `json:"error"`
+	} `json:"gateway"`
+}
+
+func gatewayCalls(t *testing.T, s *service, runID string) []gatewayCall {
+	t.Helper()
+	var evs []struct {
+		Type          string          `json:"type"`
+		ModelResponse json.RawMessage `json:"modelResponse"`
+	}
+	out := s.must("runs", "events", "--json", runID)
+	if err := json.Unmarshal([]byte(out), &evs); err != nil {
+		t.Fatalf("runs events --json: %v\n%s", err, out)
+	}
+	var calls []gatewayCall
+	for _, ev := range evs {
+		if ev.ModelResponse == nil {
+			continue
+		}
+		var c gatewayCall
+		if err := json.Unmarshal(ev.ModelResponse, &c); err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// noRealKey hunts for the service's keys in sandbox id: in every
+// process's environment and in every file outside /proc and /sys.
+func noRealKey(t *testing.T, s *service, id string) {
+	t.Helper()
+	for _, key := range []string{fakeAnthropicKey, fakeOpenAIKey} {
+		r := s.run("sandbox", "exec", id, "--", "sh", "-c",
+			"cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F \"$0\"; "+
+				"grep -rlsF --exclude-dir=proc --exclude-dir=sys \"$0\" / | head -5", key)
+		if strings.TrimSpace(r.stdout) != "0" {
+			t.Errorf("the service's key %q is in the sandbox: %s", key, r)
+		}
+	}
+	r := s.run("sandbox", "exec", id, "--", "sh", "-c", `printf %s "$ANTHROPIC_API_KEY|$OPENAI_API_KEY"`)
+	toks := strings.Split(r.stdout, "|")
+	if len(toks) != 2 || !strings.HasPrefix(toks[0], "rgw_") || toks[0] != toks[1] {
+		t.Errorf("the sandbox's key variables hold %q, want one placeholder token rgw_…", r.stdout)
+	}
+}
+
+func runOf(t *testing.T, s *service, r result) string {
+	t.Helper()
+	var v struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.ID == "" {
+		t.Fatalf("run --json: %s", r)
+	}
+	return v.ID
+}
+
+// TestClaudeCodeInBox: Claude Code calls its Bash tool once (writing a
+// file the test reads back) and finishes; the run succeeds, its log holds
+// both model exchanges with usage, and the sandbox held only the
+// placeholder token.
+func TestClaudeCodeInBox(t *testing.T) {
+	s := agentService(t)
+	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none")
+	script := writeScript(t,
+		map[string]any{"tool_calls": []any{map[string]any{"name": "Bash",
+			"input": map[string]any{"command": "echo claude-was-here > /tmp/proof.txt && cat /tmp/proof.txt", "description": "write the proof"}}}},
+		map[string]any{"expect": "claude-was-here", "text": "done: the proof is written"})
+	r := s.run("run", "--json", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "write the proof")
+	runID := runOf(t, s, r)
+	if r.code != 0 || !strings.Contains(r.stdout, "succeeded") {
+		t.Fatalf("claude-code run: %s\n%s", r, s.must("runs", "events", runID))
+	}
+	if got := strings.TrimSpace(s.must("sandbox", "exec", id, "--", "cat", "/tmp/proof.txt")); got != "claude-was-here" {
+		t.Errorf("the file Claude Code's Bash tool wrote holds %q", got)
+	}
+	checkTwoCalls(t, s, runID, "anthropic", "Bash")
+	if show := s.must("runs", "show", runID); !strings.Contains(show, "done: the proof is written") {
+		t.Errorf("runs show lacks the final answer:\n%s", show)
+	}
+	noRealKey(t, s, id)
+}
+
+// TestCodexInBox: the same with the real Codex CLI over the Responses wire.
+func TestCodexInBox(t *testing.T) {
+	s := agentService(t)
+	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none")
+	script := writeScript(t,
+		map[string]any{"tool_calls": []any{map[string]any{"name": "exec_command",
+			"input": map[string]any{"cmd": "echo codex-was-here > /tmp/proof.txt && cat /tmp/proof.txt"}}}},
+		map[string]any{"expect": "codex-was-here", "text": "done: the proof is written"})
+	r := s.run("run", "--json", "--agent", "codex", "--in", id, "--model", "script:"+script, "write the proof")
+	runID := runOf(t, s, r)
+	if r.code != 0 || !strings.Contains(r.stdout, "succeeded") {
+		t.Fatalf("codex run: %s\n%s", r, s.must("runs", "events", runID))
+	}
+	if got := strings.TrimSpace(s.must("sandbox", "exec", id, "--", "cat", "/tmp/proof.txt")); got != "codex-was-here" {
+		t.Errorf("the file Codex's shell tool wrote holds %q", got)
+	}
+	checkTwoCalls(t, s, runID, "openai_responses", "exec_command")
+	noRealKey(t, s, id)
+}
+
+// checkTwoCalls: the run's log has the two model exchanges, in the wire
+// the program spoke, each answered 200 with usage; the first called tool.
+func checkTwoCalls(t *testing.T, s *service, runID, wire, tool string) {
+	t.Helper()
+	calls := gatewayCalls(t, s, runID)
+	if len(calls) != 2 {
+		t.Fatalf("%d model calls in the log, want 2:\n%s", len(calls), s.must("runs", "events", runID))
+	}
+	for i, c := range calls {
+		if c.Gateway.Wire != wire || c.Gateway.Status != 200 || !strings.HasPrefix(c.Gateway.Model, "script:") {
+			t.Errorf("call %d: wire %q status %d model %q, want %s 200 script:…", i+1, c.Gateway.Wire, c.Gateway.Status, c.Gateway.Model, wire)
+		}
+		if c.Usage.InputTokens == "" || c.Usage.InputTokens == "0" || c.Usage.OutputTokens == "" {
+			t.Errorf("call %d has no usage: %+v", i+1, c.Usage)
+		}
+	}
+	if len(calls[0].Content) == 0 || calls[0].Content[0].ToolName != tool {
+		t.Errorf("the first call's answer is %+v, want a %s call", calls[0].Content, tool)
+	}
+}
+
+// TestAgentRunSteering: a script that never stops is ended by --max-steps
+// with the reason; cancel kills the program mid-run; pause holds it at its
+// next model call and resume lets it finish. Claude Code is the program.
+func TestAgentRunSteering(t *testing.T) {
+	s := agentService(t)
+	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none")
+	loop := func(cmd string, n int) []map[string]any {
+		var turns []map[string]any
+		for i := 0; i < n; i++ {
+			turns = append(turns, map[string]any{"tool_calls": []any{map[string]any{"name": "Bash",
+				"input": map[string]any{"command": fmt.Sprintf(cmd, i), "description": "step"}}}})
+		}
+		return turns
+	}
+	t.Run("max-steps", func(t *testing.T) {
+		script := writeScript(t, loop("echo step %d", 20)...)
+		r := s.run("run", "--json", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "--max-steps", "3", "never stop")
+		runID := runOf(t, s, r)
+		if r.code == 0 || !strings.Contains(r.stdout, "max steps") {
+			t.Errorf("a never-ending script under --max-steps 3: %s", r)
+		}
+		if n := len(gatewayCalls(t, s, runID)); n < 3 || n > 4 {
+			t.Errorf("%d calls recorded, want the 3 admitted (and at most the refused one)", n)
+		}
+		noProgram(t, s, id, "claude")
+	})
+	t.Run("cancel", func(t *testing.T) {
+		script := writeScript(t, loop("sleep 600 # %d", 2)...)
+		runID := strings.TrimSpace(s.must("run", "-d", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "sleep"))
+		eventually(t, 120*time.Second, "the program's sleep", func() (bool, string) {
+			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -l 'sleep 600' /proc/[0-9]*/cmdline 2>/dev/null | wc -l")
+			return strings.TrimSpace(r.stdout) != "0", r.String()
+		})
+		s.must("runs", "cancel", runID)
+		waitStatus(t, s, runID, "RUN_STATUS_CANCELLED")
+		eventually(t, 30*time.Second, "the program and its children gone", func() (bool, string) {
+			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -lE 'sleep 600|claude' /proc/[0-9]*/cmdline 2>/dev/null | grep -v self | wc -l")
+			return strings.TrimSpace(r.stdout) == "0", r.String()
+		})
+	})
+	t.Run("pause-resume", func(t *testing.T) {
+		script := writeScript(t,
+			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash",
+				"input": map[string]any{"command": "while [ ! -e /tmp/go ]; do sleep 0.2; done; echo went", "description": "wait"}}}},
+			map[string]any{"expect": "went", "text": "finished after the pause"})
+		s.run("sandbox", "exec", id, "--", "rm", "-f", "/tmp/go")
+		runID := strings.TrimSpace(s.must("run", "-d", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "wait, then finish"))
+		eventually(t, 120*time.Second, "the first call", func() (bool, string) {
+			n := len(gatewayCalls(t, s, runID))
+			return n == 1, fmt.Sprint(n, " calls")
+		})
+		s.must("runs", "pause", runID)
+		s.must("sandbox", "exec", id, "--", "touch", "/tmp/go")
+		waitStatus(t, s, runID, "RUN_STATUS_PAUSED")
+		// Held: the second call does not happen while paused.
+		time.Sleep(3 * time.Second)
+		if n := len(gatewayCalls(t, s, runID)); n != 1 {
+			t.Fatalf("%d calls recorded while paused, want 1", n)
+		}
+		s.must("runs", "resume", runID)
+		waitStatus(t, s, runID, "RUN_STATUS_SUCCEEDED")
+		if show := s.must("runs", "show", runID); !strings.Contains(show, "finished after the pause") {
+			t.Errorf("runs show after resume:\n%s", show)
+		}
+	})
+}
+
+// noProgram waits until no process named name runs in sandbox id.
+func noProgram(t *testing.T, s *service, id, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, name+" gone", func() (bool, string) {
+		r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -l '"+name+"' /proc/[0-9]*/cmdline 2>/dev/null | grep -v self | wc -l")
+		return strings.TrimSpace(r.stdout) == "0", r.String()
+	})
+}
+
+// TestGatewayTokenIsTheSandboxs: a sandbox's placeholder token is good
+// only from that sandbox: from another sandbox it is refused, and after
+// its sandbox is gone too.
+func TestGatewayTokenIsTheSandboxs(t *testing.T) {
+	s := agentService(t)
+	script := writeScript(t, map[string]any{"text": "hello"})
+	a := s.create("--backend", "gvisor", "--image", "agents", "--network", "none", "--model-gateway", "--model", "script:"+script)
+	b := s.create("--backend", "gvisor", "--image", "agents", "--network", "none", "--model-gateway", "--model", "script:"+script)
+	tokA := strings.TrimSpace(s.must("sandbox", "exec", a, "--", "sh", "-c", `printf %s "$ANTHROPIC_API_KEY"`))
+	status := func(id, tok string) string {
+		r := s.run("sandbox", "exec", id, "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+			"-H", "x-api-key: "+tok, "-H", "content-type: application/json", "http://127.0.0.1:47070/v1/messages/count_tokens",
+			"-d", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`)
+		return r.stdout
+	}
+	if got := status(a, tokA); got != "200" {
+		t.Errorf("sandbox A with its own token: HTTP %q, want it accepted", got)
+	}
+	if got := status(b, tokA); got != "401" {
+		t.Errorf("sandbox B with A's token: HTTP %q, want 401", got)
+	}
+	s.must("sandbox", "rm", a)
+	if got := status(b, tokA); got != "401" {
+		t.Errorf("A's token after A is gone, from B: HTTP %q, want 401", got)
+	}
+}
