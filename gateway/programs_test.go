@@ -71,11 +71,11 @@ func programEnv(t *testing.T, forward bool, turns ...script.Turn) *env {
 	t.Helper()
 	if !forward {
 		e := newEnv(t, envOpts{open: scripted(t, turns...)})
-		e.l.target = Target{Model: "script:turns"}
+		e.l.set(func(l *ledger) { l.target = Target{Model: "script:turns"} })
 		return e
 	}
 	pl := newLedger()
-	pl.target = Target{Model: "script:turns"}
+	pl.set(func(l *ledger) { l.target = Target{Model: "script:turns"} })
 	p, err := New(Config{Ledger: pl, Open: scripted(t, turns...),
 		Authorize: func(_ context.Context, _, tok string) bool { return tok == realKey }})
 	if err != nil {

@@ -178,7 +178,7 @@ func TestForwardRewritesModel(t *testing.T) {
 		}
 		provider(anthropicJSON, anthropicSSE)(w, r)
 	}})
-	e.l.target = Target{Model: "anthropic:claude-haiku-4-5"}
+	e.l.set(func(l *ledger) { l.target = Target{Model: "anthropic:claude-haiku-4-5"} })
 	c := anthropicClient(e.url, token("sb1"))
 	if _, err := c.Messages.New(context.Background(), aParams); err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestForwardOpenAISDK(t *testing.T) {
 func TestTranslateSDKs(t *testing.T) {
 	e := newEnv(t, envOpts{open: scripted(t,
 		script.Turn{Text: "hello from script", ToolCalls: []script.ToolCall{{Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)}}})})
-	e.l.target = Target{Model: "script:t"}
+	e.l.set(func(l *ledger) { l.target = Target{Model: "script:t"} })
 	ctx := context.Background()
 	ac := anthropicClient(e.url, token("sb1"))
 	oc := openaiClient(e.url, token("sb1"))
@@ -317,7 +317,9 @@ func TestTranslateSDKs(t *testing.T) {
 // status and message; a model's error reaches it by its kind.
 func TestRefusalsParsedBySDKs(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.l.refuse = &Refusal{Status: 429, Type: "rate_limit_error", Message: "run r1 is over its budget of $1.00: raise --max-cost"}
+	e.l.set(func(l *ledger) {
+		l.refuse = &Refusal{Status: 429, Type: "rate_limit_error", Message: "run r1 is over its budget of $1.00: raise --max-cost"}
+	})
 	ctx := context.Background()
 	ac, oc := anthropicClient(e.url, token("sb1")), openaiClient(e.url, token("sb1"))
 	_, err := ac.Messages.New(ctx, aParams)
@@ -330,8 +332,8 @@ func TestRefusalsParsedBySDKs(t *testing.T) {
 	if !errors.As(err, &oe) || oe.StatusCode != 429 || !strings.Contains(oe.Message, "over its budget") {
 		t.Errorf("openai: %v", err)
 	}
-	e.l.refuse = nil
-	e.l.target = Target{Model: "script:t"} // Open fails in this env
+	e.l.set(func(l *ledger) { l.refuse = nil })
+	e.l.set(func(l *ledger) { l.target = Target{Model: "script:t"} }) // Open fails in this env
 	_, err = oc.Chat.Completions.New(ctx, chatParams)
 	if !errors.As(err, &oe) || oe.StatusCode != 500 || !strings.Contains(oe.Message, "could not open the model") {
 		t.Errorf("openai open: %v", err)
