@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -16,6 +17,7 @@ import (
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 )
@@ -435,4 +437,115 @@ func streamResponse(t *testing.T, c openai.Client) (responses.Response, string) 
 		t.Fatal(err)
 	}
 	return done, deltas.String()
+}
+
+// slow is a model that answers (or fails) only once released.
+type slow struct {
+	release chan struct{}
+	answer  *model.Response
+	err     error
+}
+
+func (s *slow) Generate(ctx context.Context, _ *model.Request) (*model.Response, error) {
+	select {
+	case <-s.release:
+		return s.answer, s.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A slow translated stream opens and is kept alive before the answer
+// exists: each SDK gets the stream's first event while the model still
+// works (it is released only then), and the whole answer after; a model
+// failing after the stream opened ends it with the wire's error event.
+func TestSlowTranslatedStreamKeptAlive(t *testing.T) {
+	defer func(a, e time.Duration) { keepAliveAfter, keepAliveEvery = a, e }(keepAliveAfter, keepAliveEvery)
+	keepAliveAfter, keepAliveEvery = time.Millisecond, time.Millisecond
+	answer := &model.Response{StopReason: model.StopToolUse, Usage: model.Usage{InputTokens: 5, OutputTokens: 7},
+		Content: []model.Block{{Type: model.BlockText, Text: "hello from slow"},
+			{Type: model.BlockToolUse, ToolCallID: "c1", ToolName: "bash", Input: json.RawMessage(`{"command":"ls"}`)}}}
+	var m *slow
+	e := newEnv(t, envOpts{open: func(Target) (model.Model, string, error) { return m, "", nil }})
+	e.l.set(func(l *ledger) { l.target = Target{Model: "script:slow"} })
+	ctx := context.Background()
+	ac, oc := anthropicClient(e.url, token("sb1")), openaiClient(e.url, token("sb1"))
+	for _, fail := range []bool{false, true} {
+		newModel := func() {
+			m = &slow{release: make(chan struct{}), answer: answer}
+			if fail {
+				m.answer, m.err = nil, errdefs.WithMessage(errdefs.ErrResourceExhausted, "openai: 429 rate limited: try later")
+			}
+		}
+		check := func(what string, first bool, err error) {
+			t.Helper()
+			if !first {
+				t.Errorf("%s: no event before the model answered", what)
+			}
+			if fail && (err == nil || !strings.Contains(err.Error(), "rate limited")) {
+				t.Errorf("%s: a failed model ended the stream with %v", what, err)
+			}
+			if !fail && err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+			if r := e.l.waitEnd(t); r.Status != 200 || (r.Error != "") != fail {
+				t.Errorf("%s: recorded %+v", what, r)
+			}
+		}
+
+		newModel()
+		as := ac.Messages.NewStreaming(ctx, aParams)
+		var acc anthropic.Message
+		first := as.Next() && as.Current().Type == "message_start"
+		acc.Accumulate(as.Current())
+		close(m.release)
+		for as.Next() {
+			acc.Accumulate(as.Current())
+		}
+		as.Close()
+		check("anthropic", first, as.Err())
+		if !fail {
+			wantAnswer(t, "anthropic", acc.Content[0].Text, acc.Content[1].Name, string(acc.Content[1].Input))
+		}
+
+		newModel()
+		cs := oc.Chat.Completions.NewStreaming(ctx, chatParams)
+		var cacc openai.ChatCompletionAccumulator
+		first = cs.Next() && cs.Current().Choices[0].Delta.Role == "assistant"
+		cacc.AddChunk(cs.Current())
+		close(m.release)
+		for cs.Next() {
+			cacc.AddChunk(cs.Current())
+		}
+		cs.Close()
+		check("chat", first, cs.Err())
+		if !fail {
+			tc := cacc.Choices[0].Message.ToolCalls[0]
+			wantAnswer(t, "chat", cacc.Choices[0].Message.Content, tc.Function.Name, tc.Function.Arguments)
+		}
+
+		newModel()
+		rs := oc.Responses.NewStreaming(ctx, respParams)
+		first = rs.Next() && rs.Current().Type == "response.created"
+		close(m.release)
+		var done responses.Response
+		var rerr error
+		for rs.Next() {
+			switch ev := rs.Current(); ev.Type {
+			case "response.completed":
+				done = ev.Response
+			case "response.failed":
+				rerr = errors.New(ev.Response.Error.Message)
+			}
+		}
+		if rerr == nil {
+			rerr = rs.Err()
+		}
+		rs.Close()
+		check("responses", first, rerr)
+		if !fail {
+			fc := done.Output[1].AsFunctionCall()
+			wantAnswer(t, "responses", done.OutputText(), fc.Name, fc.Arguments)
+		}
+	}
 }
