@@ -360,3 +360,52 @@ func TestParseCaptured(t *testing.T) {
 		}
 	}
 }
+
+// One sandbox holds at most MaxInFlight calls open; the next is answered
+// 429 before its body is read or the Ledger sees it, and every call goes
+// through once the held ones finish. Body bytes held by all calls are
+// bounded too.
+func TestCallsInFlightBounded(t *testing.T) {
+	e := newEnv(t, envOpts{anthropic: provider(anthropicJSON, anthropicSSE)})
+	hold := make(chan struct{})
+	e.l.set(func(l *ledger) { l.hold = hold })
+	c := anthropicClient(e.url, token("sb1"))
+	errs := make(chan error, MaxInFlight)
+	for range MaxInFlight {
+		go func() {
+			_, err := c.Messages.New(context.Background(), aParams)
+			errs <- err
+		}()
+	}
+	for e.l.numCalls() < MaxInFlight {
+		runtime.Gosched()
+	}
+	resp, body := post(t, e.url, "/v1/messages", token("sb1"), []byte(hi))
+	if resp.StatusCode != 429 || !strings.Contains(string(body), "model calls open") {
+		t.Errorf("call %d: %d %s", MaxInFlight+1, resp.StatusCode, body)
+	}
+	if n := e.l.numCalls(); n != MaxInFlight {
+		t.Errorf("the ledger saw %d calls", n)
+	}
+	other := serve(t, e.g, "sb2") // another sandbox is not held back
+	e.l.set(func(l *ledger) { l.hold = nil })
+	if resp, body := post(t, other, "/v1/messages", token("sb2"), []byte(hi)); resp.StatusCode != 200 {
+		t.Errorf("another sandbox: %d %s", resp.StatusCode, body)
+	}
+	close(hold)
+	for range MaxInFlight {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if resp, body := post(t, e.url, "/v1/messages", token("sb1"), []byte(hi)); resp.StatusCode != 200 {
+		t.Errorf("after: %d %s", resp.StatusCode, body)
+	}
+
+	e.g.mu.Lock()
+	e.g.maxBuffered = int64(len(hi)) - 1
+	e.g.mu.Unlock()
+	if resp, body := post(t, e.url, "/v1/messages", token("sb1"), []byte(hi)); resp.StatusCode != 429 || !strings.Contains(string(body), "request bytes") {
+		t.Errorf("over the bytes held: %d %s", resp.StatusCode, body)
+	}
+}
