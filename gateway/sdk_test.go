@@ -549,3 +549,33 @@ func TestSlowTranslatedStreamKeptAlive(t *testing.T) {
 		}
 	}
 }
+
+// A model's error on the translate path is answered by its kind, in the
+// wire's format, and recorded.
+func TestModelErrorByKind(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		status int
+		typ    string
+	}{
+		{errdefs.WithMessage(errdefs.ErrFailedPrecondition, "script s: turn 1 expects x in the last observation"), 400, "invalid_request_error"},
+		{errdefs.WithMessage(errdefs.ErrResourceExhausted, "openai: 429 quota"), 429, "rate_limit_error"},
+		{errdefs.WithMessage(errdefs.ErrUnavailable, "openai: 503 (gave up after 5 attempts)"), 503, "overloaded_error"},
+		{errdefs.WithMessage(errdefs.ErrUnauthenticated, "openai: 401 invalid key (check OPENAI_API_KEY)"), 403, "permission_error"},
+		{errors.New("something else"), 500, "api_error"},
+	} {
+		m := &slow{release: make(chan struct{}), err: c.err}
+		close(m.release)
+		e := newEnv(t, envOpts{open: func(Target) (model.Model, string, error) { return m, "", nil }})
+		e.l.set(func(l *ledger) { l.target = Target{Model: "openai:gpt-4.1"} })
+		ac := anthropicClient(e.url, token("sb1"))
+		_, err := ac.Messages.New(context.Background(), aParams)
+		var ae *anthropic.Error
+		if !errors.As(err, &ae) || ae.StatusCode != c.status || !strings.Contains(ae.RawJSON(), c.typ) || !strings.Contains(ae.Error(), c.err.Error()) {
+			t.Errorf("%v: got %v", c.err, err)
+		}
+		if r := e.l.waitEnd(t); r.Status != c.status || r.Error != c.err.Error() || r.Upstream != "openai:gpt-4.1" {
+			t.Errorf("%v: recorded %+v", c.err, r)
+		}
+	}
+}
