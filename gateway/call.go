@@ -244,21 +244,72 @@ func (g *Gateway) translate(ctx context.Context, w *recorder, wire Wire, p *pars
 	}
 	req := *p.req
 	req.Model = name
-	out, err := m.Generate(ctx, &req)
-	if err != nil {
+	out, st, err := generate(ctx, w, wire, p, m, &req)
+	switch {
+	case err != nil:
 		res.Error = err.Error()
 		if ctx.Err() != nil {
 			return res
 		}
 		status, typ := statusOf(err)
-		writeError(w, wire, status, typ, err.Error())
+		if st != nil {
+			st.fail(status, typ, err.Error())
+		} else {
+			writeError(w, wire, status, typ, err.Error())
+		}
 		return res
+	case st != nil:
+		st.finish(out)
+		err = st.err
+	default:
+		err = render(w, wire, p, out)
 	}
 	res.Response = out
-	if err := render(w, wire, p, out); err != nil {
+	if err != nil {
 		res.Error = "the program went away mid-answer: " + err.Error()
 	}
 	return res
+}
+
+// Keep-alive of a slow translated stream: model.Model answers whole, so a
+// long answer (minutes for a large output) would leave a streaming
+// program with no byte, and programs give up on a silent stream. Past
+// keepAliveAfter the stream is opened and pinged every keepAliveEvery.
+var keepAliveAfter, keepAliveEvery = 5 * time.Second, 10 * time.Second
+
+// generate runs the model; when the call streams and the model is slow it
+// opens the stream and keeps it alive meanwhile, returning it (st) for
+// the answer or the error to end.
+func generate(ctx context.Context, w *recorder, wire Wire, p *parsed, m model.Model, req *model.Request) (*model.Response, *stream, error) {
+	type answer struct {
+		r   *model.Response
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := m.Generate(ctx, req)
+		done <- answer{r, err}
+	}()
+	if !p.stream {
+		a := <-done
+		return a.r, nil, a.err
+	}
+	var st *stream
+	t := time.NewTimer(keepAliveAfter)
+	defer t.Stop()
+	for {
+		select {
+		case a := <-done:
+			return a.r, st, a.err
+		case <-t.C:
+			if st == nil {
+				st = newStream(w, wire, p)
+				st.open(model.Usage{})
+			}
+			st.ping()
+			t.Reset(keepAliveEvery)
+		}
+	}
 }
 
 // statusOf is the HTTP status and Anthropic error type of a model's

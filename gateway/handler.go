@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,17 @@ import (
 // conversation with screenshots is a few MiB; a request larger than this
 // is answered 413 in its wire's format.
 const MaxBody = 32 << 20
+
+// MaxInFlight is the most model calls one sandbox has open at once (Claude
+// Code with subagents makes a few in parallel); past it a call is
+// answered 429, which programs retry after a pause.
+const MaxInFlight = 16
+
+// MaxBuffered is the most request body bytes all calls hold at once: a
+// call holds its Content-Length (MaxBody when it sends none) from before
+// its body is read until it is answered; a call that would pass it is
+// answered 429.
+const MaxBuffered = 512 << 20
 
 // Gateway is the model gateway's HTTP handler (see the package comment).
 // Routes, all matched on the cleaned path exactly:
@@ -36,6 +48,11 @@ const MaxBody = 32 << 20
 type Gateway struct {
 	cfg    Config
 	client *http.Client
+
+	mu          sync.Mutex
+	inFlight    map[string]int // calls open, by sandbox
+	buffered    int64          // body bytes held by open calls
+	maxBuffered int64
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -64,7 +81,7 @@ func New(cfg Config) (*Gateway, error) {
 		// as the model thinks, bounded by the call's ctx.
 		ResponseHeaderTimeout: 10 * time.Minute,
 	}
-	return &Gateway{cfg: cfg, client: &http.Client{
+	return &Gateway{cfg: cfg, inFlight: map[string]int{}, maxBuffered: MaxBuffered, client: &http.Client{
 		Transport: tr,
 		// A redirect from a provider is passed back, never followed with
 		// the key.
@@ -119,6 +136,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	wire := guessWire(r)
 	switch rt {
+	case routeMessages, routeCount:
+		wire = WireAnthropic
+	case routeChat:
+		wire = WireOpenAIChat
+	case routeResponses:
+		wire = WireOpenAIResponses
+	}
+	switch rt {
 	case routeRoot:
 		w.WriteHeader(http.StatusOK)
 		return
@@ -137,19 +162,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"the key is not this sandbox's model gateway token: use the ANTHROPIC_API_KEY / OPENAI_API_KEY the sandbox was given, from inside that sandbox")
 		return
 	}
-	switch rt {
-	case routeModels:
+	if rt == routeModels {
 		writeModels(w, r)
 		return
-	case routeMessages:
-		wire = WireAnthropic
-	case routeCount:
-		wire = WireAnthropic
-	case routeChat:
-		wire = WireOpenAIChat
-	case routeResponses:
-		wire = WireOpenAIResponses
 	}
+	release, busy := g.hold(sandbox, r.ContentLength)
+	if busy != "" {
+		writeError(w, wire, http.StatusTooManyRequests, "rate_limit_error", busy)
+		return
+	}
+	defer release()
 	body, ok := readBody(w, r, wire)
 	if !ok {
 		return
@@ -165,6 +187,32 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.call(w, r, sandbox, wire, body, p)
+}
+
+// hold counts one call of sandbox, holding n body bytes (MaxBody when n
+// is unknown), or says why it cannot be taken now.
+func (g *Gateway) hold(sandbox string, n int64) (release func(), busy string) {
+	if n < 0 || n > MaxBody {
+		n = MaxBody
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.inFlight[sandbox] >= MaxInFlight:
+		return nil, fmt.Sprintf("this sandbox has %d model calls open, the most it may: retry when one has finished", MaxInFlight)
+	case g.buffered+n > g.maxBuffered:
+		return nil, "reins' model gateway is holding all the request bytes it may: retry shortly"
+	}
+	g.inFlight[sandbox]++
+	g.buffered += n
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.buffered -= n
+		if g.inFlight[sandbox]--; g.inFlight[sandbox] == 0 {
+			delete(g.inFlight, sandbox)
+		}
+	}, ""
 }
 
 // guessWire is the wire a request's errors are written in before its

@@ -36,6 +36,19 @@ type ledger struct {
 
 func newLedger() *ledger { return &ledger{ended: make(chan Result, 100)} }
 
+func (l *ledger) numCalls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.calls)
+}
+
+// set changes what the ledger does, under its lock.
+func (l *ledger) set(f func(*ledger)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f(l)
+}
+
 func (l *ledger) Begin(ctx context.Context, c Call) (Admission, error) {
 	l.mu.Lock()
 	l.calls = append(l.calls, c)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func TestAuthRefused(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Errorf("two tokens: %d", resp.StatusCode)
 	}
-	if n := len(e.l.calls); n != 0 {
+	if n := e.l.numCalls(); n != 0 {
 		t.Errorf("the ledger saw %d calls", n)
 	}
 }
@@ -115,8 +116,8 @@ func TestLocalPathsNeverForwarded(t *testing.T) {
 	if n := e.anthropic.count() + e.openai.count(); n != 0 {
 		t.Errorf("upstreams hit %d times", n)
 	}
-	if len(e.l.calls) != 0 {
-		t.Errorf("ledger saw %d calls", len(e.l.calls))
+	if e.l.numCalls() != 0 {
+		t.Errorf("ledger saw %d calls", e.l.numCalls())
 	}
 	resp, body := post(t, e.url, "/v1/messages/count_tokens", token("sb1"), []byte(hi))
 	if resp.StatusCode != 200 || string(body) != `{"input_tokens":1}` {
@@ -146,12 +147,14 @@ func TestBadBodies(t *testing.T) {
 			t.Errorf("%s: %d %s", c.what, resp.StatusCode, body)
 		}
 	}
-	if len(e.l.calls) != 0 {
-		t.Errorf("ledger saw %d calls", len(e.l.calls))
+	if e.l.numCalls() != 0 {
+		t.Errorf("ledger saw %d calls", e.l.numCalls())
 	}
 }
 
-// raw sends bytes as they are on a new connection and reads the answer.
+// raw sends bytes as they are on a new connection, closes its side, and
+// reads every answer until the server closes: once it returns, every
+// request the bytes held (a smuggled one too) has been served.
 func raw(t *testing.T, url, req string) string {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
@@ -159,14 +162,14 @@ func raw(t *testing.T, url, req string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(c, req)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	c.(*net.TCPConn).CloseWrite()
+	all, err := io.ReadAll(c)
 	if err != nil {
-		return "no response: " + err.Error()
+		t.Fatalf("reading the answers: %v", err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	return fmt.Sprintf("%d %s", resp.StatusCode, b)
+	return string(all)
 }
 
 // Header and framing games from a hostile program: none reaches the
@@ -190,13 +193,12 @@ func TestHeaderSmuggling(t *testing.T) {
 		{"gzip body", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + tok + "\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}"},
 	} {
 		got := raw(t, e.url, c.req)
-		time.Sleep(20 * time.Millisecond) // a smuggled request would be served by now
-		if strings.HasPrefix(got, "200") || e.anthropic.count() != 0 {
+		if strings.Contains(got, " 200 OK") || e.anthropic.count() != 0 {
 			t.Errorf("%s: %s (upstream hit %d times)", c.what, got, e.anthropic.count())
 		}
 	}
-	if e.anthropic.count() != 0 || len(e.l.calls) != 0 {
-		t.Errorf("upstream hit %d times, ledger saw %d calls", e.anthropic.count(), len(e.l.calls))
+	if e.anthropic.count() != 0 || e.l.numCalls() != 0 {
+		t.Errorf("upstream hit %d times, ledger saw %d calls", e.anthropic.count(), e.l.numCalls())
 	}
 }
 
@@ -299,15 +301,25 @@ func TestUpstreamCut(t *testing.T) {
 // no record.
 func TestPausedCallAbandoned(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.l.hold = make(chan struct{})
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/messages", strings.NewReader(hi))
+	e.l.set(func(l *ledger) { l.hold = make(chan struct{}) })
+	served := make(chan struct{})
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(served)
+		e.g.ServeHTTP(w, r)
+	}), "sb1")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/messages", strings.NewReader(hi))
 	req.Header.Set("X-Api-Key", token("sb1"))
+	go func() {
+		for e.l.numCalls() == 0 { // held in Begin
+			runtime.Gosched()
+		}
+		cancel()
+	}()
 	if _, err := http.DefaultClient.Do(req); err == nil {
 		t.Fatal("a held call was answered")
 	}
-	time.Sleep(50 * time.Millisecond)
+	<-served
 	e.l.mu.Lock()
 	defer e.l.mu.Unlock()
 	if len(e.l.calls) != 1 || len(e.l.ends) != 0 {
@@ -346,5 +358,54 @@ func TestParseCaptured(t *testing.T) {
 				t.Errorf("%s: role %q left in messages", c.file, m.Role)
 			}
 		}
+	}
+}
+
+// One sandbox holds at most MaxInFlight calls open; the next is answered
+// 429 before its body is read or the Ledger sees it, and every call goes
+// through once the held ones finish. Body bytes held by all calls are
+// bounded too.
+func TestCallsInFlightBounded(t *testing.T) {
+	e := newEnv(t, envOpts{anthropic: provider(anthropicJSON, anthropicSSE)})
+	hold := make(chan struct{})
+	e.l.set(func(l *ledger) { l.hold = hold })
+	c := anthropicClient(e.url, token("sb1"))
+	errs := make(chan error, MaxInFlight)
+	for range MaxInFlight {
+		go func() {
+			_, err := c.Messages.New(context.Background(), aParams)
+			errs <- err
+		}()
+	}
+	for e.l.numCalls() < MaxInFlight {
+		runtime.Gosched()
+	}
+	resp, body := post(t, e.url, "/v1/messages", token("sb1"), []byte(hi))
+	if resp.StatusCode != 429 || !strings.Contains(string(body), "model calls open") {
+		t.Errorf("call %d: %d %s", MaxInFlight+1, resp.StatusCode, body)
+	}
+	if n := e.l.numCalls(); n != MaxInFlight {
+		t.Errorf("the ledger saw %d calls", n)
+	}
+	other := serve(t, e.g, "sb2") // another sandbox is not held back
+	e.l.set(func(l *ledger) { l.hold = nil })
+	if resp, body := post(t, other, "/v1/messages", token("sb2"), []byte(hi)); resp.StatusCode != 200 {
+		t.Errorf("another sandbox: %d %s", resp.StatusCode, body)
+	}
+	close(hold)
+	for range MaxInFlight {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if resp, body := post(t, e.url, "/v1/messages", token("sb1"), []byte(hi)); resp.StatusCode != 200 {
+		t.Errorf("after: %d %s", resp.StatusCode, body)
+	}
+
+	e.g.mu.Lock()
+	e.g.maxBuffered = int64(len(hi)) - 1
+	e.g.mu.Unlock()
+	if resp, body := post(t, e.url, "/v1/messages", token("sb1"), []byte(hi)); resp.StatusCode != 429 || !strings.Contains(string(body), "request bytes") {
+		t.Errorf("over the bytes held: %d %s", resp.StatusCode, body)
 	}
 }

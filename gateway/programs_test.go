@@ -1,17 +1,20 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 )
 
@@ -22,27 +25,30 @@ import (
 // (the native binaries of @anthropic-ai/claude-code-linux-x64 and
 // @openai/codex-linux-x64), and the test does not apply without them.
 //
-// Each runs twice: translated (the gateway's target is the script) and
-// forwarded (no target: the call goes as it is, with the real key, to a
-// provider that is itself a gateway translating for the script, so that
-// the program's own bytes pass through the forward path and its parser).
+// Each runs three ways: translated (the gateway's target is the script);
+// translated and kept alive (the script answers a streamed call only
+// once the gateway has opened its stream and pinged it, as for a slow
+// model); and forwarded (no target: the call goes as it is, with the real
+// key, to a provider that is itself a gateway translating for the
+// script, so that the program's own bytes pass through the forward path
+// and its parser).
 func TestClaudeCodeTurns(t *testing.T) { bothPaths(t, "REINS_TEST_CLAUDE", claudeTurns) }
 
 func TestCodexTurns(t *testing.T) { bothPaths(t, "REINS_TEST_CODEX", codexTurns) }
 
-func bothPaths(t *testing.T, envVar string, turns func(t *testing.T, bin string, forward bool)) {
+func bothPaths(t *testing.T, envVar string, turns func(t *testing.T, bin, path string)) {
 	bin := os.Getenv(envVar)
 	if bin == "" {
 		t.Skip("not applicable: " + envVar + " names no binary")
 	}
-	for _, forward := range []bool{false, true} {
-		t.Run(fmt.Sprintf("forward=%v", forward), func(t *testing.T) { turns(t, bin, forward) })
+	for _, path := range []string{"translate", "kept-alive", "forward"} {
+		t.Run(path, func(t *testing.T) { turns(t, bin, path) })
 	}
 }
 
-func claudeTurns(t *testing.T, bin string, forward bool) {
+func claudeTurns(t *testing.T, bin, path string) {
 	dir := t.TempDir()
-	e := programEnv(t, forward,
+	e := programEnv(t, path,
 		script.Turn{ToolCalls: []script.ToolCall{{Name: "Bash", Input: json.RawMessage(`{"command":"echo gateway-ok > out.txt","description":"write a file"}`)}}},
 		script.Turn{Text: "done: wrote out.txt"},
 	)
@@ -51,9 +57,9 @@ func claudeTurns(t *testing.T, bin string, forward bool) {
 	checkProgram(t, e, dir, out, "done: wrote out.txt", WireAnthropic)
 }
 
-func codexTurns(t *testing.T, bin string, forward bool) {
+func codexTurns(t *testing.T, bin, path string) {
 	dir := t.TempDir()
-	e := programEnv(t, forward,
+	e := programEnv(t, path,
 		script.Turn{ToolCalls: []script.ToolCall{{Name: "exec_command", Input: json.RawMessage(`{"cmd":"echo gateway-ok > out.txt"}`)}}},
 		script.Turn{Text: "done: wrote out.txt"},
 	)
@@ -65,17 +71,29 @@ func codexTurns(t *testing.T, bin string, forward bool) {
 	checkProgram(t, e, dir, out, "done: wrote out.txt", WireOpenAIResponses)
 }
 
-// programEnv is a gateway whose calls the script answers: translated, or
-// forwarded to a provider that is a second gateway translating.
-func programEnv(t *testing.T, forward bool, turns ...script.Turn) *env {
+// programEnv is a gateway whose calls the script answers, by path.
+func programEnv(t *testing.T, path string, turns ...script.Turn) *env {
 	t.Helper()
-	if !forward {
+	switch path {
+	case "translate":
 		e := newEnv(t, envOpts{open: scripted(t, turns...)})
-		e.l.target = Target{Model: "script:turns"}
+		e.l.set(func(l *ledger) { l.target = Target{Model: "script:turns"} })
+		return e
+	case "kept-alive":
+		a, ev := keepAliveAfter, keepAliveEvery
+		keepAliveAfter, keepAliveEvery = time.Millisecond, time.Millisecond
+		t.Cleanup(func() { keepAliveAfter, keepAliveEvery = a, ev })
+		open := scripted(t, turns...)
+		e := newEnv(t, envOpts{open: func(tg Target) (model.Model, string, error) {
+			m, name, err := open(tg)
+			return gated{m}, name, err
+		}})
+		e.l.set(func(l *ledger) { l.target = Target{Model: "script:turns"} })
+		e.url = serve(t, gate(e.g), "sb1")
 		return e
 	}
 	pl := newLedger()
-	pl.target = Target{Model: "script:turns"}
+	pl.set(func(l *ledger) { l.target = Target{Model: "script:turns"} })
 	p, err := New(Config{Ledger: pl, Open: scripted(t, turns...),
 		Authorize: func(_ context.Context, _, tok string) bool { return tok == realKey }})
 	if err != nil {
@@ -85,6 +103,52 @@ func programEnv(t *testing.T, forward bool, turns ...script.Turn) *env {
 		p.ServeHTTP(w, r.WithContext(WithSandbox(r.Context(), "provider")))
 	}
 	return newEnv(t, envOpts{anthropic: asProvider, openai: asProvider})
+}
+
+type openedKey struct{}
+
+// gate serves h; a streamed call's context carries a channel closed when
+// its first byte is written, for gated.
+func gate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req struct{ Stream bool }
+		json.Unmarshal(body, &req)
+		if req.Stream {
+			fw := &firstWrite{ResponseWriter: w, opened: make(chan struct{})}
+			w, r = fw, r.WithContext(context.WithValue(r.Context(), openedKey{}, fw.opened))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type firstWrite struct {
+	http.ResponseWriter
+	opened chan struct{}
+	once   sync.Once
+}
+
+func (f *firstWrite) Write(b []byte) (int, error) {
+	n, err := f.ResponseWriter.Write(b)
+	f.once.Do(func() { close(f.opened) })
+	return n, err
+}
+
+func (f *firstWrite) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+// gated answers a streamed call only once its stream has opened.
+type gated struct{ model.Model }
+
+func (g gated) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	if opened, ok := ctx.Value(openedKey{}).(chan struct{}); ok {
+		select {
+		case <-opened:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Model.Generate(ctx, req)
 }
 
 // sandboxEnv is the environment a sandbox with a gateway gets (Env), its

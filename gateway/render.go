@@ -20,7 +20,7 @@ func render(w *recorder, wire Wire, p *parsed, r *model.Response) error {
 		case WireOpenAIChat:
 			v = chatCompletion(p.model, id("chatcmpl-"), r)
 		default:
-			v = responseObject(p.model, id("resp_"), "completed", r, true)
+			v = responseObject(p.model, id("resp_"), "completed", r)
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -31,30 +31,33 @@ func render(w *recorder, wire Wire, p *parsed, r *model.Response) error {
 		_, err = w.Write(b)
 		return err
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	s := &sse{w: w}
-	switch wire {
-	case WireAnthropic:
-		streamAnthropic(s, p.model, r)
-	case WireOpenAIChat:
-		streamChat(s, p, r)
-	default:
-		streamResponses(s, p.model, r)
-	}
-	return s.err
+	st := newStream(w, wire, p)
+	st.finish(r)
+	return st.err
 }
 
-// sse writes events, each flushed, and keeps the first write error.
-type sse struct {
-	w   *recorder
-	err error
-	seq int
+// stream is an SSE answer synthesized in the call's wire. It may be
+// opened (its headers and the wire's opening events sent) before the
+// answer is known, then kept alive with pings while the model works, and
+// ends with the answer (finish) or an error event (fail). Every event is
+// flushed; the first write error is kept and ends the writing.
+type stream struct {
+	w       *recorder
+	wire    Wire
+	p       *parsed
+	id      string
+	created int64
+	opened  bool
+	seq     int
+	err     error
 }
 
-func (s *sse) send(event string, v any) {
+func newStream(w *recorder, wire Wire, p *parsed) *stream {
+	prefix := map[Wire]string{WireAnthropic: "msg_", WireOpenAIChat: "chatcmpl-", WireOpenAIResponses: "resp_"}[wire]
+	return &stream{w: w, wire: wire, p: p, id: id(prefix), created: time.Now().Unix()}
+}
+
+func (s *stream) send(event string, v any) {
 	if s.err != nil {
 		return
 	}
@@ -69,6 +72,84 @@ func (s *sse) send(event string, v any) {
 		_, s.err = fmt.Fprintf(s.w, "data: %s\n\n", b)
 	}
 	s.w.Flush()
+}
+
+// event sends a Responses event, numbered.
+func (s *stream) event(typ string, fields map[string]any) {
+	fields["type"] = typ
+	fields["sequence_number"] = s.seq
+	s.seq++
+	s.send(typ, fields)
+}
+
+// open sends the headers and the wire's opening events, once; usage is
+// what is known of the prompt's (Anthropic's message_start carries it).
+func (s *stream) open(u model.Usage) {
+	if s.opened {
+		return
+	}
+	s.opened = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	s.w.WriteHeader(http.StatusOK)
+	switch s.wire {
+	case WireAnthropic:
+		start := anthropicMessage(s.p.model, s.id, &model.Response{Usage: u})
+		start["stop_reason"] = nil
+		usage := anthropicUsage(u)
+		usage["output_tokens"] = 0
+		start["usage"] = usage
+		s.send("message_start", map[string]any{"type": "message_start", "message": start})
+	case WireOpenAIChat:
+		s.send("", s.chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	default:
+		o := responseObject(s.p.model, s.id, "in_progress", nil)
+		s.event("response.created", map[string]any{"response": o})
+		s.event("response.in_progress", map[string]any{"response": o})
+	}
+}
+
+// ping keeps an opened stream alive: Anthropic's ping event, an SSE
+// comment for OpenAI's wires (every SSE reader skips it).
+func (s *stream) ping() {
+	if s.err != nil {
+		return
+	}
+	if s.wire == WireAnthropic {
+		s.send("ping", map[string]string{"type": "ping"})
+		return
+	}
+	_, s.err = fmt.Fprint(s.w, ": keep-alive\n\n")
+	s.w.Flush()
+}
+
+// finish sends the answer and the stream's end.
+func (s *stream) finish(r *model.Response) {
+	s.open(r.Usage)
+	switch s.wire {
+	case WireAnthropic:
+		s.finishAnthropic(r)
+	case WireOpenAIChat:
+		s.finishChat(r)
+	default:
+		s.finishResponses(r)
+	}
+}
+
+// fail ends an opened stream with an error in the wire's form: the
+// status can no longer change.
+func (s *stream) fail(status int, typ, msg string) {
+	switch s.wire {
+	case WireAnthropic:
+		s.send("error", map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+	case WireOpenAIChat:
+		s.send("", map[string]any{"error": map[string]any{"message": msg, "type": openAIType(status, typ), "code": typ, "param": nil}})
+	default:
+		o := responseObject(s.p.model, s.id, "failed", nil)
+		o["error"] = map[string]string{"code": typ, "message": msg}
+		s.event("response.failed", map[string]any{"response": o})
+	}
 }
 
 // --- Anthropic ---
@@ -118,13 +199,7 @@ func anthropicMessage(modelName, msgID string, r *model.Response) map[string]any
 	}
 }
 
-func streamAnthropic(s *sse, modelName string, r *model.Response) {
-	start := anthropicMessage(modelName, id("msg_"), r)
-	start["content"], start["stop_reason"] = []any{}, nil
-	u := anthropicUsage(r.Usage)
-	u["output_tokens"] = 0
-	start["usage"] = u
-	s.send("message_start", map[string]any{"type": "message_start", "message": start})
+func (s *stream) finishAnthropic(r *model.Response) {
 	for i, b := range answerBlocks(r) {
 		if b.Type == model.BlockToolUse {
 			s.send("content_block_start", map[string]any{"type": "content_block_start", "index": i,
@@ -196,22 +271,21 @@ func chatCompletion(modelName, cid string, r *model.Response) map[string]any {
 	}
 }
 
-func streamChat(s *sse, p *parsed, r *model.Response) {
-	cid, created := id("chatcmpl-"), time.Now().Unix()
-	chunk := func(delta map[string]any, finish any) map[string]any {
-		return map[string]any{"id": cid, "object": "chat.completion.chunk", "created": created, "model": p.model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}}
-	}
-	s.send("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+func (s *stream) chunk(delta map[string]any, finish any) map[string]any {
+	return map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.p.model,
+		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}}
+}
+
+func (s *stream) finishChat(r *model.Response) {
 	if t := blocksText(answerBlocks(r)); t != "" {
-		s.send("", chunk(map[string]any{"content": t}, nil))
+		s.send("", s.chunk(map[string]any{"content": t}, nil))
 	}
 	for _, c := range chatToolCalls(r, true) {
-		s.send("", chunk(map[string]any{"tool_calls": []any{c}}, nil))
+		s.send("", s.chunk(map[string]any{"tool_calls": []any{c}}, nil))
 	}
-	s.send("", chunk(map[string]any{}, finishReason(r)))
-	if p.includeUsage {
-		s.send("", map[string]any{"id": cid, "object": "chat.completion.chunk", "created": created, "model": p.model,
+	s.send("", s.chunk(map[string]any{}, finishReason(r)))
+	if s.p.includeUsage {
+		s.send("", map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.p.model,
 			"choices": []any{}, "usage": chatUsage(r.Usage)})
 	}
 	if s.err == nil {
@@ -246,13 +320,15 @@ func responseItems(r *model.Response) []map[string]any {
 	return items
 }
 
-func responseObject(modelName, rid, status string, r *model.Response, whole bool) map[string]any {
+// responseObject is a Responses API response; r is nil while it is in
+// progress or when it failed.
+func responseObject(modelName, rid, status string, r *model.Response) map[string]any {
 	o := map[string]any{
 		"id": rid, "object": "response", "created_at": time.Now().Unix(), "status": status, "model": modelName,
 		"output": []any{}, "parallel_tool_calls": true, "tool_choice": "auto", "tools": []any{},
 		"error": nil, "incomplete_details": nil,
 	}
-	if whole {
+	if r != nil {
 		items := responseItems(r)
 		if items != nil {
 			o["output"] = items
@@ -266,16 +342,8 @@ func responseObject(modelName, rid, status string, r *model.Response, whole bool
 	return o
 }
 
-func streamResponses(s *sse, modelName string, r *model.Response) {
-	rid := id("resp_")
-	ev := func(typ string, fields map[string]any) {
-		fields["type"] = typ
-		fields["sequence_number"] = s.seq
-		s.seq++
-		s.send(typ, fields)
-	}
-	ev("response.created", map[string]any{"response": responseObject(modelName, rid, "in_progress", r, false)})
-	ev("response.in_progress", map[string]any{"response": responseObject(modelName, rid, "in_progress", r, false)})
+func (s *stream) finishResponses(r *model.Response) {
+	ev := s.event
 	items := responseItems(r)
 	for i, it := range items {
 		itemID := it["id"]
@@ -301,7 +369,7 @@ func streamResponses(s *sse, modelName string, r *model.Response) {
 		}
 		ev("response.output_item.done", map[string]any{"output_index": i, "item": it})
 	}
-	final := responseObject(modelName, rid, "completed", r, true)
+	final := responseObject(s.p.model, s.id, "completed", r)
 	end := "response.completed"
 	if final["status"] == "incomplete" {
 		end = "response.incomplete"

@@ -73,7 +73,7 @@ func TestRoundTripReinsProviders(t *testing.T) {
 	}
 	c := &capture{resp: answer}
 	e := newEnv(t, envOpts{open: func(Target) (model.Model, string, error) { return c, "", nil }})
-	e.l.target = Target{Model: "script:capture"}
+	e.l.set(func(l *ledger) { l.target = Target{Model: "script:capture"} })
 	am, err := anthropic.New(anthropic.Config{APIKey: token("sb1"), BaseURL: e.url})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -16,6 +17,7 @@ import (
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 )
@@ -178,7 +180,7 @@ func TestForwardRewritesModel(t *testing.T) {
 		}
 		provider(anthropicJSON, anthropicSSE)(w, r)
 	}})
-	e.l.target = Target{Model: "anthropic:claude-haiku-4-5"}
+	e.l.set(func(l *ledger) { l.target = Target{Model: "anthropic:claude-haiku-4-5"} })
 	c := anthropicClient(e.url, token("sb1"))
 	if _, err := c.Messages.New(context.Background(), aParams); err != nil {
 		t.Fatal(err)
@@ -248,7 +250,7 @@ func TestForwardOpenAISDK(t *testing.T) {
 func TestTranslateSDKs(t *testing.T) {
 	e := newEnv(t, envOpts{open: scripted(t,
 		script.Turn{Text: "hello from script", ToolCalls: []script.ToolCall{{Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)}}})})
-	e.l.target = Target{Model: "script:t"}
+	e.l.set(func(l *ledger) { l.target = Target{Model: "script:t"} })
 	ctx := context.Background()
 	ac := anthropicClient(e.url, token("sb1"))
 	oc := openaiClient(e.url, token("sb1"))
@@ -317,7 +319,9 @@ func TestTranslateSDKs(t *testing.T) {
 // status and message; a model's error reaches it by its kind.
 func TestRefusalsParsedBySDKs(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.l.refuse = &Refusal{Status: 429, Type: "rate_limit_error", Message: "run r1 is over its budget of $1.00: raise --max-cost"}
+	e.l.set(func(l *ledger) {
+		l.refuse = &Refusal{Status: 429, Type: "rate_limit_error", Message: "run r1 is over its budget of $1.00: raise --max-cost"}
+	})
 	ctx := context.Background()
 	ac, oc := anthropicClient(e.url, token("sb1")), openaiClient(e.url, token("sb1"))
 	_, err := ac.Messages.New(ctx, aParams)
@@ -330,8 +334,8 @@ func TestRefusalsParsedBySDKs(t *testing.T) {
 	if !errors.As(err, &oe) || oe.StatusCode != 429 || !strings.Contains(oe.Message, "over its budget") {
 		t.Errorf("openai: %v", err)
 	}
-	e.l.refuse = nil
-	e.l.target = Target{Model: "script:t"} // Open fails in this env
+	e.l.set(func(l *ledger) { l.refuse = nil })
+	e.l.set(func(l *ledger) { l.target = Target{Model: "script:t"} }) // Open fails in this env
 	_, err = oc.Chat.Completions.New(ctx, chatParams)
 	if !errors.As(err, &oe) || oe.StatusCode != 500 || !strings.Contains(oe.Message, "could not open the model") {
 		t.Errorf("openai open: %v", err)
@@ -433,4 +437,145 @@ func streamResponse(t *testing.T, c openai.Client) (responses.Response, string) 
 		t.Fatal(err)
 	}
 	return done, deltas.String()
+}
+
+// slow is a model that answers (or fails) only once released.
+type slow struct {
+	release chan struct{}
+	answer  *model.Response
+	err     error
+}
+
+func (s *slow) Generate(ctx context.Context, _ *model.Request) (*model.Response, error) {
+	select {
+	case <-s.release:
+		return s.answer, s.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A slow translated stream opens and is kept alive before the answer
+// exists: each SDK gets the stream's first event while the model still
+// works (it is released only then), and the whole answer after; a model
+// failing after the stream opened ends it with the wire's error event.
+func TestSlowTranslatedStreamKeptAlive(t *testing.T) {
+	defer func(a, e time.Duration) { keepAliveAfter, keepAliveEvery = a, e }(keepAliveAfter, keepAliveEvery)
+	keepAliveAfter, keepAliveEvery = time.Millisecond, time.Millisecond
+	answer := &model.Response{StopReason: model.StopToolUse, Usage: model.Usage{InputTokens: 5, OutputTokens: 7},
+		Content: []model.Block{{Type: model.BlockText, Text: "hello from slow"},
+			{Type: model.BlockToolUse, ToolCallID: "c1", ToolName: "bash", Input: json.RawMessage(`{"command":"ls"}`)}}}
+	var m *slow
+	e := newEnv(t, envOpts{open: func(Target) (model.Model, string, error) { return m, "", nil }})
+	e.l.set(func(l *ledger) { l.target = Target{Model: "script:slow"} })
+	ctx := context.Background()
+	ac, oc := anthropicClient(e.url, token("sb1")), openaiClient(e.url, token("sb1"))
+	for _, fail := range []bool{false, true} {
+		newModel := func() {
+			m = &slow{release: make(chan struct{}), answer: answer}
+			if fail {
+				m.answer, m.err = nil, errdefs.WithMessage(errdefs.ErrResourceExhausted, "openai: 429 rate limited: try later")
+			}
+		}
+		check := func(what string, first bool, err error) {
+			t.Helper()
+			if !first {
+				t.Errorf("%s: no event before the model answered", what)
+			}
+			if fail && (err == nil || !strings.Contains(err.Error(), "rate limited")) {
+				t.Errorf("%s: a failed model ended the stream with %v", what, err)
+			}
+			if !fail && err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+			if r := e.l.waitEnd(t); r.Status != 200 || (r.Error != "") != fail {
+				t.Errorf("%s: recorded %+v", what, r)
+			}
+		}
+
+		newModel()
+		as := ac.Messages.NewStreaming(ctx, aParams)
+		var acc anthropic.Message
+		first := as.Next() && as.Current().Type == "message_start"
+		acc.Accumulate(as.Current())
+		close(m.release)
+		for as.Next() {
+			acc.Accumulate(as.Current())
+		}
+		as.Close()
+		check("anthropic", first, as.Err())
+		if !fail {
+			wantAnswer(t, "anthropic", acc.Content[0].Text, acc.Content[1].Name, string(acc.Content[1].Input))
+		}
+
+		newModel()
+		cs := oc.Chat.Completions.NewStreaming(ctx, chatParams)
+		var cacc openai.ChatCompletionAccumulator
+		first = cs.Next() && cs.Current().Choices[0].Delta.Role == "assistant"
+		cacc.AddChunk(cs.Current())
+		close(m.release)
+		for cs.Next() {
+			cacc.AddChunk(cs.Current())
+		}
+		cs.Close()
+		check("chat", first, cs.Err())
+		if !fail {
+			tc := cacc.Choices[0].Message.ToolCalls[0]
+			wantAnswer(t, "chat", cacc.Choices[0].Message.Content, tc.Function.Name, tc.Function.Arguments)
+		}
+
+		newModel()
+		rs := oc.Responses.NewStreaming(ctx, respParams)
+		first = rs.Next() && rs.Current().Type == "response.created"
+		close(m.release)
+		var done responses.Response
+		var rerr error
+		for rs.Next() {
+			switch ev := rs.Current(); ev.Type {
+			case "response.completed":
+				done = ev.Response
+			case "response.failed":
+				rerr = errors.New(ev.Response.Error.Message)
+			}
+		}
+		if rerr == nil {
+			rerr = rs.Err()
+		}
+		rs.Close()
+		check("responses", first, rerr)
+		if !fail {
+			fc := done.Output[1].AsFunctionCall()
+			wantAnswer(t, "responses", done.OutputText(), fc.Name, fc.Arguments)
+		}
+	}
+}
+
+// A model's error on the translate path is answered by its kind, in the
+// wire's format, and recorded.
+func TestModelErrorByKind(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		status int
+		typ    string
+	}{
+		{errdefs.WithMessage(errdefs.ErrFailedPrecondition, "script s: turn 1 expects x in the last observation"), 400, "invalid_request_error"},
+		{errdefs.WithMessage(errdefs.ErrResourceExhausted, "openai: 429 quota"), 429, "rate_limit_error"},
+		{errdefs.WithMessage(errdefs.ErrUnavailable, "openai: 503 (gave up after 5 attempts)"), 503, "overloaded_error"},
+		{errdefs.WithMessage(errdefs.ErrUnauthenticated, "openai: 401 invalid key (check OPENAI_API_KEY)"), 403, "permission_error"},
+		{errors.New("something else"), 500, "api_error"},
+	} {
+		m := &slow{release: make(chan struct{}), err: c.err}
+		close(m.release)
+		e := newEnv(t, envOpts{open: func(Target) (model.Model, string, error) { return m, "", nil }})
+		e.l.set(func(l *ledger) { l.target = Target{Model: "openai:gpt-4.1"} })
+		ac := anthropicClient(e.url, token("sb1"))
+		_, err := ac.Messages.New(context.Background(), aParams)
+		var ae *anthropic.Error
+		if !errors.As(err, &ae) || ae.StatusCode != c.status || !strings.Contains(ae.RawJSON(), c.typ) || !strings.Contains(ae.Error(), c.err.Error()) {
+			t.Errorf("%v: got %v", c.err, err)
+		}
+		if r := e.l.waitEnd(t); r.Status != c.status || r.Error != c.err.Error() || r.Upstream != "openai:gpt-4.1" {
+			t.Errorf("%v: recorded %+v", c.err, r)
+		}
+	}
 }
