@@ -24,6 +24,7 @@ import (
 	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/egress/boundary"
 	"github.com/reinsdev/reins/egress/egresslog"
+	"github.com/reinsdev/reins/gateway"
 	"github.com/reinsdev/reins/image"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox"
@@ -194,7 +195,9 @@ func serve(cfg serveConfig) error {
 		return err
 	}
 	defer bnd.Close()
-	m, err := manager.New(manager.Config{
+	var m *manager.Manager
+	gw := gatewayHandler(func(ctx context.Context, sandbox, token string) bool { return m.AuthorizeGateway(ctx, sandbox, token) })
+	m, err = manager.New(manager.Config{
 		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
 		ExecutorPath:   cfg.ExecutorPath,
 		Backends:       backends,
@@ -206,6 +209,7 @@ func serve(cfg serveConfig) error {
 		AnswerTimeout:  cfg.AnswerTimeout,
 		MaxSandboxes:   tenants.MaxSandboxes,
 		Network:        bnd,
+		Gateway:        gw,
 		Removed: func(id string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -414,4 +418,28 @@ func prices(over agent.Prices) agent.Prices {
 		p[k] = v
 	}
 	return p
+}
+
+// gatewayHandler is the model gateway served to sandboxes
+// (manager.Config.Gateway); authorize is the manager's AuthorizeGateway.
+// TODO(merge): gateway.New(gateway.Config{Authorize: authorize, ...}).
+//
+// REINS_TEST_GATEWAY_ECHO=1 (tests only) installs a handler that answers
+// every request with the sandbox it came from and whether its key is that
+// sandbox's token: the path from a program in a sandbox to the service,
+// tested end to end without a model.
+func gatewayHandler(authorize func(ctx context.Context, sandbox, token string) bool) http.Handler {
+	if os.Getenv("REINS_TEST_GATEWAY_ECHO") == "1" {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := gateway.SandboxFrom(r.Context())
+			key := r.Header.Get("x-api-key")
+			if key == "" {
+				key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			}
+			fmt.Fprintf(w, "sandbox=%s auth=%v path=%s\n", id, id != "" && authorize(r.Context(), id, key), r.URL.Path)
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "gateway not wired", http.StatusNotImplemented)
+	})
 }
