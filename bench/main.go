@@ -80,7 +80,7 @@ func main() {
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
 	shim := flag.String("shim", "bin/reins-shim", "the built sandbox shim (\"\": this program re-executed)")
-	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,egress,egress-sandbox,gateway,ports,workload); with -out, only a full run writes the file")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,egress,egress-sandbox,gateway,gateway-sandbox,ports,workload); with -out, only a full run writes the file")
 	flag.Parse()
 	if *only != "" && *out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
@@ -140,7 +140,8 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		Dir: filepath.Join(dir, "sb"), ExecutorPath: exe,
 		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
 		Images: manager.ImageStore(b.images), CheckInterval: time.Hour,
-		Logger: slog.New(b.phases),
+		Gateway: benchGateway,
+		Logger:  slog.New(b.phases),
 	})
 	if err != nil {
 		return err
@@ -159,6 +160,7 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		{"egress-sandbox", func() error { return b.egressSandbox(10*mib, 3) }},
 		{"gateway", func() error { return b.gateway(1000, 200) }},
 		{"ports", func() error { return b.ports(execs, mib) }},
+		{"gateway-sandbox", func() error { return b.gatewayTunnel(execs) }},
 	}
 	if *workloadOnly {
 		steps = steps[:0]

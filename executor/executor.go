@@ -168,23 +168,20 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Monitoring calls are not activity: the service's idle check asks
 		// Usage, and that must not keep an idle sandbox alive.
-		if strings.HasPrefix(r.URL.Path, PortPath) {
-			s.touch()
+		// A gateway request is not activity by itself: the service keeps
+		// accepts waiting in every sandbox with a gateway; a handover is.
+		port, gw := strings.HasPrefix(r.URL.Path, PortPath), strings.HasPrefix(r.URL.Path, gatewayPrefix)
+		if port || gw {
+			if port {
+				s.touch()
+			}
 			if !s.authorized(r.Header.Get("Authorization")) {
 				portError(w, http.StatusUnauthorized, "missing or wrong executor token")
-				return
+			} else if port {
+				s.servePort(w, r)
+			} else {
+				s.serveGateway(w, r)
 			}
-			s.servePort(w, r)
-			return
-		}
-		if strings.HasPrefix(r.URL.Path, gatewayPrefix) {
-			// Not activity by itself: the service keeps accepts waiting
-			// in every sandbox with a gateway; a handover is.
-			if !s.authorized(r.Header.Get("Authorization")) {
-				portError(w, http.StatusUnauthorized, "missing or wrong executor token")
-				return
-			}
-			s.serveGateway(w, r)
 			return
 		}
 		switch r.URL.Path {

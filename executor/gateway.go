@@ -291,18 +291,8 @@ func (s *Server) acceptGateway(w http.ResponseWriter, r *http.Request) {
 		portError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many connections open through the executor (at most %d): close some and retry", MaxPortConns))
 		return
 	}
-	h, ok := w.(http.Hijacker)
+	down, rw, ok := switchProtocols(w, GatewayUpgrade)
 	if !ok {
-		s.ports.remove(up, nil)
-		s.gateway.requeue(up)
-		portError(w, http.StatusInternalServerError, "this connection cannot be upgraded")
-		return
-	}
-	w.Header().Set("Connection", "Upgrade")
-	w.Header().Set("Upgrade", GatewayUpgrade)
-	w.WriteHeader(http.StatusSwitchingProtocols)
-	down, rw, err := h.Hijack()
-	if err != nil {
 		s.ports.remove(up, nil)
 		s.gateway.requeue(up)
 		return

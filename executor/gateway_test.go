@@ -65,6 +65,19 @@ func get(t *testing.T, hc *http.Client, url, body string) string {
 	return string(b)
 }
 
+// answer reads the HTTP answer on program connection i.
+func answer(t *testing.T, i int, c net.Conn) string {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("connection %d: %v", i, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return string(b)
+}
+
 // TestGatewaySplicesBothWays: a program's connection reaches the service's
 // accept whole, both ways, with its end of stream passed on.
 func TestGatewaySplicesBothWays(t *testing.T) {
@@ -159,14 +172,8 @@ func TestGatewayQueuesWhileNoAcceptWaits(t *testing.T) {
 	waitFor(t, "10 queued connections", func() bool { return e.srv.GatewayStats().Queued == n })
 	serveGateway(t, e.c, echo)
 	for i, c := range progs {
-		c.SetDeadline(time.Now().Add(20 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		if want := fmt.Sprintf("POST /v1/messages %d", i); string(b) != want {
-			t.Fatalf("connection %d got %q, want %q", i, b, want)
+		if b := answer(t, i, c); b != fmt.Sprintf("POST /v1/messages %d", i) {
+			t.Fatalf("connection %d got %q", i, b)
 		}
 	}
 	if st := e.srv.GatewayStats(); st.Handed != n || st.Lost != 0 {
@@ -204,12 +211,7 @@ func TestGatewayFloodIsBounded(t *testing.T) {
 	}
 	serveGateway(t, e.c, echo)
 	for i, c := range progs {
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		resp.Body.Close()
+		answer(t, i, c)
 	}
 	if st := e.srv.GatewayStats(); st.Handed != n || st.Lost != 0 {
 		t.Fatalf("stats %+v, want %d handed and none lost", st, n)

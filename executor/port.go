@@ -126,17 +126,8 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer up.Close()
-	h, ok := w.(http.Hijacker)
+	down, rw, ok := switchProtocols(w, PortUpgrade)
 	if !ok {
-		s.ports.remove(up, nil)
-		portError(w, http.StatusInternalServerError, "this connection cannot be upgraded")
-		return
-	}
-	w.Header().Set("Connection", "Upgrade")
-	w.Header().Set("Upgrade", PortUpgrade)
-	w.WriteHeader(http.StatusSwitchingProtocols)
-	down, rw, err := h.Hijack()
-	if err != nil {
 		s.ports.remove(up, nil)
 		return
 	}
@@ -149,6 +140,22 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request) {
 	s.touch()
 	splice(up, rawConn(down, rw.Reader))
 	s.touch()
+}
+
+// switchProtocols answers "101 Switching Protocols" to proto and takes
+// the connection over; false when it cannot (said in words when it still
+// can be).
+func switchProtocols(w http.ResponseWriter, proto string) (net.Conn, *bufio.ReadWriter, bool) {
+	h, ok := w.(http.Hijacker)
+	if !ok {
+		portError(w, http.StatusInternalServerError, "this connection cannot be upgraded")
+		return nil, nil, false
+	}
+	w.Header().Set("Connection", "Upgrade")
+	w.Header().Set("Upgrade", proto)
+	w.WriteHeader(http.StatusSwitchingProtocols)
+	down, rw, err := h.Hijack()
+	return down, rw, err == nil
 }
 
 // ParsePort parses a TCP port, 1–65535, in decimal without a sign or

@@ -18,6 +18,8 @@ import (
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
+	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/server/wire"
 )
@@ -181,6 +183,9 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 	if spec.Network, err = normalizeNetwork(ctx, spec.Network); err != nil {
 		return err
 	}
+	if err := checkGateway(tenant(ctx), spec.Gateway); err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	if err := CheckImage(tenant(ctx), spec.Image); err != nil {
 		return err
@@ -256,7 +261,48 @@ func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
 		Labels:      p.Labels,
 		Workdir:     p.Workdir,
 		Network:     network,
+		Gateway:     gatewayFromProto(p.Gateway),
 	}, nil
+}
+
+func gatewayFromProto(p *reinsv1.ModelGateway) *sandbox.GatewaySpec {
+	if !p.GetOn() {
+		return nil
+	}
+	return &sandbox.GatewaySpec{Model: p.Model, Script: p.Script}
+}
+
+// checkGateway refuses a gateway model that is not a model spec, and a
+// tenant's script: model that is not inline (it would name a file on the
+// service's host).
+func checkGateway(tenant string, g *sandbox.GatewaySpec) error {
+	if g == nil || g.Model == "" && g.Script == "" {
+		return nil
+	}
+	provider, _, err := model.Parse(g.Model)
+	if err != nil {
+		return fmt.Errorf("--model of the model gateway: %w", err)
+	}
+	switch {
+	case provider != "script" && g.Script != "":
+		return errdefs.WithMessage(errdefs.ErrInvalidArgument, "the model gateway's script is for a script: model only, not "+provider+":")
+	case provider == "script" && g.Script == "" && tenant != "":
+		return errdefs.WithMessage(errdefs.ErrInvalidArgument, "a script: model of the model gateway must be sent inline (reins sandbox create --model script:FILE reads the file and sends it)")
+	case g.Script != "":
+		if _, err := script.FromJSON("gateway", []byte(g.Script)); err != nil {
+			return fmt.Errorf("the model gateway's script: %w", err)
+		}
+	}
+	return nil
+}
+
+// gatewayToProto shows a sandbox's gateway: on, and its model; never its
+// token nor its script.
+func gatewayToProto(g *sandbox.GatewaySpec) *reinsv1.ModelGateway {
+	if g == nil {
+		return nil
+	}
+	return &reinsv1.ModelGateway{On: true, Model: g.Model}
 }
 
 // Version names the service's build and each backend's runtime; any
@@ -292,6 +338,7 @@ func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 			TtlMs: r.Spec.TTL.Milliseconds(), IdleTimeoutMs: r.Spec.IdleTimeout.Milliseconds(),
 			Env: r.Spec.Env, Labels: r.Spec.Labels, Workdir: r.Spec.Workdir,
 			Network: wire.Network(r.Spec.Network),
+			Gateway: gatewayToProto(r.Spec.Gateway),
 		},
 		State:           wire.SandboxState(r.State),
 		Reason:          wire.SandboxReason(r.Reason),

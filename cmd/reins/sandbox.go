@@ -91,6 +91,8 @@ func createCmd() *cobra.Command {
 		env, labels kvFlag
 		asJSON      bool
 		network     *networkFlags
+		gw          bool
+		gwModel     string
 	)
 	c := &cobra.Command{
 		Use:   "create",
@@ -106,7 +108,16 @@ Network: by default a sandbox may reach nothing (egress mode with an
 empty allowlist); --allow-host names what it may reach, through the
 service's egress proxy, and every connection is logged (reins sandbox
 egress ID). --network none leaves it loopback only; --network open lets
-it reach any public host, still through the proxy and logged.`,
+it reach any public host, still through the proxy and logged.
+
+Model gateway: --model-gateway lets programs in the sandbox (Claude Code,
+Codex, the model SDKs) call models through the service, which holds the
+keys: the sandbox gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL and the key
+variables set to the gateway on its loopback (127.0.0.1:47070) and to a
+placeholder token good only from this sandbox. --model sends every call
+to that model (provider:model, or script:FILE, read here and sent);
+without it each call goes to the provider of its wire format. It works
+with every --network, none included.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if ttl < 0 || idle < 0 {
@@ -114,6 +125,9 @@ it reach any public host, still through the proxy and logged.`,
 			}
 			var err error
 			if spec.Network, err = network.spec(); err != nil {
+				return err
+			}
+			if spec.Gateway, err = gatewayArg(gw, gwModel); err != nil {
 				return err
 			}
 			cl, err := client.FromEnv()
@@ -151,8 +165,36 @@ it reach any public host, still through the proxy and logged.`,
 	f.Var(&labels, "label", "label K=V (repeatable)")
 	f.StringVar(&spec.Workdir, "workdir", "", "working directory of commands (default the image's, or /workspace)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
+	f.BoolVar(&gw, "model-gateway", false, "let programs in the sandbox call models through the service, never holding a key")
+	f.StringVar(&gwModel, "model", "", "with --model-gateway: send every call to this model (provider:model; a script:FILE is read here and sent)")
 	network = addNetworkFlags(f, true)
 	return c
+}
+
+// gatewayArg is the model gateway --model-gateway and --model ask for.
+func gatewayArg(on bool, m string) (*reinsv1.ModelGateway, error) {
+	if !on {
+		if m != "" {
+			return nil, usageError{errors.New("--model needs --model-gateway: it is where the gateway sends the sandbox's model calls")}
+		}
+		return nil, nil
+	}
+	m, inline, err := modelArg(m)
+	if err != nil {
+		return nil, err
+	}
+	return &reinsv1.ModelGateway{On: true, Model: m, Script: inline}, nil
+}
+
+// printGateway prints a sandbox's model gateway, if it has one.
+func printGateway(w io.Writer, g *reinsv1.ModelGateway) {
+	switch {
+	case !g.GetOn():
+	case g.Model == "":
+		fmt.Fprintln(w, "gateway\ton (each call to the provider of its wire format)")
+	default:
+		fmt.Fprintf(w, "gateway\ton (model %s)\n", g.Model)
+	}
 }
 
 func lsCmd() *cobra.Command {
@@ -238,6 +280,7 @@ func showCmd() *cobra.Command {
 				fmt.Fprintf(w, "oom kills\t%d\n", sb.OomKills)
 			}
 			printNetwork(w, s.GetNetwork())
+			printGateway(w, s.GetGateway())
 			return w.Flush()
 		},
 	}

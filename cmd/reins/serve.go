@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,7 +26,9 @@ import (
 	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/egress/boundary"
 	"github.com/reinsdev/reins/egress/egresslog"
+	"github.com/reinsdev/reins/gateway"
 	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/gvisor"
@@ -196,9 +199,21 @@ func serve(cfg serveConfig) error {
 	}
 	defer bnd.Close()
 	// The engine, made after the manager, ends the record run of a
-	// sandbox that is removed.
+	// sandbox that is removed, and is the gateway's ledger; the gateway
+	// answers 503 until it is made (a sandbox's program may call while
+	// the manager recovers).
 	var engineRef atomic.Pointer[agent.Engine]
-	m, err := manager.New(manager.Config{
+	var m *manager.Manager
+	var gwRef atomic.Pointer[gateway.Gateway]
+	gw := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g := gwRef.Load(); g != nil {
+			g.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "reins serve is starting: retry", http.StatusServiceUnavailable)
+	})
+	m, err = manager.New(manager.Config{
 		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
 		ExecutorPath:   cfg.ExecutorPath,
 		Backends:       backends,
@@ -210,6 +225,7 @@ func serve(cfg serveConfig) error {
 		AnswerTimeout:  cfg.AnswerTimeout,
 		MaxSandboxes:   tenants.MaxSandboxes,
 		Network:        bnd,
+		Gateway:        gw,
 		Removed: func(id string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -261,6 +277,19 @@ func serve(cfg serveConfig) error {
 		return err
 	}
 	engineRef.Store(engine)
+	g, err := gateway.New(gateway.Config{
+		Ledger:    engine,
+		Authorize: m.AuthorizeGateway,
+		Anthropic: gateway.Upstream{BaseURL: cmp.Or(os.Getenv("ANTHROPIC_BASE_URL"), "https://api.anthropic.com"), Key: os.Getenv("ANTHROPIC_API_KEY")},
+		OpenAI:    gateway.Upstream{BaseURL: cmp.Or(os.Getenv("OPENAI_BASE_URL"), "https://api.openai.com/v1"), Key: os.Getenv("OPENAI_API_KEY")},
+		Open: func(t gateway.Target) (model.Model, string, error) {
+			return openModel(agent.ModelSpec{Model: t.Model, Script: t.Script, Tenant: t.Tenant})
+		},
+	})
+	if err != nil {
+		return err
+	}
+	gwRef.Store(g)
 	tenants.CheckPolicy = engine.CheckPolicy
 	if err := engine.Recover(ctx); err != nil {
 		return fmt.Errorf("recovering runs: %w", err)

@@ -224,6 +224,15 @@ func (c *Client) Close() error {
 	return c.dir.Close()
 }
 
+// callContext is ctx with the call deadline (CallTimeout) when it has
+// none.
+func (c *Client) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || c.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, c.timeout, c.noAnswer())
+}
+
 // interceptor adds the token to every call and deadlines to unary ones.
 type interceptor struct{ c *Client }
 
@@ -231,11 +240,8 @@ func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	c := i.c
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		req.Header().Set("Authorization", "Bearer "+c.token)
-		if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, c.noAnswer())
-			defer cancel()
-		}
+		ctx, cancel := c.callContext(ctx)
+		defer cancel()
 		resp, err := next(ctx, req)
 		return resp, c.wrap(ctx, err)
 	}

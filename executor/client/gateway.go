@@ -18,11 +18,8 @@ import (
 // port some process of the sandbox took first is
 // errdefs.ErrFailedPrecondition with "port 47070 is in use in the sandbox".
 func (c *Client) StartGateway(ctx context.Context) error {
-	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, c.noAnswer())
-		defer cancel()
-	}
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://executor"+executor.GatewayListenPath, nil)
 	if err != nil {
 		return err

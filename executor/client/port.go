@@ -25,11 +25,8 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
 		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf("port %d is outside 1-65535", port))
 	}
-	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, c.noAnswer())
-		defer cancel()
-	}
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
 	return c.dialUpgrade(ctx, "GET", executor.PortPath+strconv.Itoa(port), executor.PortUpgrade, "port")
 }
 

@@ -322,9 +322,9 @@ const (
 	maxLabelBytes = 1024 // a key and its value
 	maxEnv        = 1024
 	maxEnvBytes   = 256 << 10 // all of it
-	// maxGatewayBytes bounds a gateway's model and inline script, kept in
-	// the record (rewritten at each change of state).
-	maxGatewayBytes = 1 << 20
+	// maxGatewayBytes bounds a gateway's model and inline script (a
+	// script is at most 4 MiB, script.MaxBytes), kept in the record.
+	maxGatewayBytes = 4<<20 + 1024
 )
 
 func checkSizes(spec sandbox.Spec) error {

@@ -399,6 +399,7 @@ type SandboxSpec struct {
 	Labels        map[string]string      `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Workdir       string                 `protobuf:"bytes,11,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	Network       *Network               `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"` // unset: egress mode with nothing allowed
+	Gateway       *ModelGateway          `protobuf:"bytes,13,opt,name=gateway,proto3" json:"gateway,omitempty"` // unset: no model gateway
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +518,82 @@ func (x *SandboxSpec) GetNetwork() *Network {
 	return nil
 }
 
+func (x *SandboxSpec) GetGateway() *ModelGateway {
+	if x != nil {
+		return x.Gateway
+	}
+	return nil
+}
+
+// ModelGateway gives a sandbox the model gateway: programs in it call
+// models at http://127.0.0.1:47070 with a placeholder token of the
+// sandbox's own (set in ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY,
+// OPENAI_BASE_URL, OPENAI_API_KEY and the like), and the service makes the
+// calls with the real key. The token never appears in the API.
+type ModelGateway struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	On    bool                   `protobuf:"varint,1,opt,name=on,proto3" json:"on,omitempty"`
+	// model is where the calls go (provider:name, script:NAME); "" sends
+	// each call to the provider of its wire format with the model it asks.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// script is a script: model's JSON, sent inline (a tenant's must be);
+	// never sent back.
+	Script        string `protobuf:"bytes,3,opt,name=script,proto3" json:"script,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelGateway) Reset() {
+	*x = ModelGateway{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelGateway) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelGateway) ProtoMessage() {}
+
+func (x *ModelGateway) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelGateway.ProtoReflect.Descriptor instead.
+func (*ModelGateway) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ModelGateway) GetOn() bool {
+	if x != nil {
+		return x.On
+	}
+	return false
+}
+
+func (x *ModelGateway) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelGateway) GetScript() string {
+	if x != nil {
+		return x.Script
+	}
+	return ""
+}
+
 // Network is a sandbox's network rules (egress.Rules). Hosts are names
 // or *.domain, with an optional :port ("api.github.com:443"); cidrs are
 // prefixes ("203.0.113.0/24") or single addresses. A tenant may not
@@ -535,7 +612,7 @@ type Network struct {
 
 func (x *Network) Reset() {
 	*x = Network{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +624,7 @@ func (x *Network) String() string {
 func (*Network) ProtoMessage() {}
 
 func (x *Network) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +637,7 @@ func (x *Network) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Network.ProtoReflect.Descriptor instead.
 func (*Network) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Network) GetMode() NetworkMode {
@@ -612,7 +689,7 @@ type SecretBinding struct {
 
 func (x *SecretBinding) Reset() {
 	*x = SecretBinding{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +701,7 @@ func (x *SecretBinding) String() string {
 func (*SecretBinding) ProtoMessage() {}
 
 func (x *SecretBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +714,7 @@ func (x *SecretBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretBinding.ProtoReflect.Descriptor instead.
 func (*SecretBinding) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SecretBinding) GetName() string {
@@ -674,7 +751,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +763,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +776,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Sandbox) GetId() string {
@@ -799,7 +876,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +888,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +901,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Progress) GetPhase() ProgressPhase {
@@ -871,7 +948,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +960,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +973,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSandboxRequest) GetSpec() *SandboxSpec {
@@ -919,7 +996,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1008,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1021,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateSandboxResponse) GetMsg() isCreateSandboxResponse_Msg {
@@ -997,7 +1074,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1086,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1099,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1041,7 +1118,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1130,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1143,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1085,7 +1162,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1174,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1187,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1129,7 +1206,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1218,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1231,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1173,7 +1250,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1262,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1275,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1216,7 +1293,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1305,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1318,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 type VersionRequest struct {
@@ -1252,7 +1329,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1341,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1354,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 type VersionResponse struct {
@@ -1290,7 +1367,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1379,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1392,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *VersionResponse) GetVersion() string {
@@ -1350,7 +1427,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1439,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1452,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateNetworkRequest) GetId() string {
@@ -1429,7 +1506,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1518,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1531,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StringList) GetItems() []string {
@@ -1473,7 +1550,7 @@ type SecretBindings struct {
 
 func (x *SecretBindings) Reset() {
 	*x = SecretBindings{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1562,7 @@ func (x *SecretBindings) String() string {
 func (*SecretBindings) ProtoMessage() {}
 
 func (x *SecretBindings) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1575,7 @@ func (x *SecretBindings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretBindings.ProtoReflect.Descriptor instead.
 func (*SecretBindings) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SecretBindings) GetItems() []*SecretBinding {
@@ -1517,7 +1594,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1606,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1619,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateNetworkResponse) GetSandbox() *Sandbox {
@@ -1563,7 +1640,7 @@ type EgressLogRequest struct {
 
 func (x *EgressLogRequest) Reset() {
 	*x = EgressLogRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1652,7 @@ func (x *EgressLogRequest) String() string {
 func (*EgressLogRequest) ProtoMessage() {}
 
 func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1665,7 @@ func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogRequest.ProtoReflect.Descriptor instead.
 func (*EgressLogRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EgressLogRequest) GetId() string {
@@ -1635,7 +1712,7 @@ type EgressLogEntry struct {
 
 func (x *EgressLogEntry) Reset() {
 	*x = EgressLogEntry{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1724,7 @@ func (x *EgressLogEntry) String() string {
 func (*EgressLogEntry) ProtoMessage() {}
 
 func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1737,7 @@ func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogEntry.ProtoReflect.Descriptor instead.
 func (*EgressLogEntry) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EgressLogEntry) GetSeq() int64 {
@@ -1764,7 +1841,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1853,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1866,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Backend) GetName() string {
@@ -1818,7 +1895,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"O\n" +
 	"\x0fPortURLResponse\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
-	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"\xb5\x03\n" +
+	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"\xe7\x03\n" +
 	"\vSandboxSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x12\n" +
@@ -1833,10 +1910,15 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x06labels\x18\n" +
 	" \x03(\v2!.reins.v1.SandboxSpec.LabelsEntryR\x06labels\x12\x18\n" +
 	"\aworkdir\x18\v \x01(\tR\aworkdir\x12+\n" +
-	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x1a9\n" +
+	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x120\n" +
+	"\agateway\x18\r \x01(\v2\x16.reins.v1.ModelGatewayR\agateway\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc8\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
+	"\fModelGateway\x12\x0e\n" +
+	"\x02on\x18\x01 \x01(\bR\x02on\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
+	"\x06script\x18\x03 \x01(\tR\x06script\"\xc8\x01\n" +
 	"\aNetwork\x12)\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x15.reins.v1.NetworkModeR\x04mode\x12\x1f\n" +
 	"\vallow_hosts\x18\x02 \x03(\tR\n" +
@@ -1982,7 +2064,7 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_reins_v1_sandbox_proto_goTypes = []any{
 	(NetworkMode)(0),              // 0: reins.v1.NetworkMode
 	(SandboxState)(0),             // 1: reins.v1.SandboxState
@@ -1991,74 +2073,76 @@ var file_reins_v1_sandbox_proto_goTypes = []any{
 	(*PortURLRequest)(nil),        // 4: reins.v1.PortURLRequest
 	(*PortURLResponse)(nil),       // 5: reins.v1.PortURLResponse
 	(*SandboxSpec)(nil),           // 6: reins.v1.SandboxSpec
-	(*Network)(nil),               // 7: reins.v1.Network
-	(*SecretBinding)(nil),         // 8: reins.v1.SecretBinding
-	(*Sandbox)(nil),               // 9: reins.v1.Sandbox
-	(*Progress)(nil),              // 10: reins.v1.Progress
-	(*CreateSandboxRequest)(nil),  // 11: reins.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 12: reins.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 13: reins.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 14: reins.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 15: reins.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 16: reins.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 17: reins.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 18: reins.v1.DeleteSandboxResponse
-	(*VersionRequest)(nil),        // 19: reins.v1.VersionRequest
-	(*VersionResponse)(nil),       // 20: reins.v1.VersionResponse
-	(*UpdateNetworkRequest)(nil),  // 21: reins.v1.UpdateNetworkRequest
-	(*StringList)(nil),            // 22: reins.v1.StringList
-	(*SecretBindings)(nil),        // 23: reins.v1.SecretBindings
-	(*UpdateNetworkResponse)(nil), // 24: reins.v1.UpdateNetworkResponse
-	(*EgressLogRequest)(nil),      // 25: reins.v1.EgressLogRequest
-	(*EgressLogEntry)(nil),        // 26: reins.v1.EgressLogEntry
-	(*Backend)(nil),               // 27: reins.v1.Backend
-	nil,                           // 28: reins.v1.SandboxSpec.LabelsEntry
-	nil,                           // 29: reins.v1.ListSandboxesRequest.LabelsEntry
+	(*ModelGateway)(nil),          // 7: reins.v1.ModelGateway
+	(*Network)(nil),               // 8: reins.v1.Network
+	(*SecretBinding)(nil),         // 9: reins.v1.SecretBinding
+	(*Sandbox)(nil),               // 10: reins.v1.Sandbox
+	(*Progress)(nil),              // 11: reins.v1.Progress
+	(*CreateSandboxRequest)(nil),  // 12: reins.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil), // 13: reins.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),     // 14: reins.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 15: reins.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 16: reins.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 17: reins.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),  // 18: reins.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 19: reins.v1.DeleteSandboxResponse
+	(*VersionRequest)(nil),        // 20: reins.v1.VersionRequest
+	(*VersionResponse)(nil),       // 21: reins.v1.VersionResponse
+	(*UpdateNetworkRequest)(nil),  // 22: reins.v1.UpdateNetworkRequest
+	(*StringList)(nil),            // 23: reins.v1.StringList
+	(*SecretBindings)(nil),        // 24: reins.v1.SecretBindings
+	(*UpdateNetworkResponse)(nil), // 25: reins.v1.UpdateNetworkResponse
+	(*EgressLogRequest)(nil),      // 26: reins.v1.EgressLogRequest
+	(*EgressLogEntry)(nil),        // 27: reins.v1.EgressLogEntry
+	(*Backend)(nil),               // 28: reins.v1.Backend
+	nil,                           // 29: reins.v1.SandboxSpec.LabelsEntry
+	nil,                           // 30: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	28, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
-	7,  // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
-	0,  // 2: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
-	8,  // 3: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
-	6,  // 4: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
-	1,  // 5: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
-	2,  // 6: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
-	3,  // 7: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
-	6,  // 8: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
-	10, // 9: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
-	9,  // 10: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	9,  // 11: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	29, // 12: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
-	9,  // 13: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	27, // 14: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
-	0,  // 15: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
-	22, // 16: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
-	22, // 17: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
-	22, // 18: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
-	23, // 19: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
-	8,  // 20: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
-	9,  // 21: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
-	11, // 22: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	13, // 23: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	15, // 24: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	17, // 25: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	19, // 26: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
-	21, // 27: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
-	25, // 28: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
-	4,  // 29: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
-	12, // 30: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	14, // 31: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	16, // 32: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	18, // 33: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	20, // 34: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	24, // 35: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
-	26, // 36: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
-	5,  // 37: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	29, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	8,  // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
+	7,  // 2: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
+	0,  // 3: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
+	9,  // 4: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
+	6,  // 5: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
+	1,  // 6: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
+	2,  // 7: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
+	3,  // 8: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
+	6,  // 9: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
+	11, // 10: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
+	10, // 11: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	10, // 12: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	30, // 13: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	10, // 14: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
+	28, // 15: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	0,  // 16: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
+	23, // 17: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
+	23, // 18: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
+	23, // 19: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
+	24, // 20: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
+	9,  // 21: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
+	10, // 22: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
+	12, // 23: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	14, // 24: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	16, // 25: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	18, // 26: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	20, // 27: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	22, // 28: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
+	26, // 29: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
+	4,  // 30: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
+	13, // 31: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	15, // 32: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	17, // 33: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	19, // 34: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	21, // 35: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	25, // 36: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
+	27, // 37: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
+	5,  // 38: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
+	31, // [31:39] is the sub-list for method output_type
+	23, // [23:31] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_sandbox_proto_init() }
@@ -2066,7 +2150,7 @@ func file_reins_v1_sandbox_proto_init() {
 	if File_reins_v1_sandbox_proto != nil {
 		return
 	}
-	file_reins_v1_sandbox_proto_msgTypes[8].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[9].OneofWrappers = []any{
 		(*CreateSandboxResponse_Progress)(nil),
 		(*CreateSandboxResponse_Sandbox)(nil),
 	}
@@ -2076,7 +2160,7 @@ func file_reins_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
