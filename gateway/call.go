@@ -46,9 +46,12 @@ func (g *Gateway) call(w http.ResponseWriter, r *http.Request, sandbox string, w
 	}
 	start := time.Now()
 	rec := &recorder{w: w, start: start}
-	res := Result{}
+	res, returned := Result{}, false
 	defer func() {
 		// End is called exactly once, a panic (http.ErrAbortHandler) included.
+		if !returned {
+			res.Error = "the call was aborted"
+		}
 		res.Status, res.FirstByte, res.Duration = rec.status, rec.first, time.Since(start)
 		if res.Status == 0 {
 			res.Status = StatusClientGone
@@ -58,6 +61,7 @@ func (g *Gateway) call(w http.ResponseWriter, r *http.Request, sandbox string, w
 		}
 	}()
 	res = g.dispatch(ctx, rec, r, wire, body, p, adm.Target)
+	returned = true
 }
 
 // dispatch forwards the call or translates it, by its target.
@@ -148,7 +152,9 @@ func (g *Gateway) forward(ctx context.Context, w *recorder, r *http.Request, wir
 			res.Error = "the program went away before the provider answered"
 			return res
 		}
-		res.Error = "reaching the provider: " + err.Error()
+		// The cause names the provider's address: the service's log has
+		// it, the run's record (which its tenant reads) does not.
+		res.Error = "the provider could not be reached"
 		logger(ctx).Warn("forwarding a model call", "err", err)
 		writeError(w, wire, http.StatusBadGateway, "api_error", "reins could not reach the model provider: try again")
 		return res

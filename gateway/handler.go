@@ -38,6 +38,7 @@ const MaxBuffered = 512 << 20
 // Routes, all matched on the cleaned path exactly:
 //
 //	HEAD /, GET /                    200, empty (programs probe the base URL)
+//	HEAD /api/hello, GET /api/hello  200, empty (Claude Code's connectivity probe)
 //	POST /v1/messages                Anthropic Messages, streamed or not
 //	POST /v1/messages/count_tokens   answered here with an estimate (Estimate)
 //	POST /v1/chat/completions        OpenAI Chat Completions, streamed or not
@@ -105,7 +106,7 @@ const (
 
 func routeOf(method, p string) route {
 	switch {
-	case p == "/" && (method == http.MethodGet || method == http.MethodHead):
+	case (p == "/" || p == "/api/hello") && (method == http.MethodGet || method == http.MethodHead):
 		return routeRoot
 	case method == http.MethodGet && p == "/v1/models":
 		return routeModels

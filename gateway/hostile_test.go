@@ -93,7 +93,7 @@ func TestLocalPathsNeverForwarded(t *testing.T) {
 		method, path string
 		status       int
 	}{
-		{"HEAD", "/", 200}, {"GET", "/", 200}, {"GET", "/v1/models", 200},
+		{"HEAD", "/", 200}, {"GET", "/", 200}, {"GET", "/v1/models", 200}, {"HEAD", "/api/hello", 200},
 		{"POST", "/api/event_logging/batch", 200},
 		{"POST", "/v1/complete", 404}, {"GET", "/api/claude_code/settings", 404}, {"POST", "/api/hello", 404},
 		{"GET", "/v1/messages", 404}, {"POST", "/v1/messages/batches", 404}, {"POST", "/v1/files", 404},
