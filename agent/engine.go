@@ -411,7 +411,7 @@ func (e *Engine) append(ctx context.Context, r *run, status runlog.Status, event
 		evs = append(evs, store.Event{Type: typ, Time: now, Data: data})
 	}
 	upd := store.RunUpdate{Status: string(status)}
-	upd.Summary = e.summary(r, evs)
+	upd.Summary = e.summary(r, events)
 	last, err := e.cfg.Store.Append(ctx, r.id, r.st.lastSeq, evs, upd)
 	if err != nil {
 		return err
@@ -419,7 +419,7 @@ func (e *Engine) append(ctx context.Context, r *run, status runlog.Status, event
 	first := last - int64(len(evs)) + 1
 	for i := range evs {
 		evs[i].RunID, evs[i].Seq = r.id, first+int64(i)
-		if err := r.st.apply(evs[i]); err != nil {
+		if err := r.st.applyValue(evs[i], events[i]); err != nil {
 			return err
 		}
 	}
@@ -448,29 +448,25 @@ func (e *Engine) notify(id string) {
 	}
 }
 
-// summary is the run's row after evs: folded on a copy, so the row and the
-// log change in one transaction.
-func (e *Engine) summary(r *run, evs []store.Event) json.RawMessage {
+// summary is the run's row after events (the values append is given, not
+// decoded again from their JSON): folded on a copy, so the row and the log
+// change in one transaction.
+func (e *Engine) summary(r *run, events []any) json.RawMessage {
 	st := *r.st
 	st.sandboxes = map[string]string{}
 	for k, v := range r.st.sandboxes {
 		st.sandboxes[k] = v
 	}
-	for i, ev := range evs {
-		ev.Seq = r.st.lastSeq + int64(i) + 1
+	for _, ev := range events {
 		// Only counters and the final text matter here.
-		switch ev.Type {
-		case runlog.EventModelResponse:
-			var d runlog.ModelResponse
-			json.Unmarshal(ev.Data, &d)
+		switch d := ev.(type) {
+		case runlog.ModelResponse:
 			st.steps, st.usage, st.cost = d.Step, st.usage.Add(d.Usage), st.cost+d.CostUSD
-		case runlog.EventSandboxCreated, runlog.EventSandboxReplaced:
-			var d runlog.SandboxEvent
-			json.Unmarshal(ev.Data, &d)
-			st.sandboxes[d.Name] = d.ID
-		case runlog.EventFinished:
-			var d runlog.Finished
-			json.Unmarshal(ev.Data, &d)
+		case typedEvent:
+			if sb, ok := d.data.(runlog.SandboxEvent); ok && (d.typ == runlog.EventSandboxCreated || d.typ == runlog.EventSandboxReplaced) {
+				st.sandboxes[sb.Name] = sb.ID
+			}
+		case runlog.Finished:
 			st.finished = &d
 		}
 	}

@@ -84,14 +84,12 @@ func (e *Engine) keepAgent(r *run) *agentRun {
 }
 
 // dropAgent forgets a finished agent run's state (its log has it all).
-func (e *Engine) dropAgent(a *agentRun) {
+func (e *Engine) dropAgent(run string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.agents[a.r.id] == a {
-		delete(e.agents, a.r.id)
-	}
+	delete(e.agents, run)
 	for sb, id := range e.records {
-		if id == a.r.id {
+		if id == run {
 			delete(e.records, sb)
 		}
 	}
@@ -412,15 +410,15 @@ func (e *Engine) SandboxGone(ctx context.Context, id, why string) {
 }
 
 func (e *Engine) endRecord(ctx context.Context, run, why string) {
-	a, err := e.agentOf(ctx, run)
+	err := e.steerAgent(ctx, run, func(a *agentRun) error {
+		e.finishAgent(ctx, a, runlog.StatusSucceeded, "", "the sandbox ended: "+why)
+		return nil
+	})
 	if err != nil {
 		e.log.Warn("ending a sandbox's record", "run", run, "err", err)
 		return
 	}
-	a.mu.Lock()
-	e.finishAgent(ctx, a, runlog.StatusSucceeded, "", "the sandbox ended: "+why)
-	a.mu.Unlock()
-	e.dropAgent(a)
+	e.dropAgent(run)
 }
 
 // unbindGone forgets the binding of sandbox sb (or, with "", of every
@@ -501,57 +499,53 @@ func (e *Engine) unbind(sb, id string) {
 	}
 }
 
-// pauseAgent pauses an agent run at once: its program runs on, and its
-// next model call is held until Resume.
-func (e *Engine) pauseAgent(ctx context.Context, id string) error {
+// steerAgent runs f on agent run id's state, holding its lock.
+func (e *Engine) steerAgent(ctx context.Context, id string, f func(a *agentRun) error) error {
 	a, err := e.agentOf(ctx, id)
 	if err != nil {
 		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.r.st.paused || a.r.st.finished != nil {
-		return nil
-	}
-	if err := e.appendAgent(ctx, a, runlog.StatusPaused, typedEvent{runlog.EventPaused,
-		runlog.Note{Message: "paused by a user: the program's next model call waits for resume"}}); err != nil {
-		return err
-	}
-	a.resume = make(chan struct{})
-	return nil
+	return f(a)
+}
+
+// pauseAgent pauses an agent run at once: its program runs on, and its
+// next model call is held until Resume.
+func (e *Engine) pauseAgent(ctx context.Context, id string) error {
+	return e.steerAgent(ctx, id, func(a *agentRun) error {
+		if a.r.st.paused || a.r.st.finished != nil {
+			return nil
+		}
+		a.resume = make(chan struct{})
+		return e.appendAgent(ctx, a, runlog.StatusPaused, typedEvent{runlog.EventPaused,
+			runlog.Note{Message: "paused by a user: the program's next model call waits for resume"}})
+	})
 }
 
 // resumeAgent lets a paused agent run's held calls through.
 func (e *Engine) resumeAgent(ctx context.Context, id string) error {
-	a, err := e.agentOf(ctx, id)
-	if err != nil {
-		return err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.r.st.paused || a.r.st.finished != nil {
+	return e.steerAgent(ctx, id, func(a *agentRun) error {
+		if !a.r.st.paused || a.r.st.finished != nil {
+			return nil
+		}
+		if err := e.appendAgent(ctx, a, runlog.StatusRunning, typedEvent{runlog.EventResumed, runlog.Note{Message: "resumed by a user"}}); err != nil {
+			return err
+		}
+		if a.resume != nil {
+			close(a.resume)
+			a.resume = nil
+		}
 		return nil
-	}
-	if err := e.appendAgent(ctx, a, runlog.StatusRunning, typedEvent{runlog.EventResumed, runlog.Note{Message: "resumed by a user"}}); err != nil {
-		return err
-	}
-	if a.resume != nil {
-		close(a.resume)
-		a.resume = nil
-	}
-	return nil
+	})
 }
 
 // cancelAgent ends an agent run that has no worker (a sandbox's record).
+// A record stays bound to its sandbox, so that its calls are refused from
+// now on (until the service restarts).
 func (e *Engine) cancelAgent(ctx context.Context, id string) error {
-	a, err := e.agentOf(ctx, id)
-	if err != nil {
-		return err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	// A record stays bound to its sandbox, so that its calls are
-	// refused from now on (until the service restarts).
-	e.finishAgent(ctx, a, runlog.StatusCancelled, "", "cancelled by a user")
-	return nil
+	return e.steerAgent(ctx, id, func(a *agentRun) error {
+		e.finishAgent(ctx, a, runlog.StatusCancelled, "", "cancelled by a user")
+		return nil
+	})
 }

@@ -87,7 +87,7 @@ func (e *Engine) workAgent(ctx context.Context, r *run) {
 	if a.r.st.spec.Agent == runlog.AgentSandbox {
 		return
 	}
-	defer e.dropAgent(a)
+	defer e.dropAgent(a.r.id)
 	a.mu.Lock()
 	finished := a.r.st.finished != nil
 	a.mu.Unlock()

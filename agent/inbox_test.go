@@ -96,6 +96,16 @@ func (e *agentEnv) engine() *agent.Engine {
 	return eng
 }
 
+// start starts an agent run of spec and returns its id.
+func (e *agentEnv) start(eng *agent.Engine, spec runlog.Spec) string {
+	e.t.Helper()
+	id, err := eng.Start(context.Background(), "", spec)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
 // started waits for run id's program to be running and returns the
 // sandbox it runs in.
 func (e *agentEnv) started(id string) string {
@@ -178,10 +188,7 @@ func TestAgentRunMaxStepsRefusesAndEnds(t *testing.T) {
 	e := newAgentEnv(t)
 	eng := e.engine()
 	marker := fmt.Sprint(400000 + rand.IntN(100000))
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "loop forever", Agent: "cmd:sleep " + marker, MaxSteps: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := e.start(eng, runlog.Spec{Task: "loop forever", Agent: "cmd:sleep " + marker, MaxSteps: 3})
 	sb := e.started(id)
 	for i := range 3 {
 		adm, err := gwCall(t, eng, sb, fmt.Sprintf("output %d", i))
@@ -193,7 +200,7 @@ func TestAgentRunMaxStepsRefusesAndEnds(t *testing.T) {
 		}
 		endOK(adm, fmt.Sprintf("answer %d", i))
 	}
-	_, err = gwCall(t, eng, sb, "output 4")
+	_, err := gwCall(t, eng, sb, "output 4")
 	var ref *gateway.Refusal
 	if !errors.As(err, &ref) || ref.Status != http.StatusForbidden || ref.Type != "permission_error" || !strings.Contains(ref.Message, "max steps reached") {
 		t.Fatalf("4th call: %v (%#v)", err, ref)
@@ -243,10 +250,7 @@ func TestAgentRunMaxStepsRefusesAndEnds(t *testing.T) {
 func TestAgentRunPauseHoldsTheNextCall(t *testing.T) {
 	e := newAgentEnv(t)
 	eng := e.engine()
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Agent: "cmd:sleep 600"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := e.start(eng, runlog.Spec{Task: "x", Agent: "cmd:sleep 600"})
 	sb := e.started(id)
 	if err := eng.Pause(context.Background(), "", id); err != nil {
 		t.Fatal(err)
@@ -298,11 +302,8 @@ func TestAgentRunCancelKillsTheProcessGroup(t *testing.T) {
 	eng := e.engine()
 	marker := fmt.Sprint(500000 + rand.IntN(100000))
 	// The program and a child of its own, which the group kill reaches.
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x",
+	id := e.start(eng, runlog.Spec{Task: "x",
 		Agent: fmt.Sprintf("cmd:sleep %s1 & sleep %s2; wait", marker, marker)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sb := e.started(id)
 	for end := time.Now().Add(10 * time.Second); len(procsWith("sleep\x00"+marker)) < 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
@@ -346,10 +347,7 @@ func TestAgentRunStatusFollowsTheProgram(t *testing.T) {
 		{`kill -TERM $$`, "failed", "", "exit code 143 (signal 15, terminated)"},
 		{`test "$TMPDIR" = /var/tmp && test -d "$TMPDIR" && test -n "$ANTHROPIC_BASE_URL" && printf %s "$OPENAI_API_KEY"`, "succeeded", "rgw_test-", ""},
 	} {
-		id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "the task", Agent: "cmd:" + c.program})
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := e.start(eng, runlog.Spec{Task: "the task", Agent: "cmd:" + c.program})
 		row, evs := e.finish(eng, id)
 		f := finishedOf(t, evs)
 		if row.Status != c.status || !strings.HasPrefix(f.Text, c.text) || !strings.HasPrefix(f.Reason, c.reason) {
@@ -362,11 +360,8 @@ func TestAgentRunSurvivesARestart(t *testing.T) {
 	e := newAgentEnv(t)
 	eng := e.engine()
 	// It waits for a file the test makes once the engine has restarted.
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x",
+	id := e.start(eng, runlog.Spec{Task: "x",
 		Agent: `cmd:while [ ! -e go ]; do sleep 0.05; done; echo "finished after the restart"`})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sb := e.started(id)
 	adm, err := gwCall(t, eng, sb, "before")
 	if err != nil {
@@ -407,10 +402,7 @@ func TestAgentRunSurvivesARestart(t *testing.T) {
 func TestAgentRunLostSandboxFails(t *testing.T) {
 	e := newAgentEnv(t)
 	eng := e.engine()
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Agent: "cmd:sleep 600"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := e.start(eng, runlog.Spec{Task: "x", Agent: "cmd:sleep 600"})
 	sb := e.started(id)
 	eng.Close()
 	e.sbs.kill(sb)
@@ -468,11 +460,8 @@ func TestAgentRunTimeoutStopsASilentProgram(t *testing.T) {
 	e := newAgentEnv(t)
 	eng := e.engine()
 	marker := fmt.Sprint(600000 + rand.IntN(100000))
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Agent: "cmd:sleep " + marker,
+	id := e.start(eng, runlog.Spec{Task: "x", Agent: "cmd:sleep " + marker,
 		Timeout: runlog.Duration(time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	row, evs := e.finish(eng, id)
 	if f := finishedOf(t, evs); row.Status != "failed" || !strings.HasPrefix(f.Reason, "timeout: the run took longer than 1s") {
 		t.Fatalf("%s %+v", row.Status, f)
@@ -487,11 +476,8 @@ func TestAgentRunTimeoutStopsASilentProgram(t *testing.T) {
 func TestAgentRunHostileOutputIsBounded(t *testing.T) {
 	e := newAgentEnv(t)
 	eng := e.engine()
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x",
+	id := e.start(eng, runlog.Spec{Task: "x",
 		Agent: `cmd:head -c 3000000 /dev/zero | tr '\0' x; head -c 3000000 /dev/zero | tr '\0' y >&2; exit 1`})
-	if err != nil {
-		t.Fatal(err)
-	}
 	row, evs := e.finish(eng, id)
 	f := finishedOf(t, evs)
 	if row.Status != "failed" || !strings.HasPrefix(f.Reason, "exit code 1: …yyy") || len(f.Reason) > 1100 {
@@ -509,10 +495,7 @@ func TestAgentRunHostileOutputIsBounded(t *testing.T) {
 func TestGatewayRecordIsBounded(t *testing.T) {
 	e := newAgentEnv(t)
 	eng := e.engine()
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Agent: "cmd:sleep 600"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := e.start(eng, runlog.Spec{Task: "x", Agent: "cmd:sleep 600"})
 	sb := e.started(id)
 	var blocks []model.Block
 	for range 100 {
@@ -584,10 +567,7 @@ printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"t
 echo '{"type":"assistant"}'
 `)
 	eng := e.engine()
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "-v is a task", Agent: "claude-code", Model: "anthropic:claude-haiku-4-5"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := e.start(eng, runlog.Spec{Task: "-v is a task", Agent: "claude-code", Model: "anthropic:claude-haiku-4-5"})
 	row, evs := e.finish(eng, id)
 	f := finishedOf(t, evs)
 	if row.Status != "succeeded" || f.Text != "the answer\nin two lines" {
@@ -633,10 +613,7 @@ echo "thinking…" >&2
 echo "final message"
 `)
 	eng := e.engine()
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "fix it", Agent: "codex", Model: "openai:gpt-4.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := e.start(eng, runlog.Spec{Task: "fix it", Agent: "codex", Model: "openai:gpt-4.1"})
 	row, evs := e.finish(eng, id)
 	if f := finishedOf(t, evs); row.Status != "succeeded" || f.Text != "final message" {
 		t.Fatalf("%s %+v", row.Status, f)

@@ -82,15 +82,7 @@ func (s *state) apply(ev store.Event) error {
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
-		s.flushResults()
-		s.notes = nil
-		s.last = &d
-		s.steps = d.Step
-		s.usage = s.usage.Add(d.Usage)
-		s.cost += d.CostUSD
-		s.intents, s.results, s.answers = map[string]runlog.ToolCall{}, map[string]runlog.ToolResult{}, map[string]runlog.HumanAnswer{}
-		s.asked, s.approvals = map[string]runlog.ApprovalRequested{}, map[string]runlog.ApprovalDecided{}
-		s.messages = append(s.messages, model.Message{Role: model.RoleAssistant, Content: d.Content})
+		s.modelResponse(d)
 	case runlog.EventToolCall:
 		var d runlog.ToolCall
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -192,6 +184,30 @@ func (s *state) apply(ev store.Event) error {
 		s.finished = &d
 	}
 	return nil
+}
+
+// applyValue folds event ev whose payload, before it was encoded, was v:
+// a model response is folded from v, sparing a decode of its JSON (the
+// largest event, on every model call); any other from ev.
+func (s *state) applyValue(ev store.Event, v any) error {
+	if d, ok := v.(runlog.ModelResponse); ok && ev.Type == runlog.EventModelResponse {
+		s.lastSeq = ev.Seq
+		s.modelResponse(d)
+		return nil
+	}
+	return s.apply(ev)
+}
+
+func (s *state) modelResponse(d runlog.ModelResponse) {
+	s.flushResults()
+	s.notes = nil
+	s.last = &d
+	s.steps = d.Step
+	s.usage = s.usage.Add(d.Usage)
+	s.cost += d.CostUSD
+	s.intents, s.results, s.answers = map[string]runlog.ToolCall{}, map[string]runlog.ToolResult{}, map[string]runlog.HumanAnswer{}
+	s.asked, s.approvals = map[string]runlog.ApprovalRequested{}, map[string]runlog.ApprovalDecided{}
+	s.messages = append(s.messages, model.Message{Role: model.RoleAssistant, Content: d.Content})
 }
 
 // calls are the tool calls of the last model response, in order.

@@ -80,7 +80,7 @@ func main() {
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
 	shim := flag.String("shim", "bin/reins-shim", "the built sandbox shim (\"\": this program re-executed)")
-	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,egress,egress-sandbox,gateway,gateway-sandbox,ports,workload); with -out, only a full run writes the file")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,ledger,egress,egress-sandbox,gateway,gateway-sandbox,ports,workload); with -out, only a full run writes the file")
 	flag.Parse()
 	if *only != "" && *out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
@@ -156,6 +156,7 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		{"idle", func() error { return b.idleMemory(idle) }},
 		{"loop", func() error { return b.loop(200, 50, 40) }},
 		{"steer", func() error { return b.steer(5000, 20) }},
+		{"ledger", func() error { return b.ledger(500) }},
 		{"egress", func() error { return b.egress(2000, mib) }},
 		{"egress-sandbox", func() error { return b.egressSandbox(10*mib, 3) }},
 		{"gateway", func() error { return b.gateway(1000, 200) }},
