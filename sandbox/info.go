@@ -27,6 +27,12 @@ type Info struct {
 	// Runtime names what the backend ran it with when it last started
 	// ("runsc 0.0.0-…, platform systrap").
 	Runtime string `json:"runtime,omitempty"`
+	// MemoryBytes is the memory a running sandbox had in use when Get
+	// asked its backend, PeakMemoryBytes the most it has used (kept once
+	// it stops), both as its memory limit counts (for gVisor, the
+	// sandbox's kernel included); 0 when not measured.
+	MemoryBytes     uint64 `json:"memory_bytes,omitempty"`
+	PeakMemoryBytes uint64 `json:"peak_memory_bytes,omitempty"`
 }
 
 // EndedWhy says in words why a stopped sandbox ended, the way a user is

@@ -223,8 +223,12 @@ type RootMaker interface {
 // Usage is a sandbox's resource use, as a backend measures it from the host.
 type Usage struct {
 	MemoryBytes uint64
-	CPUSeconds  float64
-	Pids        uint64
+	// PeakMemoryBytes is the most memory the sandbox has had charged to
+	// it (for gVisor, the sandbox's kernel included), as its memory limit
+	// counts it; 0 when the host keeps no peak.
+	PeakMemoryBytes uint64
+	CPUSeconds      float64
+	Pids            uint64
 }
 
 // UsageReporter is implemented by backends that can measure a sandbox from

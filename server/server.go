@@ -350,5 +350,7 @@ func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 		OomKills:        int32(r.OOMKills),
 		LastOomUnixNano: nano(r.LastOOM),
 		Runtime:         r.Runtime,
+		MemoryBytes:     r.MemoryBytes,
+		PeakMemoryBytes: r.PeakMemoryBytes,
 	}
 }

@@ -10,11 +10,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -87,6 +90,18 @@ func run() error {
 		if err := os.MkdirAll(*workdir, 0o755); err != nil {
 			log.Warn("cannot make the workdir; starting in /", "workdir", *workdir, "err", err)
 			*workdir = "/"
+		}
+	}
+	// TMPDIR (the service sets /tmp) made if the image lacks it, as
+	// /tmp is: anyone may write, only owners remove.
+	if d := os.Getenv("TMPDIR"); filepath.IsAbs(d) {
+		if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(d, 0o755); err == nil {
+				err = os.Chmod(d, 0o777|fs.ModeSticky)
+			}
+			if err != nil {
+				log.Warn("cannot make TMPDIR", "dir", d, "err", err)
+			}
 		}
 	}
 

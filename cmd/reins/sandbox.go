@@ -264,6 +264,9 @@ func showCmd() *cobra.Command {
 			fmt.Fprintf(w, "image\t%s %s\nbackend\t%s\ncpus\t%g\nmemory\t%s\npids\t%d\ndisk\t%s\ncreated\t%s\n",
 				s.Image, sb.ImageDigest, s.Backend, s.Cpus, sandbox.FormatBytes(s.MemoryBytes), s.Pids,
 				sandbox.FormatBytes(s.DiskBytes), ago(sb.CreatedUnixNano))
+			if used := memoryUsed(sb); used != "" {
+				fmt.Fprintf(w, "memory used\t%s\n", used)
+			}
 			if sb.Runtime != "" {
 				fmt.Fprintf(w, "runtime\t%s\n", sb.Runtime)
 			}
@@ -286,6 +289,23 @@ func showCmd() *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// memoryUsed says what a sandbox uses of its memory limit: "312 MiB now,
+// peak 1.2 GiB (59% of the limit)"; "" when not measured.
+func memoryUsed(sb *reinsv1.Sandbox) string {
+	var parts []string
+	if sb.MemoryBytes > 0 {
+		parts = append(parts, sandbox.FormatBytes(int64(sb.MemoryBytes))+" now")
+	}
+	if p := sb.PeakMemoryBytes; p > 0 {
+		s := "peak " + sandbox.FormatBytes(int64(p))
+		if limit := sb.GetSpec().GetMemoryBytes(); limit > 0 {
+			s += fmt.Sprintf(" (%d%% of the limit)", int64(p)*100/limit)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func portCmd() *cobra.Command {

@@ -24,9 +24,14 @@ const Root = "/sys/fs/cgroup"
 // Stats is a group's resource use.
 type Stats struct {
 	MemoryBytes uint64 // in use, less the inactive page cache the kernel can drop
-	CPUSeconds  float64
-	Pids        uint64
-	OOMKills    int // processes the OOM killer killed in the group
+	// PeakMemoryBytes is the most the group has had charged to it since
+	// it was made (v2 memory.peak, v1 memory.max_usage_in_bytes), page
+	// cache included, as the limit counts it; 0 where the kernel keeps
+	// no peak (v2 before Linux 5.19).
+	PeakMemoryBytes uint64
+	CPUSeconds      float64
+	Pids            uint64
+	OOMKills        int // processes the OOM killer killed in the group
 }
 
 // Group is one control group, named by its path below each hierarchy's root
@@ -147,6 +152,9 @@ func (g *Group) statsV1() (Stats, error) {
 		return s, err
 	}
 	s.MemoryBytes = sub(usage, ms["total_inactive_file"])
+	if s.PeakMemoryBytes, err = readUint(filepath.Join(mem, "memory.max_usage_in_bytes")); err != nil {
+		return s, err
+	}
 	cpu, err := readUint(filepath.Join(v1Dir("cpuacct"), g.path, "cpuacct.usage"))
 	if err != nil {
 		return s, err
@@ -171,6 +179,9 @@ func (g *Group) statsV2() (Stats, error) {
 		return s, err
 	}
 	s.MemoryBytes = sub(usage, ms["inactive_file"])
+	if s.PeakMemoryBytes, err = readUint(filepath.Join(d, "memory.peak")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return s, err
+	}
 	cs, err := readKV(filepath.Join(d, "cpu.stat"))
 	if err != nil {
 		return s, err

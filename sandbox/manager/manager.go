@@ -44,6 +44,11 @@ const (
 	// can plant a symlink.
 	tokenEnv    = "REINS_EXECUTOR_TOKEN"
 	defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// DefaultTmpdir is every sandbox's TMPDIR unless its image or its
+	// spec sets another: /tmp is on the sandbox's disk in both backends
+	// (no tmpfs), so what programs spool there costs disk, not the memory
+	// limit (docs/decisions/0027-agentsimg-tmpdir-peak-memory.md).
+	DefaultTmpdir = "/var/tmp"
 )
 
 // Image is what the manager needs of a resolved image.
@@ -637,6 +642,7 @@ func buildEnv(image, user []string) []string {
 	}
 	add(defaultPath)
 	add("HOME=/root")
+	add("TMPDIR=" + DefaultTmpdir)
 	for _, kv := range image {
 		add(kv)
 	}
@@ -704,10 +710,33 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (sandbox.Info, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.rec.State == sandbox.StateRunning {
-		m.refreshLocked(ctx, b, true)
+	if b.rec.State == sandbox.StateRunning && m.refreshLocked(ctx, b, true) {
+		return m.measureLocked(ctx, b), nil
 	}
 	return b.rec.Info, nil
+}
+
+// measureLocked returns a running sandbox's Info with the memory its
+// backend measures now, keeping a new peak in its record.
+func (m *Manager) measureLocked(ctx context.Context, b *box) sandbox.Info {
+	ur, ok := m.cfg.Backends[b.rec.Spec.Backend].(sandbox.UsageReporter)
+	if !ok {
+		return b.rec.Info
+	}
+	u, err := ur.Usage(ctx, b.rec.ID)
+	if err != nil {
+		m.log.Debug("usage", "sandbox", b.rec.ID, "err", err)
+		return b.rec.Info
+	}
+	if u.PeakMemoryBytes > b.rec.PeakMemoryBytes {
+		b.rec.PeakMemoryBytes = u.PeakMemoryBytes
+		if err := writeRecord(b.dir, &b.rec); err != nil {
+			m.log.Warn("writing record failed", "sandbox", b.rec.ID, "err", err)
+		}
+	}
+	info := b.rec.Info
+	info.MemoryBytes = u.MemoryBytes
+	return info
 }
 
 // List returns the sandboxes of tenant ("" for all) whose labels include

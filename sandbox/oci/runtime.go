@@ -466,7 +466,7 @@ func (r *Runtime) Usage(ctx context.Context, id string) (sandbox.Usage, error) {
 		}
 		return sandbox.Usage{}, fmt.Errorf("sandbox %s: usage: %w", id, err)
 	}
-	return sandbox.Usage{MemoryBytes: s.MemoryBytes, CPUSeconds: s.CPUSeconds, Pids: s.Pids}, nil
+	return sandbox.Usage{MemoryBytes: s.MemoryBytes, PeakMemoryBytes: s.PeakMemoryBytes, CPUSeconds: s.CPUSeconds, Pids: s.Pids}, nil
 }
 
 func (r *Runtime) running(ctx context.Context, id string) error {

@@ -116,6 +116,7 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 		{"InitOOMKilled", caps.Limits, "no limits", s.testInitOOMKilled},
 		{"PidsLimit", caps.Limits, "no limits", s.testPidsLimit},
 		{"CPULimit", caps.Limits && usage, "no limits or no usage reports", s.testCPULimit},
+		{"MemoryPeak", caps.Limits && usage, "no limits or no usage reports", s.testMemoryPeak},
 		{"Concurrent", true, "", s.testConcurrent},
 		{"RestartedService", caps.Durable, "not durable", s.testRestartedService},
 		{"SurvivesStarterDeath", caps.Durable, "not durable", s.testSurvivesStarterDeath},
@@ -592,6 +593,42 @@ func (s *suite) testCPULimit(t *testing.T) {
 	}
 	if second.MemoryBytes == 0 || second.Pids == 0 {
 		t.Errorf("Usage = %+v, want memory and pids counted", second)
+	}
+}
+
+// testMemoryPeak: a process that held 100 MiB and exited leaves the
+// sandbox's peak memory past 100 MiB, above what it was before, while the
+// memory in use falls back.
+func (s *suite) testMemoryPeak(t *testing.T) {
+	e := s.env(t)
+	b, ctl := e.bundle("peak", `
+		while [ ! -e $CTL/go ]; do sleep 0.05; done
+		dd if=/dev/zero of=/dev/null bs=100M count=1 2>/dev/null
+		echo $? > $CTL/dd
+		sleep 1000
+	`)
+	b.Limits.MemoryBytes = 512 << 20
+	e.start(b)
+	u := e.b.(sandbox.UsageReporter)
+	before, err := u.Usage(ctxT(t), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ctl, "go"), nil, 0o644)
+	if got := waitFile(t, filepath.Join(ctl, "dd"), 30*time.Second); got != "0" {
+		t.Fatalf("dd exited %s", got)
+	}
+	after, err := u.Usage(ctxT(t), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("before: %d MiB in use, peak %d MiB; after dd held 100 MiB: %d MiB in use, peak %d MiB",
+		before.MemoryBytes>>20, before.PeakMemoryBytes>>20, after.MemoryBytes>>20, after.PeakMemoryBytes>>20)
+	if before.PeakMemoryBytes == 0 || before.PeakMemoryBytes >= 100<<20 {
+		t.Errorf("peak before = %d bytes, want some, under 100 MiB", before.PeakMemoryBytes)
+	}
+	if after.PeakMemoryBytes < 100<<20 || after.PeakMemoryBytes <= before.PeakMemoryBytes {
+		t.Errorf("peak after = %d bytes, want past 100 MiB and above %d", after.PeakMemoryBytes, before.PeakMemoryBytes)
 	}
 }
 

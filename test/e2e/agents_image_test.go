@@ -32,5 +32,5 @@ func TestAgentsImage(t *testing.T) {
 	if r.code != 0 || err != nil || kib <= 0 {
 		t.Fatalf("measuring claude --version: %s", r)
 	}
-	t.Logf("claude --version: peak RSS %d MiB", kib>>10)
+	t.Logf("claude --version: peak RSS %d MiB; the sandbox's %s", kib>>10, memoryLine(t, s.must("sandbox", "show", id)))
 }

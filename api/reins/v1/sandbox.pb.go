@@ -745,6 +745,11 @@ type Sandbox struct {
 	OomKills        int32                  `protobuf:"varint,10,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`                          // processes the memory limit killed so far
 	LastOomUnixNano int64                  `protobuf:"varint,11,opt,name=last_oom_unix_nano,json=lastOomUnixNano,proto3" json:"last_oom_unix_nano,omitempty"` // when the last one was noticed
 	Runtime         string                 `protobuf:"bytes,12,opt,name=runtime,proto3" json:"runtime,omitempty"`                                             // what the backend last started it with, e.g. "runsc 0.0.0-20260905035102-160fafc42237, platform systrap"
+	// Memory as its limit counts it (for gVisor, the sandbox's kernel
+	// included), measured by Get: in use now (running sandboxes only) and
+	// the most it has used (kept after it stops); 0 when not measured.
+	MemoryBytes     uint64 `protobuf:"varint,15,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	PeakMemoryBytes uint64 `protobuf:"varint,16,opt,name=peak_memory_bytes,json=peakMemoryBytes,proto3" json:"peak_memory_bytes,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -861,6 +866,20 @@ func (x *Sandbox) GetRuntime() string {
 		return x.Runtime
 	}
 	return ""
+}
+
+func (x *Sandbox) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetPeakMemoryBytes() uint64 {
+	if x != nil {
+		return x.PeakMemoryBytes
+	}
+	return 0
 }
 
 type Progress struct {
@@ -1930,7 +1949,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\asecrets\x18\x05 \x03(\v2\x17.reins.v1.SecretBindingR\asecrets\"9\n" +
 	"\rSecretBinding\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05hosts\x18\x02 \x03(\tR\x05hosts\"\xd4\x03\n" +
+	"\x05hosts\x18\x02 \x03(\tR\x05hosts\"\xa3\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04spec\x18\x02 \x01(\v2\x15.reins.v1.SandboxSpecR\x04spec\x12,\n" +
@@ -1944,7 +1963,9 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\toom_kills\x18\n" +
 	" \x01(\x05R\boomKills\x12+\n" +
 	"\x12last_oom_unix_nano\x18\v \x01(\x03R\x0flastOomUnixNano\x12\x18\n" +
-	"\aruntime\x18\f \x01(\tR\aruntimeJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\x97\x01\n" +
+	"\aruntime\x18\f \x01(\tR\aruntime\x12!\n" +
+	"\fmemory_bytes\x18\x0f \x01(\x04R\vmemoryBytes\x12*\n" +
+	"\x11peak_memory_bytes\x18\x10 \x01(\x04R\x0fpeakMemoryBytesJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\x97\x01\n" +
 	"\bProgress\x12-\n" +
 	"\x05phase\x18\x06 \x01(\x0e2\x17.reins.v1.ProgressPhaseR\x05phase\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\tR\x04item\x12\x12\n" +
