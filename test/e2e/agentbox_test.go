@@ -35,11 +35,11 @@ type gatewayCall struct {
 	Content []struct {
 		Type     string `json:"type"`
 		Text     string `json:"text"`
-		ToolName string `json:"toolName"`
+		ToolName string `json:"tool_name"`
 	} `json:"content"`
 	Usage struct {
-		InputTokens  string `json:"inputTokens"`
-		OutputTokens string `json:"outputTokens"`
+		InputTokens  string `json:"input_tokens"`
+		OutputTokens string `json:"output_tokens"`
 	} `json:"usage"`
 	Gateway struct {
 		Wire   string `json:"wire"`
@@ -53,11 +53,19 @@ func gatewayCalls(t *testing.T, s *service, runID string) []gatewayCall {
 	t.Helper()
 	var evs []struct {
 		Type          string          `json:"type"`
-		ModelResponse json.RawMessage `json:"modelResponse"`
+		ModelResponse json.RawMessage `json:"model_response"`
 	}
 	out := s.must("runs", "events", "--json", runID)
-	if err := json.Unmarshal([]byte(out), &evs); err != nil {
-		t.Fatalf("runs events --json: %v\n%s", err, out)
+	dec := json.NewDecoder(strings.NewReader(out)) // one event per line
+	for dec.More() {
+		var ev struct {
+			Type          string          `json:"type"`
+			ModelResponse json.RawMessage `json:"model_response"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("runs events --json: %v\n%s", err, out)
+		}
+		evs = append(evs, ev)
 	}
 	var calls []gatewayCall
 	for _, ev := range evs {
@@ -110,14 +118,14 @@ func runOf(t *testing.T, s *service, r result) string {
 // placeholder token.
 func TestClaudeCodeInBox(t *testing.T) {
 	s := agentService(t)
-	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none")
+	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none", "--model-gateway")
 	script := writeScript(t,
 		map[string]any{"tool_calls": []any{map[string]any{"name": "Bash",
 			"input": map[string]any{"command": "echo claude-was-here > /tmp/proof.txt && cat /tmp/proof.txt", "description": "write the proof"}}}},
 		map[string]any{"expect": "claude-was-here", "text": "done: the proof is written"})
 	r := s.run("run", "--json", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "write the proof")
 	runID := runOf(t, s, r)
-	if r.code != 0 || !strings.Contains(r.stdout, "succeeded") {
+	if !strings.Contains(r.stdout, `"status": "RUN_STATUS_SUCCEEDED"`) {
 		t.Fatalf("claude-code run: %s\n%s", r, s.must("runs", "events", runID))
 	}
 	if got := strings.TrimSpace(s.must("sandbox", "exec", id, "--", "cat", "/tmp/proof.txt")); got != "claude-was-here" {
@@ -133,14 +141,14 @@ func TestClaudeCodeInBox(t *testing.T) {
 // TestCodexInBox: the same with the real Codex CLI over the Responses wire.
 func TestCodexInBox(t *testing.T) {
 	s := agentService(t)
-	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none")
+	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none", "--model-gateway")
 	script := writeScript(t,
 		map[string]any{"tool_calls": []any{map[string]any{"name": "exec_command",
 			"input": map[string]any{"cmd": "echo codex-was-here > /tmp/proof.txt && cat /tmp/proof.txt"}}}},
 		map[string]any{"expect": "codex-was-here", "text": "done: the proof is written"})
 	r := s.run("run", "--json", "--agent", "codex", "--in", id, "--model", "script:"+script, "write the proof")
 	runID := runOf(t, s, r)
-	if r.code != 0 || !strings.Contains(r.stdout, "succeeded") {
+	if !strings.Contains(r.stdout, `"status": "RUN_STATUS_SUCCEEDED"`) {
 		t.Fatalf("codex run: %s\n%s", r, s.must("runs", "events", runID))
 	}
 	if got := strings.TrimSpace(s.must("sandbox", "exec", id, "--", "cat", "/tmp/proof.txt")); got != "codex-was-here" {
@@ -176,7 +184,7 @@ func checkTwoCalls(t *testing.T, s *service, runID, wire, tool string) {
 // next model call and resume lets it finish. Claude Code is the program.
 func TestAgentRunSteering(t *testing.T) {
 	s := agentService(t)
-	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none")
+	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none", "--model-gateway")
 	loop := func(cmd string, n int) []map[string]any {
 		var turns []map[string]any
 		for i := 0; i < n; i++ {
@@ -189,7 +197,7 @@ func TestAgentRunSteering(t *testing.T) {
 		script := writeScript(t, loop("echo step %d", 20)...)
 		r := s.run("run", "--json", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "--max-steps", "3", "never stop")
 		runID := runOf(t, s, r)
-		if r.code == 0 || !strings.Contains(r.stdout, "max steps") {
+		if !strings.Contains(r.stdout, `"status": "RUN_STATUS_FAILED"`) || !strings.Contains(strings.ToLower(r.stdout), "max steps") {
 			t.Errorf("a never-ending script under --max-steps 3: %s", r)
 		}
 		if n := len(gatewayCalls(t, s, runID)); n < 3 || n > 4 {
@@ -201,13 +209,13 @@ func TestAgentRunSteering(t *testing.T) {
 		script := writeScript(t, loop("sleep 600 # %d", 2)...)
 		runID := strings.TrimSpace(s.must("run", "-d", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "sleep"))
 		eventually(t, 120*time.Second, "the program's sleep", func() (bool, string) {
-			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -l 'sleep 600' /proc/[0-9]*/cmdline 2>/dev/null | wc -l")
+			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -l '[s]leep 600' /proc/[0-9]*/cmdline 2>/dev/null | wc -l")
 			return strings.TrimSpace(r.stdout) != "0", r.String()
 		})
 		s.must("runs", "cancel", runID)
 		waitStatus(t, s, runID, "RUN_STATUS_CANCELLED")
 		eventually(t, 30*time.Second, "the program and its children gone", func() (bool, string) {
-			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -lE 'sleep 600|claude' /proc/[0-9]*/cmdline 2>/dev/null | grep -v self | wc -l")
+			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -lE '[s]leep 600|[c]laude' /proc/[0-9]*/cmdline 2>/dev/null | wc -l")
 			return strings.TrimSpace(r.stdout) == "0", r.String()
 		})
 	})
@@ -242,7 +250,7 @@ func TestAgentRunSteering(t *testing.T) {
 func noProgram(t *testing.T, s *service, id, name string) {
 	t.Helper()
 	eventually(t, 30*time.Second, name+" gone", func() (bool, string) {
-		r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -l '"+name+"' /proc/[0-9]*/cmdline 2>/dev/null | grep -v self | wc -l")
+		r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -l '["+name[:1]+"]"+name[1:]+"' /proc/[0-9]*/cmdline 2>/dev/null | wc -l")
 		return strings.TrimSpace(r.stdout) == "0", r.String()
 	})
 }
