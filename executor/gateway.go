@@ -67,6 +67,7 @@ const (
 type GatewayStats struct {
 	Listening bool
 	Queued    int    // connections waiting for the service now
+	Waiting   int    // the service's accepts waiting for a connection now
 	Accepted  uint64 // connections accepted on the loopback
 	Handed    uint64 // connections handed to the service
 	// QueueFull counts the times the queue was full, so the executor
@@ -87,6 +88,7 @@ type gatewayListener struct {
 	wg     sync.WaitGroup
 
 	accepted, handed, full, lost atomic.Uint64
+	waiting                      atomic.Int64
 }
 
 // errPortInUse is a gateway port some process of the sandbox took first.
@@ -171,6 +173,7 @@ func (g *gatewayListener) stats() GatewayStats {
 		st.Queued = len(g.queue)
 	}
 	g.mu.Unlock()
+	st.Waiting = int(g.waiting.Load())
 	st.Accepted, st.Handed, st.QueueFull, st.Lost = g.accepted.Load(), g.handed.Load(), g.full.Load(), g.lost.Load()
 	return st
 }
@@ -281,6 +284,8 @@ func (s *Server) acceptGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var up net.Conn
+	s.gateway.waiting.Add(1)
+	defer s.gateway.waiting.Add(-1)
 	select {
 	case up = <-queue:
 	case <-done:
