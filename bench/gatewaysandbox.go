@@ -41,15 +41,11 @@ func (b *bench) gatewayTunnel(n int) error {
 			return fmt.Errorf("building %s: %v: %s", name, err, out)
 		}
 	}
-	rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox", Gateway: &sandbox.GatewaySpec{}}, nil)
+	_, ex, remove, err := b.sandbox1(sandbox.Spec{Image: "busybox", Gateway: &sandbox.GatewaySpec{}})
 	if err != nil {
 		return err
 	}
-	defer b.m.Delete(b.ctx, "", rec.ID)
-	ex, err := b.m.Client(b.ctx, "", rec.ID)
-	if err != nil {
-		return err
-	}
+	defer remove()
 	for _, bin := range bins {
 		if _, err := ex.CopyTo(b.ctx, bin, "/workspace"); err != nil {
 			return err

@@ -219,7 +219,12 @@ func (b *bench) stores(name string) (*sqlite.Store, *blob.Store, error) {
 // busybox1 makes a busybox sandbox and its executor's client; remove
 // deletes it.
 func (b *bench) busybox1() (sandbox.Info, *exclient.Client, func(), error) {
-	rec, err := b.m.Create(b.ctx, "", sandbox.Spec{Image: "busybox"}, nil)
+	return b.sandbox1(sandbox.Spec{Image: "busybox"})
+}
+
+// sandbox1 is busybox1 for spec.
+func (b *bench) sandbox1(spec sandbox.Spec) (sandbox.Info, *exclient.Client, func(), error) {
+	rec, err := b.m.Create(b.ctx, "", spec, nil)
 	if err != nil {
 		return rec, nil, nil, err
 	}

@@ -67,6 +67,7 @@ const (
 type GatewayStats struct {
 	Listening bool
 	Queued    int    // connections waiting for the service now
+	Waiting   int    // the service's accepts waiting for a connection now
 	Accepted  uint64 // connections accepted on the loopback
 	Handed    uint64 // connections handed to the service
 	// QueueFull counts the times the queue was full, so the executor
@@ -87,33 +88,35 @@ type gatewayListener struct {
 	wg     sync.WaitGroup
 
 	accepted, handed, full, lost atomic.Uint64
+	waiting                      atomic.Int64
 }
 
 // errPortInUse is a gateway port some process of the sandbox took first.
 var errPortInUse = errors.New("port in use")
 
-// listen starts listening on addr; it does nothing when listening already.
-func (g *gatewayListener) listen(addr string) error {
+// listen starts listening on addr (started); it does nothing when
+// listening already.
+func (g *gatewayListener) listen(addr string) (started bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return net.ErrClosed
+		return false, net.ErrClosed
 	}
 	if g.ln != nil {
-		return nil
+		return false, nil
 	}
 	ln, err := net.Listen("tcp4", addr)
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return errPortInUse
+		return false, errPortInUse
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	g.ln = ln
 	g.queue = make(chan net.Conn, MaxGatewayQueue)
 	g.done = make(chan struct{})
 	g.wg.Go(g.acceptLoop)
-	return nil
+	return true, nil
 }
 
 func (g *gatewayListener) acceptLoop() {
@@ -170,6 +173,7 @@ func (g *gatewayListener) stats() GatewayStats {
 		st.Queued = len(g.queue)
 	}
 	g.mu.Unlock()
+	st.Waiting = int(g.waiting.Load())
 	st.Accepted, st.Handed, st.QueueFull, st.Lost = g.accepted.Load(), g.handed.Load(), g.full.Load(), g.lost.Load()
 	return st
 }
@@ -209,7 +213,7 @@ func (s *Server) ListenGateway() error {
 	if addr == "" {
 		addr = GatewayAddr
 	}
-	err := s.gateway.listen(addr)
+	started, err := s.gateway.listen(addr)
 	if errors.Is(err, errPortInUse) {
 		_, port, _ := net.SplitHostPort(addr)
 		return fmt.Errorf("port %s is in use in the sandbox: the model gateway listens there; stop what listens on %s in the sandbox, or make a new sandbox with the gateway on from the start", port, addr)
@@ -217,7 +221,9 @@ func (s *Server) ListenGateway() error {
 	if err != nil {
 		return fmt.Errorf("the model gateway cannot listen on %s in the sandbox: %v", addr, err)
 	}
-	s.log.Info("model gateway listening", "addr", addr)
+	if started {
+		s.log.Info("model gateway listening", "addr", addr)
+	}
 	return nil
 }
 
@@ -278,6 +284,8 @@ func (s *Server) acceptGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var up net.Conn
+	s.gateway.waiting.Add(1)
+	defer s.gateway.waiting.Add(-1)
 	select {
 	case up = <-queue:
 	case <-done:

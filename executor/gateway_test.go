@@ -158,6 +158,7 @@ func TestGatewayQueuesWhileNoAcceptWaits(t *testing.T) {
 	if _, err := e.c.AcceptGateway(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("accept with nothing connecting: %v, want the deadline", err)
 	}
+	waitFor(t, "the given-up accept to end in the executor", func() bool { return e.srv.GatewayStats().Waiting == 0 })
 	const n = 10
 	progs := make([]net.Conn, n)
 	for i := range progs {
@@ -316,5 +317,45 @@ func TestGatewayRefusals(t *testing.T) {
 		if resp.StatusCode != tc.want || len(body) == 0 {
 			t.Errorf("%s %s: %d %q, want %d with a reason", tc.method, tc.path, resp.StatusCode, body, tc.want)
 		}
+	}
+}
+
+// TestGatewayHandoverNeedsAck: a service that got the 101 but died before
+// its ack (it was killed while its accept waited) does not take the
+// program's connection with it: the next accept gets it, bytes intact.
+func TestGatewayHandoverNeedsAck(t *testing.T) {
+	addr := freeAddr(t)
+	e := newEnv(t, withGateway(addr, true))
+	dead, err := net.Dial("unix", e.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(dead, "POST "+executor.GatewayAcceptPath+" HTTP/1.1\r\nHost: executor\r\nAuthorization: Bearer "+testToken+
+		"\r\nConnection: Upgrade\r\nUpgrade: "+executor.GatewayUpgrade+"\r\n\r\n")
+	waitFor(t, "the accept to wait", func() bool { return e.srv.GatewayStats().Waiting == 1 })
+	prog, err := net.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	io.WriteString(prog, "first bytes")
+	dead.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(dead), nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("the accept's answer: %v, %v; want 101", resp, err)
+	}
+	dead.Close() // no ack
+	svc, err := e.c.AcceptGateway(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	svc.SetDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, len("first bytes"))
+	if _, err := io.ReadFull(svc, got); err != nil || string(got) != "first bytes" {
+		t.Fatalf("the next accept read %q, %v; want the program's first bytes", got, err)
+	}
+	if st := e.srv.GatewayStats(); st.Handed != 1 || st.Lost != 0 || st.Accepted != 1 {
+		t.Fatalf("stats %+v, want one connection accepted, handed once, none lost", st)
 	}
 }

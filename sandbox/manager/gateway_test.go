@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor"
 	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/gateway"
@@ -148,6 +150,23 @@ func testGateway(t *testing.T, name string, newBackend func(dir string) (sandbox
 	if got, want := sh(t, cb, callGateway(""), envB...), "sandbox="+bInfo.ID+" auth=true path=/v1/messages"; got != want {
 		t.Fatalf("from a sandbox whose gateway was turned on later: %q, want %q", got, want)
 	}
+	// A sandbox where a process took the port first is refused in words.
+	cInfo, err := m.Create(ctx, "", sandbox.Spec{Image: "busybox"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cur.Load().Delete(context.Background(), "", cInfo.ID) }()
+	cc, _ := m.Client(ctx, "", cInfo.ID)
+	if _, err := cc.Start(ctx, &executorv1.ExecRequest{Argv: []string{"httpd", "-f", "-p", gateway.Addr}}); err != nil {
+		t.Fatal(err)
+	}
+	// nc listens (47070 is B7DE in /proc/net/tcp*; 0A is LISTEN).
+	sh(t, cc, `for i in $(seq 100); do cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q ':B7DE [0-9A-F:]* 0A ' && exit 0; sleep 0.1; done; cat /proc/net/tcp /proc/net/tcp6 >&2; exit 1`)
+	_, squatErr := m.EnableGateway(ctx, cInfo.ID)
+	if !errors.Is(squatErr, errdefs.ErrFailedPrecondition) || !strings.Contains(squatErr.Error(), "port 47070 is in use in the sandbox") {
+		t.Fatalf("EnableGateway with the port taken: %v, want \"port 47070 is in use in the sandbox\"", squatErr)
+	}
+
 	// A's token, used from B, is refused: the connection names B.
 	if got, want := sh(t, cb, callGateway(tokA)), "sandbox="+bInfo.ID+" auth=false path=/v1/messages"; got != want {
 		t.Fatalf("A's token from B: %q, want %q", got, want)
