@@ -258,6 +258,13 @@ func TestAgentRunPauseHoldsTheNextCall(t *testing.T) {
 	if row, _ := e.st.GetRun(context.Background(), "", id); row.Status != "paused" {
 		t.Fatalf("status after pause: %s", row.Status)
 	}
+	// Reading a paused agent run (the API's GetRun asks for its pending
+	// approvals) does not wait for its worker, which follows the program.
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if p, err := eng.PendingApprovals(pctx, "", id); err != nil || len(p) != 0 {
+		t.Errorf("pending approvals of a paused agent run: %v, %v", p, err)
+	}
+	pcancel()
 	got := make(chan error, 1)
 	go func() {
 		adm, err := gwCall(t, eng, sb, "held")

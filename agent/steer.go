@@ -102,7 +102,9 @@ func (e *Engine) PendingApprovals(ctx context.Context, tenant, id string) ([]Pen
 	if err != nil {
 		return nil, err
 	}
-	if !parkedStatus(row.Status) {
+	// An agent run has no approvals, and its worker runs on while it is
+	// paused (loadParked would wait for it to stop).
+	if !parkedStatus(row.Status) || specOf(row).Agent != "" {
 		return nil, nil
 	}
 	r, err := e.loadParked(ctx, row)
