@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -577,5 +578,31 @@ func TestModelErrorByKind(t *testing.T) {
 		if r := e.l.waitEnd(t); r.Status != c.status || r.Error != c.err.Error() || r.Upstream != "openai:gpt-4.1" {
 			t.Errorf("%v: recorded %+v", c.err, r)
 		}
+	}
+}
+
+// A provider that cannot be reached: 502 to the program, and neither it
+// nor the record names the provider's address.
+func TestProviderUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	led := newLedger()
+	g, err := New(Config{Ledger: led, Authorize: func(_ context.Context, sb, tok string) bool { return tok == token(sb) },
+		Anthropic: Upstream{BaseURL: "http://" + addr, Key: realKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := anthropicClient(serve(t, g, "sb1"), token("sb1"))
+	_, err = c.Messages.New(context.Background(), aParams)
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 502 || strings.Contains(ae.RawJSON(), addr) {
+		t.Errorf("got %v", err)
+	}
+	if r := led.waitEnd(t); r.Status != 502 || r.Error == "" || strings.Contains(r.Error, addr) {
+		t.Errorf("recorded %+v", r)
 	}
 }
