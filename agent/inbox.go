@@ -153,10 +153,13 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 			return gateway.Admission{}, refusal(call.Wire, msg+"; it takes no more model calls. Stop here.")
 		}
 		if st.paused {
+			// Held until resume, or the run's end (then refused).
 			ch := a.resume
 			a.mu.Unlock()
 			select {
 			case <-ch:
+				continue
+			case <-a.ended:
 				continue
 			case <-ctx.Done():
 				return gateway.Admission{}, ctx.Err()
@@ -523,8 +526,10 @@ func (e *Engine) pauseAgent(ctx context.Context, id string) error {
 	})
 }
 
-// resumeAgent lets a paused agent run's held calls through.
+// resumeAgent lets a paused agent run's held calls through (and follows
+// its program, should no worker do so).
 func (e *Engine) resumeAgent(ctx context.Context, id string) error {
+	defer e.launch(id, nil)
 	return e.steerAgent(ctx, id, func(a *agentRun) error {
 		if !a.r.st.paused || a.r.st.finished != nil {
 			return nil
