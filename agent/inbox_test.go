@@ -455,6 +455,13 @@ func TestSandboxRecordRun(t *testing.T) {
 	if _, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Agent: runlog.AgentSandbox}); err == nil {
 		t.Error("a user started a sandbox record")
 	}
+	// A sandbox that cannot say whose it is (gone, no gateway) gets a
+	// refusal, not an error a program would retry.
+	var ref *gateway.Refusal
+	if _, err := gwCall(t, eng, "sb-unknown", "x"); !errors.As(err, &ref) || ref.Status != http.StatusForbidden ||
+		!strings.Contains(ref.Message, "cannot be recorded") {
+		t.Errorf("a call from an unknown sandbox: %v", err)
+	}
 	eng.SandboxGone(context.Background(), sb, "it was removed")
 	row, evs := e.finish(eng, id)
 	f := finishedOf(t, evs)

@@ -18,16 +18,16 @@ import (
 	"github.com/reinsdev/reins/store"
 )
 
-// benchGateway gives the manager's run sandboxes a model gateway's
+// ledgerSandboxes gives the manager's run sandboxes a model gateway's
 // environment by hand (the gateway's own listener is not in this
 // benchmark: the ledger is).
-type benchGateway struct{ manager.Runs }
+type ledgerSandboxes struct{ manager.Runs }
 
-func (benchGateway) EnableGateway(ctx context.Context, id string) ([]string, error) {
+func (ledgerSandboxes) EnableGateway(ctx context.Context, id string) ([]string, error) {
 	return gateway.Env(gateway.TokenPrefix + "bench"), nil
 }
 
-func (benchGateway) GatewayOf(ctx context.Context, id string) (string, string, string, error) {
+func (ledgerSandboxes) GatewayOf(ctx context.Context, id string) (string, string, string, error) {
 	return "", "", "", nil
 }
 
@@ -42,7 +42,7 @@ func (b *bench) ledger(calls int) error {
 	}
 	defer st.Close()
 	eng, err := agent.New(agent.Config{
-		Store: st, Blobs: blobs, Sandboxes: benchGateway{manager.Runs{M: b.m}},
+		Store: st, Blobs: blobs, Sandboxes: ledgerSandboxes{manager.Runs{M: b.m}},
 		Models: func(spec agent.ModelSpec) (model.Model, string, error) { return nil, "", fmt.Errorf("no model") },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
