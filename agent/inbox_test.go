@@ -352,6 +352,7 @@ func TestAgentRunStatusFollowsTheProgram(t *testing.T) {
 		{`echo 'FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory' >&2; kill -ABRT $$`, "failed", "",
 			"aborted: JavaScript heap out of memory"},
 		{`kill -TERM $$`, "failed", "", "exit code 143 (signal 15, terminated)"},
+		{`echo "the program's own words"; exit 2`, "failed", "", "exit code 2: the program's own words"},
 		{`test "$TMPDIR" = /var/tmp && test -d "$TMPDIR" && test -n "$ANTHROPIC_BASE_URL" && printf %s "$OPENAI_API_KEY"`, "succeeded", "rgw_test-", ""},
 	} {
 		id := e.start(eng, runlog.Spec{Task: "the task", Agent: "cmd:" + c.program})
