@@ -87,7 +87,13 @@ func (e *Engine) workAgent(ctx context.Context, r *run) {
 	if a.r.st.spec.Agent == runlog.AgentSandbox {
 		return
 	}
-	defer e.dropAgent(a.r.id)
+	defer func() {
+		// Kept while the run goes on (the engine stopping): calls still
+		// in flight end on this state.
+		if a.isEnded() {
+			e.dropAgent(a.r.id)
+		}
+	}()
 	a.mu.Lock()
 	finished := a.r.st.finished != nil
 	a.mu.Unlock()
