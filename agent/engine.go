@@ -540,6 +540,17 @@ func (e *Engine) Recover(ctx context.Context) error {
 		e.log.Info("continuing run after restart", "run", r.ID)
 		e.launch(r.ID, nil)
 	}
+	// A paused agent run's program runs on: it is followed again too.
+	paused, err := e.cfg.Store.ListRuns(ctx, store.RunFilter{Statuses: []string{string(runlog.StatusPaused)}, Limit: 100000})
+	if err != nil {
+		return err
+	}
+	for _, r := range paused {
+		if a := specOf(r).Agent; a != "" && a != runlog.AgentSandbox {
+			e.log.Info("following a paused agent run's program after restart", "run", r.ID)
+			e.launch(r.ID, nil)
+		}
+	}
 	return nil
 }
 

@@ -37,6 +37,9 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 	if err := json.Unmarshal(row.Spec, &spec); err != nil {
 		return "", err
 	}
+	if err := notAgent(id, spec, "forked"); err != nil {
+		return "", err
+	}
 	if model != "" {
 		spec.Model, spec.Script = model, script
 		if err := spec.Normalize(); err != nil {
@@ -135,6 +138,9 @@ func (e *Engine) Verify(ctx context.Context, tenant, id string) (string, error) 
 	}
 	var spec runlog.Spec
 	json.Unmarshal(row.Spec, &spec)
+	if err := notAgent(id, spec, "re-executed"); err != nil {
+		return "", err
+	}
 	spec.Model, spec.Script = replayPrefix+id, ""
 	spec.MaxCost, spec.MaxTokens = 0, 0
 	for name, img := range spec.Sandboxes {
@@ -201,4 +207,15 @@ func (e *Engine) Compare(ctx context.Context, tenant, a, b string) (*Divergence,
 		}
 	}
 	return nil, nil
+}
+
+// notAgent refuses to fork or verify an agent program's run: what it did
+// between model calls is its program's, not in the log, so its history
+// cannot be continued or re-executed.
+func notAgent(id string, spec runlog.Spec, what string) error {
+	if spec.Agent == "" {
+		return nil
+	}
+	return fmt.Errorf("run %s is an agent program's (%s): its tools ran inside the program, not from the log, so it cannot be %s; "+
+		"start a new run, or replay it with reins runs replay %s: %w", id, spec.Agent, what, id, errdefs.ErrFailedPrecondition)
 }

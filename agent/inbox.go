@@ -138,6 +138,11 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 		return gateway.Admission{}, refusal(call.Wire, "this call came from no sandbox")
 	}
 	a, err := e.runOfSandbox(ctx, call.Sandbox)
+	var noRecord *noRecordError
+	if errors.As(err, &noRecord) {
+		// Not a passing failure: a 5xx would have the program retry.
+		return gateway.Admission{}, refusal(call.Wire, noRecord.Error())
+	}
 	if err != nil {
 		return gateway.Admission{}, err
 	}
@@ -153,10 +158,13 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 			return gateway.Admission{}, refusal(call.Wire, msg+"; it takes no more model calls. Stop here.")
 		}
 		if st.paused {
+			// Held until resume, or the run's end (then refused).
 			ch := a.resume
 			a.mu.Unlock()
 			select {
 			case <-ch:
+				continue
+			case <-a.ended:
 				continue
 			case <-ctx.Done():
 				return gateway.Admission{}, ctx.Err()
@@ -375,11 +383,11 @@ func (e *Engine) findSandboxRun(ctx context.Context, sb string) (id string, reco
 func (e *Engine) createRecord(ctx context.Context, sb string) (string, error) {
 	gw, ok := e.cfg.Sandboxes.(gatewayer)
 	if !ok {
-		return "", errors.New("this service's sandboxes have no model gateway")
+		return "", &noRecordError{errors.New("this service's sandboxes have no model gateway")}
 	}
 	tenant, mdl, script, err := gw.GatewayOf(ctx, sb)
 	if err != nil {
-		return "", err
+		return "", &noRecordError{err}
 	}
 	spec := runlog.Spec{Task: "model calls of sandbox " + sb, Agent: runlog.AgentSandbox, Model: mdl, Script: script,
 		Sandboxes: map[string]string{runlog.DefaultSandbox: AttachPrefix + sb}}
@@ -394,6 +402,15 @@ func (e *Engine) createRecord(ctx context.Context, sb string) (string, error) {
 	e.log.Info("recording a sandbox's model calls", "sandbox", sb, "run", id)
 	return id, nil
 }
+
+// noRecordError is why a sandbox's calls have no run to be recorded in
+// (the sandbox is gone, or has no gateway): they are refused.
+type noRecordError struct{ err error }
+
+func (e *noRecordError) Error() string {
+	return "the model calls of this sandbox cannot be recorded: " + e.err.Error()
+}
+func (e *noRecordError) Unwrap() error { return e.err }
 
 // SandboxGone ends sandbox id's record run, if it has one: the sandbox
 // ended (why, in words) or was deleted. The janitor does the same for
@@ -523,8 +540,10 @@ func (e *Engine) pauseAgent(ctx context.Context, id string) error {
 	})
 }
 
-// resumeAgent lets a paused agent run's held calls through.
+// resumeAgent lets a paused agent run's held calls through (and follows
+// its program, should no worker do so).
 func (e *Engine) resumeAgent(ctx context.Context, id string) error {
+	defer e.launch(id, nil)
 	return e.steerAgent(ctx, id, func(a *agentRun) error {
 		if !a.r.st.paused || a.r.st.finished != nil {
 			return nil

@@ -87,7 +87,13 @@ func (e *Engine) workAgent(ctx context.Context, r *run) {
 	if a.r.st.spec.Agent == runlog.AgentSandbox {
 		return
 	}
-	defer e.dropAgent(a.r.id)
+	defer func() {
+		// Kept while the run goes on (the engine stopping): calls still
+		// in flight end on this state.
+		if a.isEnded() {
+			e.dropAgent(a.r.id)
+		}
+	}()
 	a.mu.Lock()
 	finished := a.r.st.finished != nil
 	a.mu.Unlock()
@@ -366,6 +372,13 @@ func (e *Engine) signalProgram(p program, sig syscall.Signal) {
 // last lines of its stderr, or what killed it when that is known.
 func (e *Engine) exitReason(ctx context.Context, p program, exit sandboxtool.ProgramExit, out *programOutput) string {
 	tail := out.stderrTail()
+	if tail == "" {
+		// Claude Code in stream-json says what went wrong in its result
+		// message, not on stderr.
+		if tail = out.text(); len(tail) > maxStderrTail {
+			tail = tail[:maxStderrTail] + "…"
+		}
+	}
 	switch {
 	case (exit.Code == 134 || exit.Signal == int(syscall.SIGABRT)) && strings.Contains(string(out.stderr), "JavaScript heap out of memory"):
 		return "aborted: JavaScript heap out of memory (a Node program's V8 heap is about half the sandbox's memory: raise --memory)"

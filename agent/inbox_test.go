@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/agent"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/gateway"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/runlog"
@@ -242,6 +243,12 @@ func TestAgentRunMaxStepsRefusesAndEnds(t *testing.T) {
 	if !errors.As(err, &ref) || ref.Status != http.StatusBadRequest || ref.Type != "invalid_request_error" {
 		t.Errorf("a call on OpenAI's wire after the end: %v (%#v)", err, ref)
 	}
+	if _, err := eng.Fork(context.Background(), "", id, 2, "", ""); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("forking an agent run: %v", err)
+	}
+	if _, err := eng.Verify(context.Background(), "", id); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("verifying an agent run: %v", err)
+	}
 	if e.gws.memory[sb] != runlog.DefaultAgentMemory || e.gws.enabled[sb] != 1 {
 		t.Errorf("sandbox made with %d bytes, gateway enabled %d times", e.gws.memory[sb], e.gws.enabled[sb])
 	}
@@ -352,6 +359,7 @@ func TestAgentRunStatusFollowsTheProgram(t *testing.T) {
 		{`echo 'FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory' >&2; kill -ABRT $$`, "failed", "",
 			"aborted: JavaScript heap out of memory"},
 		{`kill -TERM $$`, "failed", "", "exit code 143 (signal 15, terminated)"},
+		{`echo "the program's own words"; exit 2`, "failed", "", "exit code 2: the program's own words"},
 		{`test "$TMPDIR" = /var/tmp && test -d "$TMPDIR" && test -n "$ANTHROPIC_BASE_URL" && printf %s "$OPENAI_API_KEY"`, "succeeded", "rgw_test-", ""},
 	} {
 		id := e.start(eng, runlog.Spec{Task: "the task", Agent: "cmd:" + c.program})
@@ -454,6 +462,13 @@ func TestSandboxRecordRun(t *testing.T) {
 	id := runs[0].ID
 	if _, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Agent: runlog.AgentSandbox}); err == nil {
 		t.Error("a user started a sandbox record")
+	}
+	// A sandbox that cannot say whose it is (gone, no gateway) gets a
+	// refusal, not an error a program would retry.
+	var ref *gateway.Refusal
+	if _, err := gwCall(t, eng, "sb-unknown", "x"); !errors.As(err, &ref) || ref.Status != http.StatusForbidden ||
+		!strings.Contains(ref.Message, "cannot be recorded") {
+		t.Errorf("a call from an unknown sandbox: %v", err)
 	}
 	eng.SandboxGone(context.Background(), sb, "it was removed")
 	row, evs := e.finish(eng, id)
@@ -631,5 +646,43 @@ echo "final message"
 		"-m", "gpt-4.1", "--", "fix it"}
 	if got := readLines(t, filepath.Join(e.sbs.root("sb1"), "args")); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("codex's arguments:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A paused run's program runs on through a restart: the new engine
+// follows it (and holds its calls), so its exit ends the run even before
+// a resume.
+func TestAgentRunPausedSurvivesARestart(t *testing.T) {
+	e := newAgentEnv(t)
+	eng := e.engine()
+	id := e.start(eng, runlog.Spec{Task: "x", Agent: `cmd:while [ ! -e go ]; do sleep 0.05; done; echo done`})
+	sb := e.started(id)
+	if err := eng.Pause(context.Background(), "", id); err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+	eng2 := e.engine()
+	if err := eng2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := gwCall(t, eng2, sb, "held")
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a paused run's call went through after a restart: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	os.WriteFile(filepath.Join(e.sbs.root(sb), "go"), nil, 0o644)
+	row, evs := e.finish(eng2, id)
+	if f := finishedOf(t, evs); row.Status != "succeeded" || f.Text != "done" {
+		t.Fatalf("%s %+v", row.Status, f)
+	}
+	// The held call is refused once the run has ended.
+	var ref *gateway.Refusal
+	if err := <-got; !errors.As(err, &ref) {
+		t.Fatalf("the held call after the end: %v", err)
 	}
 }

@@ -341,6 +341,18 @@ func (v *runView) gatewayCall(d *reinsv1.ModelResponse) {
 	v.printf("  %s\n", v.style("2", line))
 }
 
+// runModel names what drives a run in a listing: its model, and its
+// agent program when it has one.
+func runModel(s *reinsv1.RunSpec) string {
+	switch {
+	case s.GetAgent() == "":
+		return s.GetModel()
+	case s.GetModel() == "":
+		return s.GetAgent()
+	}
+	return s.GetAgent() + " · " + s.GetModel()
+}
+
 // agentCommand is an agent program's command line, without the sh that
 // makes its TMPDIR.
 func agentCommand(argv []string) string {
@@ -578,7 +590,7 @@ func runsLsCmd() *cobra.Command {
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tSTATUS\tMODEL\tSTEPS\tCOST\tCREATED\tTASK")
 			for _, r := range runs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t$%.4f\t%s\t%s\n", r.Id, runStatusName(r.Status), r.Spec.Model, r.Steps, r.CostUsd,
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t$%.4f\t%s\t%s\n", r.Id, runStatusName(r.Status), runModel(r.Spec), r.Steps, r.CostUsd,
 					ago(r.CreatedUnixNano), summarize(r.Spec.Task, 1))
 			}
 			return w.Flush()
