@@ -1,10 +1,16 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/internal/testenv"
 )
 
 // TestTmpdirOnDisk: every sandbox's TMPDIR is /var/tmp, on its disk, so
@@ -32,6 +38,37 @@ func TestTmpdirOnDisk(t *testing.T) {
 				t.Errorf("sandbox show:\n%s", show)
 			}
 			t.Logf("%s", memoryLine(t, show))
+		})
+	}
+}
+
+// TestTmpdirMadeWhenMissing: in an image with no /var/tmp, the sandbox's
+// TMPDIR is made, writable by anyone, sticky, like /tmp.
+func TestTmpdirMadeWhenMissing(t *testing.T) {
+	bb, err := os.ReadFile(image.DefaultBusybox())
+	if err != nil {
+		testenv.Missing(t, "the static busybox `make deps` builds: %v", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755})
+	tw.WriteHeader(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))})
+	tw.Write(bb)
+	tw.WriteHeader(&tar.Header{Name: "bin/sh", Typeflag: tar.TypeSymlink, Linkname: "busybox"})
+	tw.WriteHeader(&tar.Header{Name: "bin/stat", Typeflag: tar.TypeSymlink, Linkname: "busybox"})
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := ociLayout(t, buf.Bytes())
+	s := startService(t)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s.t = t
+			id := s.create("--backend", backend, "--image", "oci:"+dir)
+			r := s.run("sandbox", "exec", id, "--", "sh", "-c", `stat -c '%n %A' "$TMPDIR"`)
+			if r.code != 0 || r.stdout != "/var/tmp drwxrwxrwt\n" {
+				t.Errorf("TMPDIR in an image without it: %s", r)
+			}
 		})
 	}
 }
