@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reinsdev/reins/image"
 	"github.com/reinsdev/reins/internal/testenv"
@@ -93,6 +94,23 @@ func TestPeakMemoryShown(t *testing.T) {
 				t.Errorf("memory used line %q does not compare the peak with the limit", line)
 			}
 		})
+	}
+}
+
+// TestPeakMemoryKept: a sandbox ended by its TTL, never shown while it
+// ran, still says its peak.
+func TestPeakMemoryKept(t *testing.T) {
+	s := startService(t)
+	id := s.create("--backend", "gvisor", "--ttl", "3s")
+	s.must("sandbox", "exec", id, "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1")
+	var show string
+	eventually(t, 20*time.Second, "the sandbox stopped by its TTL", func() (bool, string) {
+		show = s.must("sandbox", "show", id)
+		return strings.Contains(show, "ttl_expired"), show
+	})
+	line := memoryLine(t, show)
+	if peak := peakMiB(t, line); peak < 100 || strings.Contains(line, " now") {
+		t.Errorf("stopped sandbox: %q, want a peak past 100 MiB and nothing in use now", line)
 	}
 }
 
