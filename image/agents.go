@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,18 +144,94 @@ func (s *Store) resolveAgents(ctx context.Context, r *parsedRef, report func(Pro
 	cfg := v1.Config{Env: append([]string{DefaultPath}, agentsEnv...), Cmd: []string{"bash"}, WorkingDir: DefaultWorkingDir}
 	return s.buildOn(ctx, r, source, base, cfg, report, func(ctx context.Context, root string) error {
 		for _, p := range pkgs {
-			tgz, done, err := s.npmTarball(ctx, registry, p, report)
-			if err != nil {
-				return err
-			}
-			err = installNPM(ctx, p, tgz, root, report)
-			done()
-			if err != nil {
+			if err := s.installNPM(ctx, registry, p, root, report); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// installNPM puts p's package directory at p.Dir in root, from the build
+// cache's unpacked copy or else from its tarball (keeping an unpacked
+// copy), and makes p.Links, each to an executable file of the package.
+func (s *Store) installNPM(ctx context.Context, registry string, p npmPackage, root string, report func(Progress)) error {
+	what := p.Name + "@" + p.Version
+	dst := filepath.Join(root, p.Dir)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	cached := s.npmUnpacked(p)
+	if fi, err := os.Lstat(cached); err == nil && fi.IsDir() {
+		report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("copying %s, unpacked earlier, from the build cache", what)})
+		if err := copyTree(ctx, cached, dst); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	} else {
+		tgz, done, err := s.npmTarball(ctx, registry, p, report)
+		if err != nil {
+			return err
+		}
+		staging, err := s.tempDir("npm")
+		if err == nil {
+			err = unpackNPM(ctx, p, tgz, staging, dst, report)
+			removeTemp(staging)
+		}
+		done()
+		if err != nil {
+			return err
+		}
+		s.keepUnpacked(ctx, dst, cached)
+	}
+	for link, target := range p.Links {
+		if err := checkExecutable(root, path.Join(p.Dir, target)); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		lp := filepath.Join(root, link)
+		if err := os.MkdirAll(filepath.Dir(lp), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink("/"+path.Join(p.Dir, target), lp); err != nil {
+			return err
+		}
+	}
+	report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("installed %s in /%s", what, p.Dir)})
+	return nil
+}
+
+// npmUnpacked is where the build cache keeps p's package unpacked, named
+// by name, version and a digest of what it was made from.
+func (s *Store) npmUnpacked(p npmPackage) string {
+	if s.opts.buildCache == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(p.Integrity + "\x00" + p.Sub))
+	return strings.TrimSuffix(s.npmFile(p), ".tgz") + "-" + hex.EncodeToString(sum[:4])
+}
+
+// keepUnpacked copies an unpacked package to the build cache (through a
+// temporary directory renamed into place); a cache it cannot write costs
+// only the next build's unpacking.
+func (s *Store) keepUnpacked(ctx context.Context, src, dst string) {
+	if dst == "" {
+		return
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".tmp-")
+	if err != nil {
+		s.log.Warn("build cache", "err", err)
+		return
+	}
+	defer os.RemoveAll(tmp)
+	if err := copyTree(ctx, src, tmp); err != nil {
+		s.log.Warn("build cache", "err", err)
+		return
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return
+	}
+	if err := os.Rename(tmp, dst); err != nil && !os.IsExist(err) {
+		s.log.Warn("build cache", "err", err)
+	}
 }
 
 // recordOf returns the record of the image the store files under key.
@@ -226,7 +304,7 @@ func (s *Store) npmTarball(ctx context.Context, registry string, p npmPackage, r
 			return "", nil, fmt.Errorf("the build cache: %w", err)
 		}
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*.tgz")
+	tmp, err := os.CreateTemp(dir, fmt.Sprintf("%d-npm-*.tgz", os.Getpid()))
 	if err != nil {
 		return "", nil, err
 	}
@@ -366,11 +444,10 @@ func sha512Of(ctx context.Context, r io.Reader) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-// installNPM unpacks the npm tarball tgz, an archive from a registry we
-// do not trust, through the hardened extractor into a directory of its
-// own beside root, then moves the package's Sub to p.Dir in root and makes
-// p.Links.
-func installNPM(ctx context.Context, p npmPackage, tgz, root string, report func(Progress)) error {
+// unpackNPM unpacks the npm tarball tgz, an archive from a registry we
+// do not trust, through the hardened extractor into staging, a new empty
+// directory, then moves the package's Sub to dst.
+func unpackNPM(ctx context.Context, p npmPackage, tgz, staging, dst string, report func(Progress)) error {
 	what := p.Name + "@" + p.Version
 	f, err := os.Open(tgz)
 	if err != nil {
@@ -388,11 +465,6 @@ func installNPM(ctx context.Context, p npmPackage, tgz, root string, report func
 	if err != nil {
 		return fmt.Errorf("%s: its tarball is not gzip: %w", what, err)
 	}
-	staging, err := os.MkdirTemp(filepath.Dir(root), "npm-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(staging)
 	opts := archive.Options{MaxBytes: maxNPMUnpacked, MaxEntries: maxNPMEntries}
 	if _, _, err := opts.Extract(zr, staging); err != nil {
 		if ctx.Err() != nil {
@@ -416,30 +488,10 @@ func installNPM(ctx context.Context, p npmPackage, tgz, root string, report func
 	if err := realDirs(staging, rel); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	dst := filepath.Join(root, p.Dir)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
 	if err := os.Rename(filepath.Join(staging, rel), dst); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if err := os.Chmod(dst, 0o755); err != nil {
-		return err
-	}
-	for link, target := range p.Links {
-		if err := checkExecutable(root, path.Join(p.Dir, target)); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		lp := filepath.Join(root, link)
-		if err := os.MkdirAll(filepath.Dir(lp), 0o755); err != nil {
-			return err
-		}
-		if err := os.Symlink("/"+path.Join(p.Dir, target), lp); err != nil {
-			return err
-		}
-	}
-	report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("installed %s in /%s", what, p.Dir)})
-	return nil
+	return os.Chmod(dst, 0o755)
 }
 
 // realDirs fails unless every component of rel below base is a directory

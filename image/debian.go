@@ -105,8 +105,17 @@ func (s *Store) inBuildCache(recipe string) bool {
 func (s *Store) fromBuildCache(ctx context.Context, recipe, root string, report func(Progress)) error {
 	dir := s.buildCacheDir(recipe)
 	report(Progress{Phase: PhaseBuild, Message: "copying the root built earlier from " + dir})
-	if out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(dir, "root")+"/.", root).CombinedOutput(); err != nil {
-		return fmt.Errorf("copying the cached build %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+	return copyTree(ctx, filepath.Join(dir, "root"), root)
+}
+
+// copyTree copies what the directory src holds into dst, which exists,
+// keeping modes, owners, links and times (cp -a).
+func copyTree(ctx context.Context, src, dst string) error {
+	if out, err := exec.CommandContext(ctx, "cp", "-a", src+"/.", dst).CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return canceled(ctx.Err())
+		}
+		return fmt.Errorf("copying the cached build %s: %v: %s", src, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

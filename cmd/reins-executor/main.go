@@ -91,16 +91,16 @@ func run() error {
 			log.Warn("cannot make the workdir; starting in /", "workdir", *workdir, "err", err)
 			*workdir = "/"
 		}
-	}
-	// TMPDIR (the service sets /tmp) made if the image lacks it, as
-	// /tmp is: anyone may write, only owners remove.
-	if d := os.Getenv("TMPDIR"); filepath.IsAbs(d) {
-		if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
-			if err := os.MkdirAll(d, 0o755); err == nil {
-				err = os.Chmod(d, 0o777|fs.ModeSticky)
-			}
-			if err != nil {
-				log.Warn("cannot make TMPDIR", "dir", d, "err", err)
+		// So is TMPDIR (the service sets /var/tmp) if the image lacks
+		// it, made as /tmp is: anyone may write, only owners remove.
+		if d := os.Getenv("TMPDIR"); filepath.IsAbs(d) {
+			if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
+				if err := os.MkdirAll(d, 0o755); err == nil {
+					err = os.Chmod(d, 0o777|fs.ModeSticky)
+				}
+				if err != nil {
+					log.Warn("cannot make TMPDIR", "dir", d, "err", err)
+				}
 			}
 		}
 	}

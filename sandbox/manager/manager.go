@@ -833,6 +833,10 @@ func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
 		return
 	}
 	m.log.Info("sandbox ended", "sandbox", b.rec.ID, "reason", reason, "message", msg)
+	// Its peak memory, while its cgroup is still there to say it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	m.measureLocked(ctx, b)
+	cancel()
 	m.stopLocked(b, reason, msg)
 	if err := m.cleanup(b, true); err != nil {
 		m.log.Warn("cleanup failed", "sandbox", b.rec.ID, "err", err)

@@ -1,10 +1,17 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/internal/testenv"
 )
 
 // TestTmpdirOnDisk: every sandbox's TMPDIR is /var/tmp, on its disk, so
@@ -36,6 +43,37 @@ func TestTmpdirOnDisk(t *testing.T) {
 	}
 }
 
+// TestTmpdirMadeWhenMissing: in an image with no /var/tmp, the sandbox's
+// TMPDIR is made, writable by anyone, sticky, like /tmp.
+func TestTmpdirMadeWhenMissing(t *testing.T) {
+	bb, err := os.ReadFile(image.DefaultBusybox())
+	if err != nil {
+		testenv.Missing(t, "the static busybox `make deps` builds: %v", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755})
+	tw.WriteHeader(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))})
+	tw.Write(bb)
+	tw.WriteHeader(&tar.Header{Name: "bin/sh", Typeflag: tar.TypeSymlink, Linkname: "busybox"})
+	tw.WriteHeader(&tar.Header{Name: "bin/stat", Typeflag: tar.TypeSymlink, Linkname: "busybox"})
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := ociLayout(t, buf.Bytes())
+	s := startService(t)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s.t = t
+			id := s.create("--backend", backend, "--image", "oci:"+dir)
+			r := s.run("sandbox", "exec", id, "--", "sh", "-c", `stat -c '%n %A' "$TMPDIR"`)
+			if r.code != 0 || r.stdout != "/var/tmp drwxrwxrwt\n" {
+				t.Errorf("TMPDIR in an image without it: %s", r)
+			}
+		})
+	}
+}
+
 // TestPeakMemoryShown: sandbox show says the peak memory, which a
 // command that held 100 MiB (and exited) raises past 100 MiB.
 func TestPeakMemoryShown(t *testing.T) {
@@ -56,6 +94,23 @@ func TestPeakMemoryShown(t *testing.T) {
 				t.Errorf("memory used line %q does not compare the peak with the limit", line)
 			}
 		})
+	}
+}
+
+// TestPeakMemoryKept: a sandbox ended by its TTL, never shown while it
+// ran, still says its peak.
+func TestPeakMemoryKept(t *testing.T) {
+	s := startService(t)
+	id := s.create("--backend", "gvisor", "--ttl", "3s")
+	s.must("sandbox", "exec", id, "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1")
+	var show string
+	eventually(t, 20*time.Second, "the sandbox stopped by its TTL", func() (bool, string) {
+		show = s.must("sandbox", "show", id)
+		return strings.Contains(show, "ttl_expired"), show
+	})
+	line := memoryLine(t, show)
+	if peak := peakMiB(t, line); peak < 100 || strings.Contains(line, " now") {
+		t.Errorf("stopped sandbox: %q, want a peak past 100 MiB and nothing in use now", line)
 	}
 }
 
