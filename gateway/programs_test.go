@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/reinsdev/reins/internal/testenv"
 	"io"
 	"net/http"
 	"os"
@@ -39,7 +40,7 @@ func TestCodexTurns(t *testing.T) { bothPaths(t, "REINS_TEST_CODEX", codexTurns)
 func bothPaths(t *testing.T, envVar string, turns func(t *testing.T, bin, path string)) {
 	bin := os.Getenv(envVar)
 	if bin == "" {
-		t.Skip("not applicable: " + envVar + " names no binary")
+		testenv.Missing(t, "%s names no binary (make test sets it: scripts/agent-programs.sh)", envVar)
 	}
 	for _, path := range []string{"translate", "kept-alive", "forward"} {
 		t.Run(path, func(t *testing.T) { turns(t, bin, path) })

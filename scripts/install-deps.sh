@@ -30,6 +30,9 @@ want bzip2 bzip2
 want xz xz-utils
 # internal/mirrortest's git source runs `git http-backend`.
 want git git
+# scripts/agent-programs.sh fetches Claude Code and Codex for the tests
+# with npm pack (the agents image fetches them itself).
+want npm npm
 if [ "${1:-}" = bench ]; then
 	# make bench: the workload suite counts each command's syscalls and
 	# page faults on the host.
