@@ -24,7 +24,7 @@ import (
 // made on its first call), holds the call to the run's budgets, pause and
 // cancel, and records it at Entry.End as a model_response with Gateway
 // set. The run's worker starts the program and follows it to its exit
-// (inbox_program.go). Decision 0027-inbox.
+// (inbox_program.go). Decision 0029.
 
 var _ gateway.Ledger = (*Engine)(nil)
 
@@ -121,7 +121,7 @@ func (e *Engine) finishAgent(ctx context.Context, a *agentRun, status runlog.Sta
 
 // refusal is what a program is answered when its run takes no more calls,
 // chosen so that the program stops at once instead of retrying (both
-// retry 429 and 5xx; measured, decision 0027-inbox): on the Anthropic
+// retry 429 and 5xx; measured, decision 0029): on the Anthropic
 // wire a 403 permission_error (Claude Code makes one request and exits
 // 1; a 400 it tries six times), on OpenAI's a 400 invalid_request_error
 // (Codex makes one; a 403 it retries five times with backoff).

@@ -47,7 +47,7 @@ const (
 	// DefaultTmpdir is every sandbox's TMPDIR unless its image or its
 	// spec sets another: /tmp is on the sandbox's disk in both backends
 	// (no tmpfs), so what programs spool there costs disk, not the memory
-	// limit (docs/decisions/0027-agentsimg-tmpdir-peak-memory.md).
+	// limit (docs/decisions/0030-agents-image.md).
 	DefaultTmpdir = "/var/tmp"
 )
 
