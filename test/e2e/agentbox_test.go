@@ -206,16 +206,16 @@ func TestAgentRunSteering(t *testing.T) {
 		noProgram(t, s, id, "claude")
 	})
 	t.Run("cancel", func(t *testing.T) {
-		script := writeScript(t, loop("sleep 600 # %d", 2)...)
+		script := writeScript(t, loop("while :; do sleep 1; done # reinswait %d", 2)...)
 		runID := strings.TrimSpace(s.must("run", "-d", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "sleep"))
 		eventually(t, 120*time.Second, "the program's sleep", func() (bool, string) {
-			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -l '[s]leep 600' /proc/[0-9]*/cmdline 2>/dev/null | wc -l")
+			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -l '[r]einswait' /proc/[0-9]*/cmdline 2>/dev/null | wc -l")
 			return strings.TrimSpace(r.stdout) != "0", r.String()
 		})
 		s.must("runs", "cancel", runID)
 		waitStatus(t, s, runID, "RUN_STATUS_CANCELLED")
 		eventually(t, 30*time.Second, "the program and its children gone", func() (bool, string) {
-			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -lE '[s]leep 600|[c]laude' /proc/[0-9]*/cmdline 2>/dev/null | wc -l")
+			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "grep -lE '[r]einswait|[c]laude' /proc/[0-9]*/cmdline 2>/dev/null | wc -l")
 			return strings.TrimSpace(r.stdout) == "0", r.String()
 		})
 	})
