@@ -132,3 +132,18 @@ func TestParseRunStatuses(t *testing.T) {
 		t.Errorf("unknown status: %v", err)
 	}
 }
+
+// TestDescribeCallOfAgentPrograms: the tool calls of in-box programs
+// show their argument: Codex's exec_command has cmd, Claude Code's Read
+// and Edit have file_path.
+func TestDescribeCallOfAgentPrograms(t *testing.T) {
+	for _, c := range []struct{ name, input, want string }{
+		{"exec_command", `{"cmd":"uname -sr"}`, "exec_command  uname -sr"},
+		{"Read", `{"file_path":"/workspace/a.go"}`, "Read  /workspace/a.go"},
+		{"Bash", `{"command":"ls","description":"list"}`, "Bash  ls"},
+	} {
+		if got := describeCall(c.name, c.input); got != c.want {
+			t.Errorf("describeCall(%s, %s) = %q, want %q", c.name, c.input, got, c.want)
+		}
+	}
+}

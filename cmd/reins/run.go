@@ -527,7 +527,7 @@ func describeCall(name, input string) string {
 	var in map[string]any
 	json.Unmarshal([]byte(input), &in)
 	var arg string
-	for _, k := range []string{"command", "path", "pattern", "query", "url", "question", "to"} {
+	for _, k := range []string{"command", "cmd", "file_path", "path", "pattern", "query", "url", "question", "to"} {
 		if s, ok := in[k].(string); ok {
 			arg = s
 			break
