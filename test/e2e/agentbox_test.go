@@ -181,7 +181,8 @@ func checkTwoCalls(t *testing.T, s *service, runID, wire, tool string) {
 
 // TestAgentRunSteering: a script that never stops is ended by --max-steps
 // with the reason; cancel kills the program mid-run; pause holds it at its
-// next model call and resume lets it finish. Claude Code is the program.
+// next model call and resume lets it finish; a kill -9 of the service
+// loses nothing. Claude Code is the program.
 func TestAgentRunSteering(t *testing.T) {
 	s := agentService(t)
 	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none", "--model-gateway")
@@ -242,6 +243,27 @@ func TestAgentRunSteering(t *testing.T) {
 		waitStatus(t, s, runID, "RUN_STATUS_SUCCEEDED")
 		if show := s.must("runs", "show", runID); !strings.Contains(show, "finished after the pause") {
 			t.Errorf("runs show after resume:\n%s", show)
+		}
+	})
+	t.Run("restart", func(t *testing.T) {
+		// kill -9 of the service while the program runs: the program goes
+		// on in its sandbox, and its next call is served by the next
+		// service, which finishes the run.
+		script := writeScript(t,
+			map[string]any{"tool_calls": []any{map[string]any{"name": "Bash",
+				"input": map[string]any{"command": "while [ ! -e /tmp/go2 ]; do sleep 0.2; done; echo went on", "description": "wait"}}}},
+			map[string]any{"expect": "went on", "text": "finished across a restart"})
+		runID := strings.TrimSpace(s.must("run", "-d", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "wait across a restart"))
+		eventually(t, 120*time.Second, "the first call", func() (bool, string) {
+			n := len(gatewayCalls(t, s, runID))
+			return n == 1, fmt.Sprint(n, " calls")
+		})
+		s.kill9()
+		s.start()
+		s.must("sandbox", "exec", id, "--", "touch", "/tmp/go2")
+		waitStatus(t, s, runID, "RUN_STATUS_SUCCEEDED")
+		if show := s.must("runs", "show", runID); !strings.Contains(show, "finished across a restart") {
+			t.Errorf("runs show after a restart:\n%s", show)
 		}
 	})
 }
