@@ -117,44 +117,41 @@ func runOf(t *testing.T, s *service, r result) string {
 // both model exchanges with usage, and the sandbox held only the
 // placeholder token.
 func TestClaudeCodeInBox(t *testing.T) {
+	programInBox(t, "claude-code", "anthropic", "Bash", func(cmd string) map[string]any {
+		return map[string]any{"command": cmd, "description": "write the proof"}
+	})
+}
+
+// TestCodexInBox: the same with the real Codex CLI over the Responses
+// wire; its shell tool is exec_command.
+func TestCodexInBox(t *testing.T) {
+	programInBox(t, "codex", "openai_responses", "exec_command", func(cmd string) map[string]any {
+		return map[string]any{"cmd": cmd}
+	})
+}
+
+// programInBox runs agent in a gVisor sandbox with no network, a script
+// making it call tool (its input built by input) once and then finish.
+func programInBox(t *testing.T, agent, wire, tool string, input func(cmd string) map[string]any) {
 	s := agentService(t)
 	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none", "--model-gateway")
+	proof := agent + "-was-here"
 	script := writeScript(t,
-		map[string]any{"tool_calls": []any{map[string]any{"name": "Bash",
-			"input": map[string]any{"command": "echo claude-was-here > /tmp/proof.txt && cat /tmp/proof.txt", "description": "write the proof"}}}},
-		map[string]any{"expect": "claude-was-here", "text": "done: the proof is written"})
-	r := s.run("run", "--json", "--agent", "claude-code", "--in", id, "--model", "script:"+script, "write the proof")
+		map[string]any{"tool_calls": []any{map[string]any{"name": tool,
+			"input": input("echo " + proof + " > /tmp/proof.txt && cat /tmp/proof.txt")}}},
+		map[string]any{"expect": proof, "text": "done: the proof is written"})
+	r := s.run("run", "--json", "--agent", agent, "--in", id, "--model", "script:"+script, "write the proof")
 	runID := runOf(t, s, r)
 	if !strings.Contains(r.stdout, `"status": "RUN_STATUS_SUCCEEDED"`) {
-		t.Fatalf("claude-code run: %s\n%s", r, s.must("runs", "events", runID))
+		t.Fatalf("%s run: %s\n%s", agent, r, s.must("runs", "events", runID))
 	}
-	if got := strings.TrimSpace(s.must("sandbox", "exec", id, "--", "cat", "/tmp/proof.txt")); got != "claude-was-here" {
-		t.Errorf("the file Claude Code's Bash tool wrote holds %q", got)
+	if got := strings.TrimSpace(s.must("sandbox", "exec", id, "--", "cat", "/tmp/proof.txt")); got != proof {
+		t.Errorf("the file %s's %s tool wrote holds %q", agent, tool, got)
 	}
-	checkTwoCalls(t, s, runID, "anthropic", "Bash")
+	checkTwoCalls(t, s, runID, wire, tool)
 	if show := s.must("runs", "show", runID); !strings.Contains(show, "done: the proof is written") {
 		t.Errorf("runs show lacks the final answer:\n%s", show)
 	}
-	noRealKey(t, s, id)
-}
-
-// TestCodexInBox: the same with the real Codex CLI over the Responses wire.
-func TestCodexInBox(t *testing.T) {
-	s := agentService(t)
-	id := s.create("--backend", "gvisor", "--image", "agents", "--memory", "2G", "--network", "none", "--model-gateway")
-	script := writeScript(t,
-		map[string]any{"tool_calls": []any{map[string]any{"name": "exec_command",
-			"input": map[string]any{"cmd": "echo codex-was-here > /tmp/proof.txt && cat /tmp/proof.txt"}}}},
-		map[string]any{"expect": "codex-was-here", "text": "done: the proof is written"})
-	r := s.run("run", "--json", "--agent", "codex", "--in", id, "--model", "script:"+script, "write the proof")
-	runID := runOf(t, s, r)
-	if !strings.Contains(r.stdout, `"status": "RUN_STATUS_SUCCEEDED"`) {
-		t.Fatalf("codex run: %s\n%s", r, s.must("runs", "events", runID))
-	}
-	if got := strings.TrimSpace(s.must("sandbox", "exec", id, "--", "cat", "/tmp/proof.txt")); got != "codex-was-here" {
-		t.Errorf("the file Codex's shell tool wrote holds %q", got)
-	}
-	checkTwoCalls(t, s, runID, "openai_responses", "exec_command")
 	noRealKey(t, s, id)
 }
 
