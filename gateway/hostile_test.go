@@ -409,3 +409,88 @@ func TestCallsInFlightBounded(t *testing.T) {
 		t.Errorf("over the bytes held: %d %s", resp.StatusCode, body)
 	}
 }
+
+// heldBytes is the body bytes the gateway's open calls hold, all and of
+// sandbox.
+func (g *Gateway) heldBytes(sandbox string) (all, of int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buffered, g.held[sandbox]
+}
+
+// A program that opens calls of unknown length (chunked) and never sends
+// their bodies holds MaxBody each: one sandbox may hold its share, not the
+// whole of MaxBuffered, so that another sandbox's calls still go through.
+func TestOneSandboxCannotHoldEveryBody(t *testing.T) {
+	e := newEnv(t, envOpts{anthropic: provider(anthropicJSON, anthropicSSE)})
+	addr := strings.TrimPrefix(e.url, "http://")
+	head := "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + token("sb1") + "\r\nTransfer-Encoding: chunked\r\n\r\n"
+	held, refused := 0, 0
+	for range MaxInFlight {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		before, _ := e.g.heldBytes("sb1")
+		io.WriteString(c, head)
+		// Held (the bytes counted) or answered 429 at once.
+		br := bufio.NewReader(c)
+		for end := time.Now().Add(10 * time.Second); ; {
+			if time.Now().After(end) {
+				t.Fatal("a call neither held nor answered")
+			}
+			if now, _ := e.g.heldBytes("sb1"); now > before {
+				held++
+				break
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			if line, err := br.ReadString('\n'); err == nil {
+				if !strings.Contains(line, " 429 ") {
+					t.Fatalf("a held body's call answered %q", line)
+				}
+				refused++
+				break
+			}
+		}
+	}
+	if held*MaxBody > MaxBufferedPerSandbox || refused == 0 {
+		t.Errorf("one sandbox holds %d calls of unknown length (%d refused)", held, refused)
+	}
+	other := serve(t, e.g, "sb2")
+	if resp, body := post(t, other, "/v1/messages", token("sb2"), []byte(hi)); resp.StatusCode != 200 {
+		t.Errorf("another sandbox's call while sb1 holds %d bodies: %d %s", held, resp.StatusCode, body)
+	}
+}
+
+// A body sent slower than bodyTimeout (a slowloris) is answered 408 in
+// the wire's format and gives back what its call held; nothing reaches
+// the Ledger.
+func TestSlowBodyAnswered(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	defer func(d time.Duration) { bodyTimeout = d }(bodyTimeout)
+	bodyTimeout = 300 * time.Millisecond
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Length: %d\r\n\r\n%s", token("sb1"), len(hi), hi[:10])
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a slow body was not answered: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	var v struct{ Error struct{ Type string } }
+	json.Unmarshal(body, &v)
+	if resp.StatusCode != http.StatusRequestTimeout || v.Error.Type != "timeout_error" {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+	for all, _ := e.g.heldBytes("sb1"); all != 0; all, _ = e.g.heldBytes("sb1") {
+		runtime.Gosched()
+	}
+	if n := e.l.numCalls(); n != 0 {
+		t.Errorf("the ledger saw %d calls", n)
+	}
+}
