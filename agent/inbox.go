@@ -162,7 +162,15 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 				return gateway.Admission{}, ctx.Err()
 			}
 		}
-		if reason := a.overBudget(); reason != "" {
+		if reason := a.overBudget(); reason != "" && a.inflight > 0 {
+			// Ending the run now would leave the calls in flight, their
+			// answers and their cost out of its record (End records
+			// nothing after the end): this call is retried once they
+			// are in, and that retry ends the run.
+			a.mu.Unlock()
+			return gateway.Admission{}, &gateway.Refusal{Status: http.StatusTooManyRequests, Type: "rate_limit_error",
+				Message: fmt.Sprintf("reins: run %s is at its budget (%s) with %d model calls in flight: retry when they have finished", a.r.id, reason, a.inflight)}
+		} else if reason != "" {
 			e.finishAgent(context.WithoutCancel(ctx), a, runlog.StatusFailed, "", reason)
 			a.mu.Unlock()
 			return gateway.Admission{}, refusal(call.Wire, fmt.Sprintf("run %s is over its budget: %s. The run has ended; do not retry.", a.r.id, reason))

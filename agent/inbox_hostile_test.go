@@ -1,0 +1,51 @@
+package agent_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/reinsdev/reins/gateway"
+	"github.com/reinsdev/reins/runlog"
+)
+
+// A program that makes calls at once (Claude Code's subagents do) and
+// reaches its max steps with calls in flight: the call past the limit is
+// answered 429 (retry) while the others run, rather than ending the run
+// under them, which would leave them, their answers and their cost out of
+// the record. The retry, once they are recorded, ends the run.
+func TestAgentRunBudgetWaitsForCallsInFlight(t *testing.T) {
+	e := newAgentEnv(t)
+	eng := e.engine()
+	marker := fmt.Sprint(500000 + rand.IntN(100000))
+	id := e.start(eng, runlog.Spec{Task: "parallel calls", Agent: "cmd:sleep " + marker, MaxSteps: 3})
+	sb := e.started(id)
+	var open []gateway.Admission
+	for i := range 3 {
+		adm, err := gwCall(t, eng, sb, fmt.Sprintf("in flight %d", i))
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		open = append(open, adm)
+	}
+	var ref *gateway.Refusal
+	_, err := gwCall(t, eng, sb, "one too many")
+	if !errors.As(err, &ref) || ref.Status != http.StatusTooManyRequests || ref.Type != "rate_limit_error" {
+		t.Fatalf("a 4th call with 3 in flight: %v (%#v)", err, ref)
+	}
+	for i, adm := range open {
+		endOK(adm, fmt.Sprintf("answer %d", i))
+	}
+	_, err = gwCall(t, eng, sb, "the retry")
+	if !errors.As(err, &ref) || ref.Status != http.StatusForbidden || !strings.Contains(ref.Message, "max steps reached") {
+		t.Fatalf("the retry: %v (%#v)", err, ref)
+	}
+	_, evs := e.finish(eng, id)
+	f := finishedOf(t, evs)
+	if n := len(eventsOf(evs, runlog.EventModelResponse)); n != 3 || f.Steps != 3 || f.Cost == 0 || !strings.Contains(f.Reason, "max steps reached") {
+		t.Errorf("%d calls recorded, finished %+v: %v", n, f, types(evs))
+	}
+}
