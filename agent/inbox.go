@@ -266,6 +266,13 @@ type gatewayEntry struct {
 	once   sync.Once
 }
 
+var _ gateway.Ender = (*gatewayEntry)(nil)
+
+// Ended is closed when the call's run ends: the gateway then cuts the
+// call (a cancel, a budget or a timeout ends the calls in flight too, the
+// program's process aside).
+func (g *gatewayEntry) Ended() <-chan struct{} { return g.a.ended }
+
 // End records the call in its run's log: its content, usage, cost and
 // latency. A call that ends after its run did is not recorded (the
 // finished event stays the log's last).

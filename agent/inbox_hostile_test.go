@@ -1,12 +1,15 @@
 package agent_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"github.com/reinsdev/reins/store"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reinsdev/reins/gateway"
 	"github.com/reinsdev/reins/runlog"
@@ -48,4 +51,42 @@ func TestAgentRunBudgetWaitsForCallsInFlight(t *testing.T) {
 	if n := len(eventsOf(evs, runlog.EventModelResponse)); n != 3 || f.Steps != 3 || f.Cost == 0 || !strings.Contains(f.Reason, "max steps reached") {
 		t.Errorf("%d calls recorded, finished %+v: %v", n, f, types(evs))
 	}
+}
+
+// A sandbox's record run has no program to kill: cancelling it ends its
+// calls in flight through the gateway (gateway.Ender), as it refuses the
+// next.
+func TestRecordRunCancelEndsCallsInFlight(t *testing.T) {
+	e := newAgentEnv(t)
+	eng := e.engine()
+	sb, err := e.sbs.Create(context.Background(), "", "mine", "busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := gwCall(t, eng, sb, "streaming")
+	if err != nil {
+		t.Fatal(err)
+	}
+	en, ok := adm.Entry.(gateway.Ender)
+	if !ok {
+		t.Fatalf("a call's entry is %T, not a gateway.Ender", adm.Entry)
+	}
+	select {
+	case <-en.Ended():
+		t.Fatal("ended before the run did")
+	default:
+	}
+	runs, err := e.st.ListRuns(context.Background(), store.RunFilter{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v %v", runs, err)
+	}
+	if err := eng.Cancel(context.Background(), "", runs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-en.Ended():
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelling the record did not end its call in flight")
+	}
+	adm.Entry.End(context.Background(), gateway.Result{Status: 499, Error: "cut"})
 }

@@ -494,3 +494,101 @@ func TestSlowBodyAnswered(t *testing.T) {
 		t.Errorf("the ledger saw %d calls", n)
 	}
 }
+
+// endingLedger is a ledger whose entries' run ends when ended is closed
+// (an Ender).
+type endingLedger struct {
+	*ledger
+	ended chan struct{}
+}
+
+type endingEntry struct {
+	Entry
+	ended chan struct{}
+}
+
+func (e endingEntry) Ended() <-chan struct{} { return e.ended }
+
+func (l endingLedger) Begin(ctx context.Context, c Call) (Admission, error) {
+	adm, err := l.ledger.Begin(ctx, c)
+	if err == nil {
+		adm.Entry = endingEntry{adm.Entry, l.ended}
+	}
+	return adm, err
+}
+
+// A run that ends (cancelled, over a budget) cuts its calls in flight: a
+// stream the provider would send for ever ends, the provider's request is
+// cancelled, and a call not yet answered is answered with a refusal.
+func TestRunEndCutsCallsInFlight(t *testing.T) {
+	for _, c := range []struct {
+		what    string
+		started bool
+	}{{"streaming", true}, {"before the answer", false}} {
+		t.Run(c.what, func(t *testing.T) {
+			gone, arrived := make(chan struct{}), make(chan struct{})
+			e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+				defer close(gone)
+				if !c.started {
+					io.ReadAll(r.Body) // so that the server sees its client go
+					close(arrived)
+					<-r.Context().Done()
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				for r.Context().Err() == nil {
+					io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+					w.(http.Flusher).Flush()
+					time.Sleep(time.Millisecond)
+				}
+			}})
+			l := endingLedger{e.l, make(chan struct{})}
+			url := serve(t, mustNew(t, e.g.cfg, l), "sb1")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+			req.Header.Set("X-Api-Key", token("sb1"))
+			if !c.started {
+				go func() {
+					<-arrived
+					close(l.ended)
+				}()
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if c.started {
+				io.ReadFull(resp.Body, make([]byte, 1000))
+				close(l.ended)
+				if _, err := io.Copy(io.Discard, resp.Body); ctx.Err() != nil {
+					t.Fatalf("the stream went on after its run ended: %v", err)
+				}
+			} else {
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "run ended") {
+					t.Errorf("%d %s", resp.StatusCode, body)
+				}
+			}
+			select {
+			case <-gone:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the provider's request was not cancelled")
+			}
+			if r := e.l.waitEnd(t); !strings.Contains(r.Error, "run ended") {
+				t.Errorf("recorded %+v", r)
+			}
+		})
+	}
+}
+
+func mustNew(t *testing.T, cfg Config, l Ledger) *Gateway {
+	t.Helper()
+	cfg.Ledger = l
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
