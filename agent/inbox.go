@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/gateway"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/runlog"
@@ -138,6 +139,12 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 		return gateway.Admission{}, refusal(call.Wire, "this call came from no sandbox")
 	}
 	a, err := e.runOfSandbox(ctx, call.Sandbox)
+	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		// A sandbox whose gateway an agent run turned on (it has none
+		// of its own) has no record to fall back to: what its program
+		// left running calls nothing once the run is over.
+		return gateway.Admission{}, refusal(call.Wire, fmt.Sprintf("sandbox %s has no model gateway of its own (one made with --model-gateway) and no agent run works in it now; it takes no model calls. Stop here.", call.Sandbox))
+	}
 	if err != nil {
 		return gateway.Admission{}, err
 	}

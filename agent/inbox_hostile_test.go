@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/reinsdev/reins/agent"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/store"
 	"math/rand/v2"
 	"net/http"
@@ -89,4 +91,38 @@ func TestRecordRunCancelEndsCallsInFlight(t *testing.T) {
 		t.Fatal("cancelling the record did not end its call in flight")
 	}
 	adm.Entry.End(context.Background(), gateway.Result{Status: 499, Error: "cut"})
+}
+
+// noOwnGateway is gwSandboxes whose sandboxes have no gateway of their
+// own, as a sandbox made without --model-gateway whose gateway an agent
+// run turned on (the manager's GatewayOf refuses it).
+type noOwnGateway struct{ *gwSandboxes }
+
+func (noOwnGateway) GatewayOf(ctx context.Context, id string) (string, string, string, error) {
+	return "", "", "", fmt.Errorf("sandbox %s has no model gateway: %w", id, errdefs.ErrFailedPrecondition)
+}
+
+// What an agent run's program leaves running in a sandbox it was started
+// in (--in) may call once the run is over: with no gateway of the
+// sandbox's own to record it, the call is refused in the wire's words,
+// not sent with the service's key unbudgeted.
+func TestNoOwnGatewayNoCallsWithoutARun(t *testing.T) {
+	e := newAgentEnv(t)
+	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: noOwnGateway{e.gws}, Models: e.engineModels()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Close)
+	sb, err := e.sbs.Create(context.Background(), "", "mine", "busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gwCall(t, eng, sb, "left behind")
+	var ref *gateway.Refusal
+	if !errors.As(err, &ref) || ref.Status != http.StatusForbidden || !strings.Contains(ref.Message, "no model gateway of its own") {
+		t.Fatalf("a call with no run: %v (%#v)", err, ref)
+	}
+	if runs, _ := e.st.ListRuns(context.Background(), store.RunFilter{}); len(runs) != 0 {
+		t.Errorf("a record was made: %v", runs)
+	}
 }
