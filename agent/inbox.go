@@ -214,11 +214,16 @@ func timeoutReason(s runlog.Spec) string {
 	return fmt.Sprintf("timeout: the run took longer than %s (raise --timeout)", time.Duration(s.Timeout))
 }
 
-// Bounds of what the log keeps of one gateway call.
+// Bounds of what the log keeps of one gateway call: per block, and over
+// all of a call's blocks, those nested in blocks (a tool result's
+// content) too.
 const (
 	maxRecordBlocks    = 64
 	maxRecordBlockText = 16 << 10
 	maxRecordInput     = 16 << 10
+	maxRecordName      = 256     // a tool's name, a call's id, a media type
+	maxRecordAllBlocks = 256     // at every depth
+	maxRecordBytes     = 2 << 20 // of text and tool input, at every depth
 )
 
 // summarizeCall is what is kept of a call's request until its End: its
@@ -235,33 +240,56 @@ func summarizeCall(c gateway.Call) runlog.GatewayCall {
 	return g
 }
 
-// boundBlocks copies blocks for the log, each within the bounds above:
-// long text is cut (saying how much), long tool input replaced by a note,
-// image data dropped.
+// boundBlocks copies blocks for the log, within the bounds above: long
+// text is cut (saying how much), long tool input replaced by a note, long
+// names cut, image data dropped, blocks past the count left out (saying
+// how many).
 func boundBlocks(blocks []model.Block) []model.Block {
+	b := recordBudget{blocks: maxRecordAllBlocks, bytes: maxRecordBytes}
+	return b.bound(blocks)
+}
+
+// recordBudget is what is left of the bounds over all of a call's blocks.
+type recordBudget struct{ blocks, bytes int }
+
+func (bud *recordBudget) bound(blocks []model.Block) []model.Block {
 	if len(blocks) == 0 {
 		return nil
 	}
 	out := make([]model.Block, 0, min(len(blocks), maxRecordBlocks+1))
 	for i, b := range blocks {
-		if i == maxRecordBlocks {
+		if i == maxRecordBlocks || bud.blocks == 0 {
 			out = append(out, model.Block{Type: model.BlockText, Text: fmt.Sprintf("[reins: %d more blocks not recorded]", len(blocks)-i)})
 			break
 		}
-		if len(b.Text) > maxRecordBlockText {
-			b.Text = b.Text[:maxRecordBlockText] + fmt.Sprintf("\n[reins: %d more bytes not recorded]", len(b.Text)-maxRecordBlockText)
+		bud.blocks--
+		b.ToolName, b.ToolCallID, b.MediaType = cutName(b.ToolName), cutName(b.ToolCallID), cutName(b.MediaType)
+		if limit := min(maxRecordBlockText, bud.bytes); len(b.Text) > limit {
+			b.Text = b.Text[:limit] + fmt.Sprintf("\n[reins: %d more bytes not recorded]", len(b.Text)-limit)
+			bud.bytes -= limit
+		} else {
+			bud.bytes -= len(b.Text)
 		}
-		if len(b.Input) > maxRecordInput {
+		if len(b.Input) > min(maxRecordInput, bud.bytes) {
 			note, _ := json.Marshal(map[string]any{"reins_not_recorded_bytes": len(b.Input)})
 			b.Input = note
+		} else {
+			bud.bytes -= len(b.Input)
 		}
 		if b.Data != "" {
 			b.Data = ""
 		}
-		b.Content = boundBlocks(b.Content)
+		b.Content = bud.bound(b.Content)
 		out = append(out, b)
 	}
 	return out
+}
+
+func cutName(s string) string {
+	if len(s) <= maxRecordName {
+		return s
+	}
+	return s[:maxRecordName] + "…"
 }
 
 // gatewayEntry records one admitted call (gateway.Entry).

@@ -2,10 +2,12 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/store"
 	"math/rand/v2"
 	"net/http"
@@ -124,5 +126,39 @@ func TestNoOwnGatewayNoCallsWithoutARun(t *testing.T) {
 	}
 	if runs, _ := e.st.ListRuns(context.Background(), store.RunFilter{}); len(runs) != 0 {
 		t.Errorf("a record was made: %v", runs)
+	}
+}
+
+// The record of a call's request is bounded whatever the shape of its
+// blocks: a long tool name or call id, and blocks nested in blocks (a
+// tool result's content holding tool results, 64 of 64), each block
+// within the per-block bounds, do not make a record of many MiB.
+func TestGatewayRecordBoundedNested(t *testing.T) {
+	e := newAgentEnv(t)
+	eng := e.engine()
+	id := e.start(eng, runlog.Spec{Task: "x", Agent: "cmd:sleep 600"})
+	sb := e.started(id)
+	inner := make([]model.Block, 64)
+	for i := range inner {
+		inner[i] = model.Block{Type: model.BlockToolResult, ToolCallID: "t", Text: strings.Repeat("n", 4<<10)}
+	}
+	blocks := []model.Block{{Type: model.BlockToolUse, ToolCallID: strings.Repeat("i", 4<<20), ToolName: strings.Repeat("b", 4<<20), Input: json.RawMessage(`{}`)}}
+	for range 63 {
+		blocks = append(blocks, model.Block{Type: model.BlockToolResult, ToolCallID: "t", Content: inner})
+	}
+	adm, err := eng.Begin(context.Background(), gateway.Call{Sandbox: sb, Wire: gateway.WireAnthropic, Model: "m",
+		Request: &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: blocks}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm.Entry.End(context.Background(), gateway.Result{Status: 200, Response: &model.Response{}})
+	eng.Cancel(context.Background(), "", id)
+	_, evs := e.finish(eng, id)
+	mrs := eventsOf(evs, runlog.EventModelResponse)
+	if len(mrs) != 1 {
+		t.Fatalf("%d records of one call", len(mrs))
+	}
+	if n := len(mrs[0].Data); n > 3<<20 {
+		t.Errorf("the record of one call is %d MiB", n>>20)
 	}
 }
