@@ -9,9 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -591,4 +593,59 @@ func mustNew(t *testing.T, cfg Config, l Ledger) *Gateway {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// The key goes to the configured provider only: a request target in
+// absolute form, a Host header, a query and a redirect from the provider
+// do not send it (or the program) anywhere else, and a redirect's
+// Location is not passed back.
+func TestKeyGoesToTheProviderOnly(t *testing.T) {
+	var evilHits, redirect atomic.Int32
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { evilHits.Add(1) }))
+	defer evil.Close()
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		if redirect.Load() == 1 {
+			http.Redirect(w, r, evil.URL+"/v1/messages", http.StatusTemporaryRedirect)
+			return
+		}
+		provider(anthropicJSON, anthropicSSE)(w, r)
+	}})
+	evilHost := strings.TrimPrefix(evil.URL, "http://")
+	body := fmt.Sprintf("Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(hi), hi)
+	for _, target := range []string{evil.URL + "/v1/messages", "/v1/messages?beta=true&url=" + evil.URL + "&host=" + evilHost} {
+		got := rawOne(t, e.url, "POST "+target+" HTTP/1.1\r\nHost: "+evilHost+"\r\nConnection: close\r\nX-Api-Key: "+token("sb1")+"\r\n"+body)
+		if !strings.Contains(got, " 200 OK") {
+			t.Errorf("%s: %s", target, got)
+		}
+		r := e.anthropic.last(t)
+		if r.Host != strings.TrimPrefix(e.anthropic.URL, "http://") || r.URL.Path != "/v1/messages" || (r.URL.RawQuery != "" && r.URL.RawQuery != "beta=true") {
+			t.Errorf("%s reached the provider as Host %q %s", target, r.Host, r.URL)
+		}
+	}
+	redirect.Store(1)
+	got := rawOne(t, e.url, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Api-Key: "+token("sb1")+"\r\n"+body)
+	if !strings.Contains(got, " 307 ") || strings.Contains(got, evilHost) {
+		t.Errorf("a redirect from the provider: %s", got)
+	}
+	if n := evilHits.Load(); n != 0 {
+		t.Errorf("the other host was hit %d times", n)
+	}
+}
+
+// rawOne sends one request's bytes as they are and reads the answer
+// whole (its side stays open: a program that half-closes is gone).
+func rawOne(t *testing.T, url, req string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, req)
+	all, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	return string(all)
 }
