@@ -37,6 +37,9 @@ type agentRun struct {
 	// inflight counts the calls admitted and not yet ended: with the
 	// calls recorded, what MaxSteps counts.
 	inflight int
+	// atBudget is set when a call was refused at a budget while others
+	// were in flight: the last of them to end ends the run.
+	atBudget bool
 	// resume is closed when a paused run resumes (nil while running).
 	resume chan struct{}
 	// ended is closed once the run's finished event is in its log.
@@ -174,6 +177,7 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 			// answers and their cost out of its record (End records
 			// nothing after the end): this call is retried once they
 			// are in, and that retry ends the run.
+			a.atBudget = true
 			a.mu.Unlock()
 			return gateway.Admission{}, &gateway.Refusal{Status: http.StatusTooManyRequests, Type: "rate_limit_error",
 				Message: fmt.Sprintf("reins: run %s is at its budget (%s) with %d model calls in flight: retry when they have finished", a.r.id, reason, a.inflight)}
@@ -338,6 +342,11 @@ func (g *gatewayEntry) end(ctx context.Context, res gateway.Result) {
 	}
 	if err := g.e.appendAgent(ctx, a, "", mr); err != nil {
 		g.e.log.Error("recording a model call", "run", a.r.id, "err", err)
+	}
+	if a.atBudget && a.inflight == 0 {
+		if reason := a.overBudget(); reason != "" {
+			g.e.finishAgent(ctx, a, runlog.StatusFailed, "", reason)
+		}
 	}
 }
 
