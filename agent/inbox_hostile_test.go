@@ -9,7 +9,6 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/store"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,8 +26,7 @@ import (
 func TestAgentRunBudgetWaitsForCallsInFlight(t *testing.T) {
 	e := newAgentEnv(t)
 	eng := e.engine()
-	marker := fmt.Sprint(500000 + rand.IntN(100000))
-	id := e.start(eng, runlog.Spec{Task: "parallel calls", Agent: "cmd:sleep " + marker, MaxSteps: 3})
+	id := e.start(eng, runlog.Spec{Task: "parallel calls", Agent: "cmd:sleep 600", MaxSteps: 3})
 	sb := e.started(id)
 	var open []gateway.Admission
 	for i := range 3 {

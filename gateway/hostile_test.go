@@ -159,6 +159,19 @@ func TestBadBodies(t *testing.T) {
 // request the bytes held (a smuggled one too) has been served.
 func raw(t *testing.T, url, req string) string {
 	t.Helper()
+	return exchange(t, url, req, true)
+}
+
+// rawOne is raw for one request whose answer closes the connection; its
+// side stays open (a program that half-closes is one gone, whose call the
+// gateway drops).
+func rawOne(t *testing.T, url, req string) string {
+	t.Helper()
+	return exchange(t, url, req, false)
+}
+
+func exchange(t *testing.T, url, req string, closeWrite bool) string {
+	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +179,9 @@ func raw(t *testing.T, url, req string) string {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(c, req)
-	c.(*net.TCPConn).CloseWrite()
+	if closeWrite {
+		c.(*net.TCPConn).CloseWrite()
+	}
 	all, err := io.ReadAll(c)
 	if err != nil {
 		t.Fatalf("reading the answers: %v", err)
@@ -630,22 +645,4 @@ func TestKeyGoesToTheProviderOnly(t *testing.T) {
 	if n := evilHits.Load(); n != 0 {
 		t.Errorf("the other host was hit %d times", n)
 	}
-}
-
-// rawOne sends one request's bytes as they are and reads the answer
-// whole (its side stays open: a program that half-closes is gone).
-func rawOne(t *testing.T, url, req string) string {
-	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, req)
-	all, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatalf("reading the answer: %v", err)
-	}
-	return string(all)
 }
