@@ -646,3 +646,41 @@ func TestKeyGoesToTheProviderOnly(t *testing.T) {
 		t.Errorf("the other host was hit %d times", n)
 	}
 }
+
+// A provider's stream larger than the record keeps (each event small, so
+// each passes the per-event bound) reaches the program whole, and what
+// the gateway keeps of it for the record stops at maxRecord.
+func TestHugeStreamRecordBounded(t *testing.T) {
+	delta := `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + strings.Repeat("x", 32<<10) + `"}}` + "\n\n"
+	n := maxRecord/(32<<10) + 64
+	events := strings.SplitAfter(anthropicSSE, "\n\n")
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, events[0]+events[1]) // message_start, content_block_start
+		for range n {
+			io.WriteString(w, delta)
+		}
+		io.WriteString(w, strings.Join(events[2:], ""))
+	}})
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	req.Header.Set("X-Api-Key", token("sb1"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got < int64(n*len(delta)) {
+		t.Errorf("the program got %d bytes of a %d-byte stream", got, n*len(delta))
+	}
+	r := e.l.waitEnd(t)
+	kept := 0
+	if r.Response != nil {
+		for _, b := range r.Response.Content {
+			kept += len(b.Text)
+		}
+	}
+	if kept > maxRecord || !strings.Contains(r.Error, "record keeps") {
+		t.Errorf("the record kept %d bytes of content: %q", kept, r.Error)
+	}
+}
