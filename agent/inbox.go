@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/gateway"
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/runlog"
@@ -36,6 +37,9 @@ type agentRun struct {
 	// inflight counts the calls admitted and not yet ended: with the
 	// calls recorded, what MaxSteps counts.
 	inflight int
+	// atBudget is set when a call was refused at a budget while others
+	// were in flight: the last of them to end ends the run.
+	atBudget bool
 	// resume is closed when a paused run resumes (nil while running).
 	resume chan struct{}
 	// ended is closed once the run's finished event is in its log.
@@ -141,7 +145,14 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 	var noRecord *noRecordError
 	if errors.As(err, &noRecord) {
 		// Not a passing failure: a 5xx would have the program retry.
-		return gateway.Admission{}, refusal(call.Wire, noRecord.Error())
+		msg := noRecord.Error()
+		if errors.Is(err, errdefs.ErrFailedPrecondition) {
+			// A sandbox whose gateway an agent run turned on (it has none
+			// of its own) has no record to fall back to: what its program
+			// left running calls nothing once the run is over.
+			msg = fmt.Sprintf("sandbox %s has no model gateway of its own (one made with --model-gateway) and no agent run works in it now; it takes no model calls. Stop here.", call.Sandbox)
+		}
+		return gateway.Admission{}, refusal(call.Wire, msg)
 	}
 	if err != nil {
 		return gateway.Admission{}, err
@@ -170,7 +181,16 @@ func (e *Engine) Begin(ctx context.Context, call gateway.Call) (gateway.Admissio
 				return gateway.Admission{}, ctx.Err()
 			}
 		}
-		if reason := a.overBudget(); reason != "" {
+		if reason := a.overBudget(); reason != "" && a.inflight > 0 {
+			// Ending the run now would leave the calls in flight, their
+			// answers and their cost out of its record (End records
+			// nothing after the end): this call is retried once they
+			// are in, and that retry ends the run.
+			a.atBudget = true
+			a.mu.Unlock()
+			return gateway.Admission{}, &gateway.Refusal{Status: http.StatusTooManyRequests, Type: "rate_limit_error",
+				Message: fmt.Sprintf("reins: run %s is at its budget (%s) with %d model calls in flight: retry when they have finished", a.r.id, reason, a.inflight)}
+		} else if reason != "" {
 			e.finishAgent(context.WithoutCancel(ctx), a, runlog.StatusFailed, "", reason)
 			a.mu.Unlock()
 			return gateway.Admission{}, refusal(call.Wire, fmt.Sprintf("run %s is over its budget: %s. The run has ended; do not retry.", a.r.id, reason))
@@ -207,11 +227,16 @@ func timeoutReason(s runlog.Spec) string {
 	return fmt.Sprintf("timeout: the run took longer than %s (raise --timeout)", time.Duration(s.Timeout))
 }
 
-// Bounds of what the log keeps of one gateway call.
+// Bounds of what the log keeps of one gateway call: per block, and over
+// all of a call's blocks, those nested in blocks (a tool result's
+// content) too.
 const (
 	maxRecordBlocks    = 64
 	maxRecordBlockText = 16 << 10
 	maxRecordInput     = 16 << 10
+	maxRecordName      = 256     // a tool's name, a call's id, a media type
+	maxRecordAllBlocks = 256     // at every depth
+	maxRecordBytes     = 2 << 20 // of text and tool input, at every depth
 )
 
 // summarizeCall is what is kept of a call's request until its End: its
@@ -228,33 +253,56 @@ func summarizeCall(c gateway.Call) runlog.GatewayCall {
 	return g
 }
 
-// boundBlocks copies blocks for the log, each within the bounds above:
-// long text is cut (saying how much), long tool input replaced by a note,
-// image data dropped.
+// boundBlocks copies blocks for the log, within the bounds above: long
+// text is cut (saying how much), long tool input replaced by a note, long
+// names cut, image data dropped, blocks past the count left out (saying
+// how many).
 func boundBlocks(blocks []model.Block) []model.Block {
+	b := recordBudget{blocks: maxRecordAllBlocks, bytes: maxRecordBytes}
+	return b.bound(blocks)
+}
+
+// recordBudget is what is left of the bounds over all of a call's blocks.
+type recordBudget struct{ blocks, bytes int }
+
+func (bud *recordBudget) bound(blocks []model.Block) []model.Block {
 	if len(blocks) == 0 {
 		return nil
 	}
 	out := make([]model.Block, 0, min(len(blocks), maxRecordBlocks+1))
 	for i, b := range blocks {
-		if i == maxRecordBlocks {
+		if i == maxRecordBlocks || bud.blocks == 0 {
 			out = append(out, model.Block{Type: model.BlockText, Text: fmt.Sprintf("[reins: %d more blocks not recorded]", len(blocks)-i)})
 			break
 		}
-		if len(b.Text) > maxRecordBlockText {
-			b.Text = b.Text[:maxRecordBlockText] + fmt.Sprintf("\n[reins: %d more bytes not recorded]", len(b.Text)-maxRecordBlockText)
+		bud.blocks--
+		b.ToolName, b.ToolCallID, b.MediaType = cutName(b.ToolName), cutName(b.ToolCallID), cutName(b.MediaType)
+		if limit := min(maxRecordBlockText, bud.bytes); len(b.Text) > limit {
+			b.Text = b.Text[:limit] + fmt.Sprintf("\n[reins: %d more bytes not recorded]", len(b.Text)-limit)
+			bud.bytes -= limit
+		} else {
+			bud.bytes -= len(b.Text)
 		}
-		if len(b.Input) > maxRecordInput {
+		if len(b.Input) > min(maxRecordInput, bud.bytes) {
 			note, _ := json.Marshal(map[string]any{"reins_not_recorded_bytes": len(b.Input)})
 			b.Input = note
+		} else {
+			bud.bytes -= len(b.Input)
 		}
 		if b.Data != "" {
 			b.Data = ""
 		}
-		b.Content = boundBlocks(b.Content)
+		b.Content = bud.bound(b.Content)
 		out = append(out, b)
 	}
 	return out
+}
+
+func cutName(s string) string {
+	if len(s) <= maxRecordName {
+		return s
+	}
+	return s[:maxRecordName] + "…"
 }
 
 // gatewayEntry records one admitted call (gateway.Entry).
@@ -265,6 +313,13 @@ type gatewayEntry struct {
 	target gateway.Target
 	once   sync.Once
 }
+
+var _ gateway.Ender = (*gatewayEntry)(nil)
+
+// Ended is closed when the call's run ends: the gateway then cuts the
+// call (a cancel, a budget or a timeout ends the calls in flight too, the
+// program's process aside).
+func (g *gatewayEntry) Ended() <-chan struct{} { return g.a.ended }
 
 // End records the call in its run's log: its content, usage, cost and
 // latency. A call that ends after its run did is not recorded (the
@@ -296,6 +351,11 @@ func (g *gatewayEntry) end(ctx context.Context, res gateway.Result) {
 	}
 	if err := g.e.appendAgent(ctx, a, "", mr); err != nil {
 		g.e.log.Error("recording a model call", "run", a.r.id, "err", err)
+	}
+	if a.atBudget && a.inflight == 0 {
+		if reason := a.overBudget(); reason != "" {
+			g.e.finishAgent(ctx, a, runlog.StatusFailed, "", reason)
+		}
 	}
 }
 

@@ -44,6 +44,20 @@ func (g *Gateway) call(w http.ResponseWriter, r *http.Request, sandbox string, w
 		writeError(w, wire, http.StatusInternalServerError, "api_error", "reins could not admit this model call (its record failed): try again")
 		return
 	}
+	var ended <-chan struct{}
+	if en, ok := adm.Entry.(Ender); ok {
+		ended = en.Ended()
+		var cut context.CancelFunc
+		ctx, cut = context.WithCancel(ctx)
+		defer cut()
+		go func() {
+			select {
+			case <-ended:
+				cut()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	start := time.Now()
 	rec := &recorder{w: w, start: start}
 	res, returned := Result{}, false
@@ -62,6 +76,21 @@ func (g *Gateway) call(w http.ResponseWriter, r *http.Request, sandbox string, w
 	}()
 	res = g.dispatch(ctx, rec, r, wire, body, p, adm.Target)
 	returned = true
+	if isClosed(ended) && r.Context().Err() == nil {
+		res.Error = "cut: the run ended while the call was in flight"
+		if rec.status == 0 {
+			writeError(rec, wire, http.StatusForbidden, "permission_error", "reins: the run ended while this model call was in flight; it takes no more model calls. Stop here.")
+		}
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // dispatch forwards the call or translates it, by its target.

@@ -133,6 +133,13 @@ type Entry interface {
 	End(ctx context.Context, r Result)
 }
 
+// Ender is an Entry whose run can end while the call is in flight
+// (cancelled, over a budget, timed out): Ended is closed then, and the
+// gateway cuts the call, its stream too.
+type Ender interface {
+	Ended() <-chan struct{}
+}
+
 // Result is what a call came to.
 type Result struct {
 	Response *model.Response // content, stop reason and usage, as far as known

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -34,6 +35,17 @@ const MaxInFlight = 16
 // answered 429.
 const MaxBuffered = 512 << 20
 
+// MaxBufferedPerSandbox is the most of MaxBuffered one sandbox's calls
+// hold at once (two calls of unknown length), so that one sandbox cannot
+// take every other's share and have all their calls answered 429.
+const MaxBufferedPerSandbox = MaxBuffered / 8
+
+// bodyTimeout bounds the reading of one request body (MaxBody over the
+// tunnel takes well under a second): a program sending its body slower
+// than that is answered 408 and gives back the bytes it held, so that a
+// few slow bodies cannot keep MaxBuffered taken for ever.
+var bodyTimeout = time.Minute
+
 // Gateway is the model gateway's HTTP handler (see the package comment).
 // Routes, all matched on the cleaned path exactly:
 //
@@ -51,8 +63,9 @@ type Gateway struct {
 	client *http.Client
 
 	mu          sync.Mutex
-	inFlight    map[string]int // calls open, by sandbox
-	buffered    int64          // body bytes held by open calls
+	inFlight    map[string]int   // calls open, by sandbox
+	held        map[string]int64 // body bytes held by open calls, by sandbox
+	buffered    int64            // body bytes held by open calls
 	maxBuffered int64
 }
 
@@ -82,7 +95,7 @@ func New(cfg Config) (*Gateway, error) {
 		// as the model thinks, bounded by the call's ctx.
 		ResponseHeaderTimeout: 10 * time.Minute,
 	}
-	return &Gateway{cfg: cfg, inFlight: map[string]int{}, maxBuffered: MaxBuffered, client: &http.Client{
+	return &Gateway{cfg: cfg, inFlight: map[string]int{}, held: map[string]int64{}, maxBuffered: MaxBuffered, client: &http.Client{
 		Transport: tr,
 		// A redirect from a provider is passed back, never followed with
 		// the key.
@@ -144,6 +157,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case routeResponses:
 		wire = WireOpenAIResponses
 	}
+	// An answer given before the body is read closes the connection:
+	// else the server would wait, with no deadline, to discard a body
+	// that a program need never send.
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
 	switch rt {
 	case routeRoot:
 		w.WriteHeader(http.StatusOK)
@@ -177,6 +196,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	w.Header().Del("Connection")
 	p, err := parse(wire, body)
 	if err != nil {
 		writeError(w, wire, http.StatusBadRequest, "invalid_request_error", err.Error())
@@ -203,13 +223,19 @@ func (g *Gateway) hold(sandbox string, n int64) (release func(), busy string) {
 		return nil, fmt.Sprintf("this sandbox has %d model calls open, the most it may: retry when one has finished", MaxInFlight)
 	case g.buffered+n > g.maxBuffered:
 		return nil, "reins' model gateway is holding all the request bytes it may: retry shortly"
+	case g.held[sandbox]+n > MaxBufferedPerSandbox:
+		return nil, fmt.Sprintf("this sandbox's open model calls hold %d MiB of request bodies, the most one sandbox may: retry when one has finished", g.held[sandbox]>>20)
 	}
 	g.inFlight[sandbox]++
+	g.held[sandbox] += n
 	g.buffered += n
 	return func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.buffered -= n
+		if g.held[sandbox] -= n; g.held[sandbox] == 0 {
+			delete(g.held, sandbox)
+		}
 		if g.inFlight[sandbox]--; g.inFlight[sandbox] == 0 {
 			delete(g.inFlight, sandbox)
 		}
@@ -268,12 +294,20 @@ func readBody(w http.ResponseWriter, r *http.Request, wire Wire) ([]byte, bool) 
 			"the model gateway takes request bodies uncompressed (Content-Encoding "+ce+" is not accepted)")
 		return nil, false
 	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
+	var ne net.Error
 	switch {
 	case errors.As(err, &tooBig):
 		writeError(w, wire, http.StatusRequestEntityTooLarge, "request_too_large",
 			fmt.Sprintf("the request is larger than the model gateway's %d MiB: send a shorter conversation", MaxBody>>20))
+		return nil, false
+	case errors.As(err, &ne) && ne.Timeout():
+		writeError(w, wire, http.StatusRequestTimeout, "timeout_error",
+			fmt.Sprintf("the request's body did not arrive within %s: send it whole, at once", bodyTimeout))
 		return nil, false
 	case err != nil:
 		return nil, false // the program went away

@@ -9,9 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,6 +159,19 @@ func TestBadBodies(t *testing.T) {
 // request the bytes held (a smuggled one too) has been served.
 func raw(t *testing.T, url, req string) string {
 	t.Helper()
+	return exchange(t, url, req, true)
+}
+
+// rawOne is raw for one request whose answer closes the connection; its
+// side stays open (a program that half-closes is one gone, whose call the
+// gateway drops).
+func rawOne(t *testing.T, url, req string) string {
+	t.Helper()
+	return exchange(t, url, req, false)
+}
+
+func exchange(t *testing.T, url, req string, closeWrite bool) string {
+	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +179,9 @@ func raw(t *testing.T, url, req string) string {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(c, req)
-	c.(*net.TCPConn).CloseWrite()
+	if closeWrite {
+		c.(*net.TCPConn).CloseWrite()
+	}
 	all, err := io.ReadAll(c)
 	if err != nil {
 		t.Fatalf("reading the answers: %v", err)
@@ -407,5 +424,263 @@ func TestCallsInFlightBounded(t *testing.T) {
 	e.g.mu.Unlock()
 	if resp, body := post(t, e.url, "/v1/messages", token("sb1"), []byte(hi)); resp.StatusCode != 429 || !strings.Contains(string(body), "request bytes") {
 		t.Errorf("over the bytes held: %d %s", resp.StatusCode, body)
+	}
+}
+
+// heldBytes is the body bytes the gateway's open calls hold, all and of
+// sandbox.
+func (g *Gateway) heldBytes(sandbox string) (all, of int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buffered, g.held[sandbox]
+}
+
+// A program that opens calls of unknown length (chunked) and never sends
+// their bodies holds MaxBody each: one sandbox may hold its share, not the
+// whole of MaxBuffered, so that another sandbox's calls still go through.
+func TestOneSandboxCannotHoldEveryBody(t *testing.T) {
+	e := newEnv(t, envOpts{anthropic: provider(anthropicJSON, anthropicSSE)})
+	addr := strings.TrimPrefix(e.url, "http://")
+	head := "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + token("sb1") + "\r\nTransfer-Encoding: chunked\r\n\r\n"
+	held, refused := 0, 0
+	for range MaxInFlight {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		before, _ := e.g.heldBytes("sb1")
+		io.WriteString(c, head)
+		// Held (the bytes counted) or answered 429 at once.
+		br := bufio.NewReader(c)
+		for end := time.Now().Add(10 * time.Second); ; {
+			if time.Now().After(end) {
+				t.Fatal("a call neither held nor answered")
+			}
+			if now, _ := e.g.heldBytes("sb1"); now > before {
+				held++
+				break
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			if line, err := br.ReadString('\n'); err == nil {
+				if !strings.Contains(line, " 429 ") {
+					t.Fatalf("a held body's call answered %q", line)
+				}
+				refused++
+				break
+			}
+		}
+	}
+	if held*MaxBody > MaxBufferedPerSandbox || refused == 0 {
+		t.Errorf("one sandbox holds %d calls of unknown length (%d refused)", held, refused)
+	}
+	other := serve(t, e.g, "sb2")
+	if resp, body := post(t, other, "/v1/messages", token("sb2"), []byte(hi)); resp.StatusCode != 200 {
+		t.Errorf("another sandbox's call while sb1 holds %d bodies: %d %s", held, resp.StatusCode, body)
+	}
+}
+
+// A body sent slower than bodyTimeout (a slowloris) is answered 408 in
+// the wire's format and gives back what its call held; nothing reaches
+// the Ledger.
+func TestSlowBodyAnswered(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	defer func(d time.Duration) { bodyTimeout = d }(bodyTimeout)
+	bodyTimeout = 300 * time.Millisecond
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nContent-Length: %d\r\n\r\n%s", token("sb1"), len(hi), hi[:10])
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a slow body was not answered: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	var v struct{ Error struct{ Type string } }
+	json.Unmarshal(body, &v)
+	if resp.StatusCode != http.StatusRequestTimeout || v.Error.Type != "timeout_error" {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+	for all, _ := e.g.heldBytes("sb1"); all != 0; all, _ = e.g.heldBytes("sb1") {
+		runtime.Gosched()
+	}
+	if n := e.l.numCalls(); n != 0 {
+		t.Errorf("the ledger saw %d calls", n)
+	}
+}
+
+// endingLedger is a ledger whose entries' run ends when ended is closed
+// (an Ender).
+type endingLedger struct {
+	*ledger
+	ended chan struct{}
+}
+
+type endingEntry struct {
+	Entry
+	ended chan struct{}
+}
+
+func (e endingEntry) Ended() <-chan struct{} { return e.ended }
+
+func (l endingLedger) Begin(ctx context.Context, c Call) (Admission, error) {
+	adm, err := l.ledger.Begin(ctx, c)
+	if err == nil {
+		adm.Entry = endingEntry{adm.Entry, l.ended}
+	}
+	return adm, err
+}
+
+// A run that ends (cancelled, over a budget) cuts its calls in flight: a
+// stream the provider would send for ever ends, the provider's request is
+// cancelled, and a call not yet answered is answered with a refusal.
+func TestRunEndCutsCallsInFlight(t *testing.T) {
+	for _, c := range []struct {
+		what    string
+		started bool
+	}{{"streaming", true}, {"before the answer", false}} {
+		t.Run(c.what, func(t *testing.T) {
+			gone, arrived := make(chan struct{}), make(chan struct{})
+			e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+				defer close(gone)
+				if !c.started {
+					io.ReadAll(r.Body) // so that the server sees its client go
+					close(arrived)
+					<-r.Context().Done()
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				for r.Context().Err() == nil {
+					io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+					w.(http.Flusher).Flush()
+					time.Sleep(time.Millisecond)
+				}
+			}})
+			l := endingLedger{e.l, make(chan struct{})}
+			url := serve(t, mustNew(t, e.g.cfg, l), "sb1")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+			req.Header.Set("X-Api-Key", token("sb1"))
+			if !c.started {
+				go func() {
+					<-arrived
+					close(l.ended)
+				}()
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if c.started {
+				io.ReadFull(resp.Body, make([]byte, 1000))
+				close(l.ended)
+				if _, err := io.Copy(io.Discard, resp.Body); ctx.Err() != nil {
+					t.Fatalf("the stream went on after its run ended: %v", err)
+				}
+			} else {
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "run ended") {
+					t.Errorf("%d %s", resp.StatusCode, body)
+				}
+			}
+			select {
+			case <-gone:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the provider's request was not cancelled")
+			}
+			if r := e.l.waitEnd(t); !strings.Contains(r.Error, "run ended") {
+				t.Errorf("recorded %+v", r)
+			}
+		})
+	}
+}
+
+func mustNew(t *testing.T, cfg Config, l Ledger) *Gateway {
+	t.Helper()
+	cfg.Ledger = l
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// The key goes to the configured provider only: a request target in
+// absolute form, a Host header, a query and a redirect from the provider
+// do not send it (or the program) anywhere else, and a redirect's
+// Location is not passed back.
+func TestKeyGoesToTheProviderOnly(t *testing.T) {
+	var evilHits, redirect atomic.Int32
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { evilHits.Add(1) }))
+	defer evil.Close()
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		if redirect.Load() == 1 {
+			http.Redirect(w, r, evil.URL+"/v1/messages", http.StatusTemporaryRedirect)
+			return
+		}
+		provider(anthropicJSON, anthropicSSE)(w, r)
+	}})
+	evilHost := strings.TrimPrefix(evil.URL, "http://")
+	body := fmt.Sprintf("Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(hi), hi)
+	for _, target := range []string{evil.URL + "/v1/messages", "/v1/messages?beta=true&url=" + evil.URL + "&host=" + evilHost} {
+		got := rawOne(t, e.url, "POST "+target+" HTTP/1.1\r\nHost: "+evilHost+"\r\nConnection: close\r\nX-Api-Key: "+token("sb1")+"\r\n"+body)
+		if !strings.Contains(got, " 200 OK") {
+			t.Errorf("%s: %s", target, got)
+		}
+		r := e.anthropic.last(t)
+		if r.Host != strings.TrimPrefix(e.anthropic.URL, "http://") || r.URL.Path != "/v1/messages" || (r.URL.RawQuery != "" && r.URL.RawQuery != "beta=true") {
+			t.Errorf("%s reached the provider as Host %q %s", target, r.Host, r.URL)
+		}
+	}
+	redirect.Store(1)
+	got := rawOne(t, e.url, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Api-Key: "+token("sb1")+"\r\n"+body)
+	if !strings.Contains(got, " 307 ") || strings.Contains(got, evilHost) {
+		t.Errorf("a redirect from the provider: %s", got)
+	}
+	if n := evilHits.Load(); n != 0 {
+		t.Errorf("the other host was hit %d times", n)
+	}
+}
+
+// A provider's stream larger than the record keeps (each event small, so
+// each passes the per-event bound) reaches the program whole, and what
+// the gateway keeps of it for the record stops at maxRecord.
+func TestHugeStreamRecordBounded(t *testing.T) {
+	delta := `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + strings.Repeat("x", 32<<10) + `"}}` + "\n\n"
+	n := maxRecord/(32<<10) + 64
+	events := strings.SplitAfter(anthropicSSE, "\n\n")
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, events[0]+events[1]) // message_start, content_block_start
+		for range n {
+			io.WriteString(w, delta)
+		}
+		io.WriteString(w, strings.Join(events[2:], ""))
+	}})
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	req.Header.Set("X-Api-Key", token("sb1"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got < int64(n*len(delta)) {
+		t.Errorf("the program got %d bytes of a %d-byte stream", got, n*len(delta))
+	}
+	r := e.l.waitEnd(t)
+	kept := 0
+	if r.Response != nil {
+		for _, b := range r.Response.Content {
+			kept += len(b.Text)
+		}
+	}
+	if kept > maxRecord || !strings.Contains(r.Error, "record keeps") {
+		t.Errorf("the record kept %d bytes of content: %q", kept, r.Error)
 	}
 }

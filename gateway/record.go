@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -109,6 +110,11 @@ type sseAcc struct {
 	data  []byte
 	over  bool // the current event's data passed maxRecord
 	start []byte
+	// fed counts the event data given to h, which keeps the answer's
+	// content: past maxRecord the stream still reaches the program whole
+	// but h gets no more (the record is not kept).
+	fed     int
+	dropped bool
 }
 
 func (a *sseAcc) Write(p []byte) {
@@ -140,7 +146,10 @@ func (a *sseAcc) endLine() {
 	a.line = a.line[:0]
 	switch {
 	case len(line) == 0:
-		if len(a.data) > 0 && !a.over {
+		if a.fed += len(a.data); a.fed > maxRecord {
+			a.dropped = true
+		}
+		if len(a.data) > 0 && !a.over && !a.dropped {
 			a.h.event(a.name, a.data)
 		}
 		a.name, a.data, a.over = "", a.data[:0], false
@@ -158,6 +167,9 @@ func (a *sseAcc) endLine() {
 func (a *sseAcc) result() (*model.Response, string) {
 	a.endLine() // a last event without its blank line
 	a.endLine()
+	if a.dropped {
+		return nil, fmt.Sprintf("the provider's stream passed the %d MiB the record keeps: the program got it whole, its record has no content", maxRecord>>20)
+	}
 	return a.h.result()
 }
 

@@ -131,10 +131,11 @@ func (m *Manager) EnableGateway(ctx context.Context, id string) ([]string, error
 		return nil, fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	if b.rec.GatewayToken == "" {
+		// The spec's Gateway stays as it was: a sandbox made without one
+		// gets the token for the agent run's program, not a gateway of
+		// its own (GatewayOf refuses it), so that what the program leaves
+		// running has no unbudgeted gateway once the run is over.
 		b.rec.GatewayToken = newGatewayToken()
-		if b.rec.Spec.Gateway == nil {
-			b.rec.Spec.Gateway = &sandbox.GatewaySpec{}
-		}
 		if err := writeRecord(b.dir, &b.rec); err != nil {
 			b.rec.GatewayToken = ""
 			return nil, err

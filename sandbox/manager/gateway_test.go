@@ -144,6 +144,11 @@ func testGateway(t *testing.T, name string, newBackend func(dir string) (sandbox
 	if again, err := m.EnableGateway(ctx, bInfo.ID); err != nil || strings.Join(again, " ") != strings.Join(envB, " ") {
 		t.Fatalf("EnableGateway again: %v, %v; want the same env", again, err)
 	}
+	// Turned on for an agent run, not the sandbox's own: no record (and
+	// no unbudgeted calls) once the run is over.
+	if _, _, _, err := m.GatewayOf(ctx, bInfo.ID); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("GatewayOf a sandbox whose gateway a run turned on: %v, want a failed precondition", err)
+	}
 	if got := sh(t, cb, "echo ${ANTHROPIC_API_KEY:-none}"); got != "none\n" {
 		t.Fatalf("the sandbox's own env changed: ANTHROPIC_API_KEY=%q", got)
 	}
