@@ -209,14 +209,21 @@ func (g *Gateway) forward(ctx context.Context, w *recorder, r *http.Request, wir
 }
 
 // pump copies the provider's body to the program as it arrives, one
-// flush per read, and into acc; it stops when either side ends.
+// flush per read, and into acc; it stops when either side ends. A program
+// that hangs up once it has the stream's last event (Codex does, after
+// response.completed) had the whole answer: what it did not read is the
+// stream's tail, and the call is no failure.
 func pump(ctx context.Context, w *recorder, body io.Reader, acc accumulator) error {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
+			whole := acc.ended()
 			acc.Write(buf[:n])
 			if _, werr := w.Write(buf[:n]); werr != nil {
+				if whole {
+					return nil
+				}
 				return errors.New("the program went away mid-answer: " + werr.Error())
 			}
 			w.Flush()
@@ -226,6 +233,9 @@ func pump(ctx context.Context, w *recorder, body io.Reader, acc accumulator) err
 		}
 		if err != nil {
 			if ctx.Err() != nil {
+				if acc.ended() { // sent whole before the program hung up
+					return nil
+				}
 				return errors.New("the program went away mid-answer")
 			}
 			return errors.New("the provider's answer was cut: " + err.Error())

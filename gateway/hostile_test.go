@@ -684,3 +684,49 @@ func TestHugeStreamRecordBounded(t *testing.T) {
 		t.Errorf("the record kept %d bytes of content: %q", kept, r.Error)
 	}
 }
+
+// A program that hangs up once it has the stream's last event (Codex
+// closes after response.completed) had the whole answer: the call is
+// recorded whole, not as a program gone mid-answer, though the provider
+// still sends a tail after it.
+func TestHangUpAfterTheLastEvent(t *testing.T) {
+	hungUp := make(chan struct{})
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, anthropicSSE)
+		w.(http.Flusher).Flush()
+		select {
+		case <-hungUp:
+		case <-r.Context().Done():
+			return
+		}
+		// The tail: keep writing until the gateway's write to the gone
+		// program fails and it stops reading.
+		for i := 0; i < 1000 && r.Context().Err() == nil; i++ {
+			io.WriteString(w, ": tail "+strings.Repeat("x", 4096)+"\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Millisecond)
+		}
+	}})
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/messages", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	req.Header.Set("X-Api-Key", token("sb1"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before message_stop: %v", err)
+		}
+		if strings.HasPrefix(line, "data: {\"type\":\"message_stop\"") {
+			break
+		}
+	}
+	resp.Body.Close() // hang up, as Codex does
+	close(hungUp)
+	if r := e.l.waitEnd(t); r.Error != "" || r.Response == nil || r.Status != http.StatusOK {
+		t.Errorf("a program that hung up after the last event is recorded %+v; want the whole answer, no error", r)
+	}
+}

@@ -23,6 +23,9 @@ type accumulator interface {
 	result() (*model.Response, string)
 	// errorText is the provider's message of an error answer.
 	errorText() string
+	// ended reports whether the stream's last event (message_stop,
+	// [DONE], response.completed) has been read: the answer is whole.
+	ended() bool
 }
 
 func newAccumulator(wire Wire, sse bool) accumulator {
@@ -78,6 +81,9 @@ func (a *jsonAcc) result() (*model.Response, string) {
 
 func (a *jsonAcc) errorText() string { return errorText(a.buf.Bytes()) }
 
+// ended is false: a JSON answer is whole only once all of it is sent.
+func (a *jsonAcc) ended() bool { return false }
+
 // errorText is the message of a provider's error body (either wire's
 // shape), else the body's start.
 func errorText(b []byte) string {
@@ -100,6 +106,7 @@ func errorText(b []byte) string {
 type eventHandler interface {
 	event(name string, data []byte)
 	result() (*model.Response, string)
+	ended() bool
 }
 
 // sseAcc splits a stream into events for its handler.
@@ -174,6 +181,8 @@ func (a *sseAcc) result() (*model.Response, string) {
 }
 
 func (a *sseAcc) errorText() string { return errorText(a.start) }
+
+func (a *sseAcc) ended() bool { return a.h.ended() }
 
 // --- Anthropic ---
 
@@ -297,6 +306,8 @@ func (s *anthropicStream) event(_ string, data []byte) {
 		s.err = "the provider's stream failed: " + e.Error.Message
 	}
 }
+
+func (s *anthropicStream) ended() bool { return s.done }
 
 func (s *anthropicStream) result() (*model.Response, string) {
 	s.resp.Content = blocksInOrder(s.blocks)
@@ -448,6 +459,8 @@ func (s *chatStream) event(_ string, data []byte) {
 	}
 }
 
+func (s *chatStream) ended() bool { return s.done }
+
 func (s *chatStream) result() (*model.Response, string) {
 	s.resp.Content = nil
 	if s.text.Len() > 0 {
@@ -540,6 +553,8 @@ func (s *responsesStream) event(_ string, data []byte) {
 		s.err = "the provider's stream failed: " + e.Message
 	}
 }
+
+func (s *responsesStream) ended() bool { return s.final != nil }
 
 func (s *responsesStream) result() (*model.Response, string) {
 	if s.final == nil {
