@@ -684,3 +684,28 @@ func TestHugeStreamRecordBounded(t *testing.T) {
 		t.Errorf("the record kept %d bytes of content: %q", kept, r.Error)
 	}
 }
+
+// The same for an answer that is not streamed: one JSON body larger than
+// the record keeps reaches the program whole, and the record says why it
+// has no content.
+func TestHugeAnswerRecordBounded(t *testing.T) {
+	pad := strings.Repeat("x", maxRecord+1)
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"`+pad+`"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`)
+	}})
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/messages", strings.NewReader(`{"model":"m","messages":[]}`))
+	req.Header.Set("X-Api-Key", token("sb1"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got < int64(len(pad)) {
+		t.Errorf("the program got %d bytes of a %d-byte answer", got, len(pad))
+	}
+	if r := e.l.waitEnd(t); r.Response != nil || !strings.Contains(r.Error, "record keeps") {
+		t.Errorf("the record of an answer past the bound: response %v, error %q", r.Response != nil, r.Error)
+	}
+}
