@@ -304,6 +304,13 @@ func (e *Engine) followProgram(ctx context.Context, a *agentRun, p program) {
 		return
 	}
 	if err != nil && ctx.Err() != nil {
+		if a.isEnded() {
+			// The run ended (a budget, its timeout) and its program was in
+			// its grace: no restart follows an ended run, so the program
+			// is stopped and its sandboxes released now.
+			e.stopProgram(bg, p)
+			e.cfg.Sandboxes.Release(bg, a.r.id)
+		}
 		return // the engine is stopping; the program runs on, found again on restart
 	}
 	status, text, reason := runlog.StatusSucceeded, out.text(), ""

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,16 +34,24 @@ import (
 // environment for the program and, per sandbox, its tenant and model.
 type gwSandboxes struct {
 	*hostSandboxes
-	mu      sync.Mutex
-	enabled map[string]int
-	memory  map[string]int64
+	mu       sync.Mutex
+	enabled  map[string]int
+	memory   map[string]int64
+	released map[string]int // Release calls, by run
 	// path, when set, is put first in the programs' PATH (fake agent
 	// programs).
 	path string
 }
 
 func newGWSandboxes(t *testing.T, h *hostSandboxes) *gwSandboxes {
-	return &gwSandboxes{hostSandboxes: h, enabled: map[string]int{}, memory: map[string]int64{}}
+	return &gwSandboxes{hostSandboxes: h, enabled: map[string]int{}, memory: map[string]int64{}, released: map[string]int{}}
+}
+
+func (g *gwSandboxes) Release(ctx context.Context, runID string) {
+	g.mu.Lock()
+	g.released[runID]++
+	g.mu.Unlock()
+	g.hostSandboxes.Release(ctx, runID)
 }
 
 func (g *gwSandboxes) EnableGateway(ctx context.Context, id string) ([]string, error) {
@@ -80,7 +90,11 @@ func newAgentEnv(t *testing.T) *agentEnv {
 	return &agentEnv{env: e, gws: newGWSandboxes(t, e.sbs)}
 }
 
-func (e *agentEnv) engine() *agent.Engine {
+func (e *agentEnv) engine() *agent.Engine { return e.engineWithGrace(300 * time.Millisecond) }
+
+// engineWithGrace is an engine whose ended runs' programs have grace to
+// exit before they are stopped.
+func (e *agentEnv) engineWithGrace(grace time.Duration) *agent.Engine {
 	scripts := e.engineModels()
 	models := func(spec agent.ModelSpec) (model.Model, string, error) {
 		if provider, name, _ := strings.Cut(spec.Model, ":"); provider == "anthropic" || provider == "openai" {
@@ -89,7 +103,7 @@ func (e *agentEnv) engine() *agent.Engine {
 		return scripts(spec)
 	}
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.gws, Models: models,
-		AgentGrace: 300 * time.Millisecond})
+		AgentGrace: grace})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -183,6 +197,17 @@ func procsWith(marker string) []string {
 		out = append(out, p+": "+strings.ReplaceAll(string(b), "\x00", " "))
 	}
 	return out
+}
+
+// killProcsWith kills what procsWith finds (a test's own program, left
+// by a failure).
+func killProcsWith(marker string) {
+	for _, p := range procsWith(marker) {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(p, "/proc/"), "/")
+		if n, err := strconv.Atoi(pid); err == nil {
+			syscall.Kill(n, syscall.SIGKILL)
+		}
+	}
 }
 
 func TestAgentRunMaxStepsRefusesAndEnds(t *testing.T) {
@@ -490,6 +515,43 @@ func TestAgentRunTimeoutStopsASilentProgram(t *testing.T) {
 	}
 	if p := procsWith("sleep\x00" + marker); len(p) > 0 {
 		t.Errorf("the program runs on after its timeout: %v", p)
+	}
+}
+
+// A run that ended at a budget while its program had its grace, when the
+// service stops: nothing follows the program after a restart (the run is
+// over), so it is stopped and the run's sandboxes released now.
+func TestAgentRunEndedInGraceIsStoppedAtShutdown(t *testing.T) {
+	e := newAgentEnv(t)
+	eng := e.engineWithGrace(time.Minute)
+	marker := fmt.Sprint(700000 + rand.IntN(100000))
+	id := e.start(eng, runlog.Spec{Task: "x", Agent: "cmd:sleep " + marker, MaxSteps: 1})
+	sb := e.started(id)
+	t.Cleanup(func() { killProcsWith("sleep\x00" + marker) })
+	adm, err := gwCall(t, eng, sb, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endOK(adm, "one")
+	var ref *gateway.Refusal
+	if _, err := gwCall(t, eng, sb, "two"); !errors.As(err, &ref) {
+		t.Fatalf("the call past the budget: %v", err)
+	}
+	if p := procsWith("sleep\x00" + marker); len(p) == 0 {
+		t.Fatal("the program stopped before its grace was over")
+	}
+	eng.Close()
+	if p := procsWith("sleep\x00" + marker); len(p) > 0 {
+		t.Errorf("the ended run's program runs on after the service stopped: %v", p)
+	}
+	e.gws.mu.Lock()
+	released := e.gws.released[id]
+	e.gws.mu.Unlock()
+	if released == 0 {
+		t.Error("the ended run's sandboxes were not released at shutdown")
+	}
+	if row, _ := e.st.GetRun(context.Background(), "", id); row.Status != "failed" {
+		t.Errorf("status %s, want failed (max steps)", row.Status)
 	}
 }
 

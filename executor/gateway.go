@@ -156,14 +156,20 @@ func (g *gatewayListener) conns() (<-chan net.Conn, <-chan struct{}) {
 	return g.queue, g.done
 }
 
-// requeue puts back a connection whose handover failed.
+// requeue puts back a connection whose handover failed; once the
+// listener is closed (its queue emptied) it closes it instead.
 func (g *gatewayListener) requeue(c net.Conn) {
-	select {
-	case g.queue <- c:
-	default:
-		c.Close()
-		g.lost.Add(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		select {
+		case g.queue <- c:
+			return
+		default:
+		}
 	}
+	c.Close()
+	g.lost.Add(1)
 }
 
 func (g *gatewayListener) stats() GatewayStats {
@@ -306,13 +312,16 @@ func (s *Server) acceptGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.ports.pair(down)
-	defer s.ports.remove(up, down)
-	defer down.Close()
 	if !ackHandover(down, rw) {
-		// Nothing of the program's was read yet: the next accept gets it.
+		// Nothing of the program's was read yet: the next accept gets it,
+		// once this one no longer counts it as its own.
+		down.Close()
+		s.ports.remove(up, down)
 		s.gateway.requeue(up)
 		return
 	}
+	defer s.ports.remove(up, down)
+	defer down.Close()
 	defer up.Close()
 	s.gateway.handed.Add(1)
 	s.touch()

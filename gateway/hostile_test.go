@@ -685,6 +685,31 @@ func TestHugeStreamRecordBounded(t *testing.T) {
 	}
 }
 
+// The same for an answer that is not streamed: one JSON body larger than
+// the record keeps reaches the program whole, and the record says why it
+// has no content.
+func TestHugeAnswerRecordBounded(t *testing.T) {
+	pad := strings.Repeat("x", maxRecord+1)
+	e := newEnv(t, envOpts{anthropic: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"`+pad+`"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`)
+	}})
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/messages", strings.NewReader(`{"model":"m","messages":[]}`))
+	req.Header.Set("X-Api-Key", token("sb1"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got < int64(len(pad)) {
+		t.Errorf("the program got %d bytes of a %d-byte answer", got, len(pad))
+	}
+	if r := e.l.waitEnd(t); r.Response != nil || !strings.Contains(r.Error, "record keeps") {
+		t.Errorf("the record of an answer past the bound: response %v, error %q", r.Response != nil, r.Error)
+	}
+}
+
 // A program that hangs up once it has the stream's last event (Codex
 // closes after response.completed) had the whole answer: the call is
 // recorded whole, not as a program gone mid-answer, though the provider

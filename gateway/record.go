@@ -61,7 +61,7 @@ func (a *jsonAcc) Write(p []byte) {
 
 func (a *jsonAcc) result() (*model.Response, string) {
 	if a.over {
-		return nil, ""
+		return nil, fmt.Sprintf("the provider's answer passed the %d MiB the record keeps: the program got it whole, its record has no content", maxRecord>>20)
 	}
 	var r *model.Response
 	var err error

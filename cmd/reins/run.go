@@ -106,6 +106,9 @@ none, each call goes to the provider of its wire as asked.`,
 			if spec.MemoryBytes != 0 && spec.Agent == "" {
 				return usageError{errors.New("--memory is for agent runs (--agent): reins' own loop sizes its sandboxes with the service's defaults")}
 			}
+			if spec.MemoryBytes != 0 && in != "" {
+				return usageError{errors.New("--memory sizes a new sandbox; --in works in one that has its limit already (reins sandbox create --memory)")}
+			}
 			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err

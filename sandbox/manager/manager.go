@@ -45,9 +45,9 @@ const (
 	tokenEnv    = "REINS_EXECUTOR_TOKEN"
 	defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	// DefaultTmpdir is every sandbox's TMPDIR unless its image or its
-	// spec sets another: /tmp is on the sandbox's disk in both backends
-	// (no tmpfs), so what programs spool there costs disk, not the memory
-	// limit (docs/decisions/0030-agents-image.md).
+	// spec sets another: /var/tmp is on the sandbox's disk in both
+	// backends (gVisor's /tmp is a tmpfs), so what programs spool there
+	// costs disk, not the memory limit (docs/decisions/0030-agents-image.md).
 	DefaultTmpdir = "/var/tmp"
 )
 
