@@ -20,6 +20,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -137,10 +138,8 @@ func (s *Store) resolveAgents(ctx context.Context, r *parsedRef, report func(Pro
 	}
 	defer s.pins.pin(base.Layers...)()
 
-	registry, err := s.npmRegistry(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", r.orig, err)
-	}
+	// The registry is asked for only when a tarball is not in the cache.
+	registry := sync.OnceValues(func() (string, error) { return s.npmRegistry(ctx) })
 	cfg := v1.Config{Env: append([]string{DefaultPath}, agentsEnv...), Cmd: []string{"bash"}, WorkingDir: DefaultWorkingDir}
 	return s.buildOn(ctx, r, source, base, cfg, report, func(ctx context.Context, root string) error {
 		for _, p := range pkgs {
@@ -155,7 +154,7 @@ func (s *Store) resolveAgents(ctx context.Context, r *parsedRef, report func(Pro
 // installNPM puts p's package directory at p.Dir in root, from the build
 // cache's unpacked copy or else from its tarball (keeping an unpacked
 // copy), and makes p.Links, each to an executable file of the package.
-func (s *Store) installNPM(ctx context.Context, registry string, p npmPackage, root string, report func(Progress)) error {
+func (s *Store) installNPM(ctx context.Context, registry func() (string, error), p npmPackage, root string, report func(Progress)) error {
 	what := p.Name + "@" + p.Version
 	dst := filepath.Join(root, p.Dir)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -276,7 +275,7 @@ func (s *Store) npmFile(p npmPackage) string {
 // the build cache's copy, or one downloaded from the registry (and kept in
 // the build cache, when there is one). done removes a file that is not the
 // cache's.
-func (s *Store) npmTarball(ctx context.Context, registry string, p npmPackage, report func(Progress)) (file string, done func(), err error) {
+func (s *Store) npmTarball(ctx context.Context, registryOf func() (string, error), p npmPackage, report func(Progress)) (file string, done func(), err error) {
 	want, err := parseIntegrity(p.Integrity)
 	if err != nil {
 		return "", nil, err
@@ -296,6 +295,10 @@ func (s *Store) npmTarball(ctx context.Context, registry string, p npmPackage, r
 			s.log.Warn("build cache: a tarball does not match its integrity; downloading it again", "file", cached)
 			os.Remove(cached)
 		}
+	}
+	registry, err := registryOf()
+	if err != nil {
+		return "", nil, err
 	}
 	dir := filepath.Join(s.dir, "tmp")
 	if s.opts.buildCache != "" {
