@@ -185,6 +185,17 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 	return c.wrap(err)
 }
 
+// Extend sets sandbox id's expiry to ttl from now.
+func (c *Client) Extend(ctx context.Context, id string, ttl time.Duration) (*reinsv1.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(ctx, UnaryTimeout)
+	defer cancel()
+	resp, err := c.sandboxes.Extend(ctx, connect.NewRequest(&reinsv1.ExtendSandboxRequest{Id: id, TtlMs: ttl.Milliseconds()}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg.Sandbox, nil
+}
+
 // UnaryTimeout bounds calls that return one answer, so a service or an
 // executor that does not answer fails the call instead of hanging it.
 const UnaryTimeout = 60 * time.Second

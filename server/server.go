@@ -46,6 +46,8 @@ type Server struct {
 	// networks and egress, when set, serve UpdateNetwork and EgressLog
 	// (network.go).
 	networks Networks
+	// expiries, when set, serves Extend.
+	expiries Expiries
 	egress   EgressLogs
 	// ports, when set, serves port URLs (ports.go) through portProxy,
 	// at most PortConnsPerSandbox at once per sandbox.

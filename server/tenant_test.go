@@ -128,7 +128,7 @@ func newEnvSeeds(t *testing.T, defaults store.Quota, seeds []seed) *env {
 	nets, eg := &fakeNetworks{m: m}, newFakeEgress(st)
 	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
 		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).
-		WithNetworks(nets).WithEgressLogs(eg).
+		WithNetworks(nets).WithExpiries(m).WithEgressLogs(eg).
 		WithPorts(&server.Ports{Domain: "localhost", Key: make([]byte, 32)}).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
@@ -488,6 +488,10 @@ func TestIsolation(t *testing.T) {
 		},
 		"PortURL": func(id string) error {
 			_, err := beta.PortURL(ctx, id, 3000, true, 0)
+			return err
+		},
+		"Extend": func(id string) error {
+			_, err := beta.Extend(ctx, id, time.Hour)
 			return err
 		},
 		"Create": nil, "List": nil, // below; Create has no id

@@ -33,7 +33,7 @@ func sandboxCmd() *cobra.Command {
 		Short:   "Create, use and remove sandboxes",
 	}
 	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), portCmd(), rmCmd(),
-		networkCmd(), egressCmd())
+		networkCmd(), egressCmd(), extendCmd())
 	return group(c)
 }
 
@@ -370,6 +370,39 @@ func rmCmd() *cobra.Command {
 			return errors.Join(errs...)
 		},
 	}
+}
+
+func extendCmd() *cobra.Command {
+	var ttl time.Duration
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "extend ID --ttl DUR",
+		Short: "Set a running or suspended sandbox's expiry to DUR from now (sooner or later)",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if ttl <= 0 {
+				return usageError{errors.New("extend needs --ttl DUR, the time from now until the sandbox expires, e.g. --ttl 30m")}
+			}
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			sb, err := cl.Extend(ctx, args[0], ttl)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), sb)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s expires at %s (in %s)\n", sb.Id,
+				time.Unix(0, sb.ExpiresUnixNano).Format(time.RFC3339), ttl)
+			return nil
+		},
+	}
+	c.Flags().DurationVar(&ttl, "ttl", 0, "time from now until the sandbox expires")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
+	return c
 }
 
 func psCmd() *cobra.Command {

@@ -1340,6 +1340,102 @@ func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
 	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
+type ExtendSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"` // from now; at least 1 second
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendSandboxRequest) Reset() {
+	*x = ExtendSandboxRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendSandboxRequest) ProtoMessage() {}
+
+func (x *ExtendSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendSandboxRequest.ProtoReflect.Descriptor instead.
+func (*ExtendSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ExtendSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ExtendSandboxRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type ExtendSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendSandboxResponse) Reset() {
+	*x = ExtendSandboxResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendSandboxResponse) ProtoMessage() {}
+
+func (x *ExtendSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendSandboxResponse.ProtoReflect.Descriptor instead.
+func (*ExtendSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ExtendSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
 type VersionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1348,7 +1444,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1456,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1469,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 type VersionResponse struct {
@@ -1386,7 +1482,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1494,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1507,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *VersionResponse) GetVersion() string {
@@ -1446,7 +1542,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1554,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1567,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateNetworkRequest) GetId() string {
@@ -1525,7 +1621,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1633,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1646,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StringList) GetItems() []string {
@@ -1569,7 +1665,7 @@ type SecretBindings struct {
 
 func (x *SecretBindings) Reset() {
 	*x = SecretBindings{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1677,7 @@ func (x *SecretBindings) String() string {
 func (*SecretBindings) ProtoMessage() {}
 
 func (x *SecretBindings) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1690,7 @@ func (x *SecretBindings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretBindings.ProtoReflect.Descriptor instead.
 func (*SecretBindings) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SecretBindings) GetItems() []*SecretBinding {
@@ -1613,7 +1709,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1721,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1734,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpdateNetworkResponse) GetSandbox() *Sandbox {
@@ -1659,7 +1755,7 @@ type EgressLogRequest struct {
 
 func (x *EgressLogRequest) Reset() {
 	*x = EgressLogRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1767,7 @@ func (x *EgressLogRequest) String() string {
 func (*EgressLogRequest) ProtoMessage() {}
 
 func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1780,7 @@ func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogRequest.ProtoReflect.Descriptor instead.
 func (*EgressLogRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EgressLogRequest) GetId() string {
@@ -1731,7 +1827,7 @@ type EgressLogEntry struct {
 
 func (x *EgressLogEntry) Reset() {
 	*x = EgressLogEntry{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1839,7 @@ func (x *EgressLogEntry) String() string {
 func (*EgressLogEntry) ProtoMessage() {}
 
 func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1852,7 @@ func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogEntry.ProtoReflect.Descriptor instead.
 func (*EgressLogEntry) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EgressLogEntry) GetSeq() int64 {
@@ -1860,7 +1956,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1968,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1981,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Backend) GetName() string {
@@ -1991,7 +2087,12 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\tsandboxes\x18\x01 \x03(\v2\x11.reins.v1.SandboxR\tsandboxes\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse\"\x10\n" +
+	"\x15DeleteSandboxResponse\"=\n" +
+	"\x14ExtendSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"D\n" +
+	"\x15ExtendSandboxResponse\x12+\n" +
+	"\asandbox\x18\x01 \x01(\v2\x11.reins.v1.SandboxR\asandbox\"\x10\n" +
 	"\x0eVersionRequest\"Z\n" +
 	"\x0fVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
@@ -2061,7 +2162,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x13PROGRESS_PHASE_PULL\x10\x01\x12\x19\n" +
 	"\x15PROGRESS_PHASE_UNPACK\x10\x02\x12\x18\n" +
 	"\x14PROGRESS_PHASE_BUILD\x10\x03\x12\x17\n" +
-	"\x13PROGRESS_PHASE_BOOT\x10\x042\xca\x04\n" +
+	"\x13PROGRESS_PHASE_BOOT\x10\x042\x95\x05\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
@@ -2070,7 +2171,8 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\aVersion\x12\x18.reins.v1.VersionRequest\x1a\x19.reins.v1.VersionResponse\x12P\n" +
 	"\rUpdateNetwork\x12\x1e.reins.v1.UpdateNetworkRequest\x1a\x1f.reins.v1.UpdateNetworkResponse\x12C\n" +
 	"\tEgressLog\x12\x1a.reins.v1.EgressLogRequest\x1a\x18.reins.v1.EgressLogEntry0\x01\x12>\n" +
-	"\aPortURL\x12\x18.reins.v1.PortURLRequest\x1a\x19.reins.v1.PortURLResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"\aPortURL\x12\x18.reins.v1.PortURLRequest\x1a\x19.reins.v1.PortURLResponse\x12I\n" +
+	"\x06Extend\x12\x1e.reins.v1.ExtendSandboxRequest\x1a\x1f.reins.v1.ExtendSandboxResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_sandbox_proto_rawDescOnce sync.Once
@@ -2085,7 +2187,7 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_reins_v1_sandbox_proto_goTypes = []any{
 	(NetworkMode)(0),              // 0: reins.v1.NetworkMode
 	(SandboxState)(0),             // 1: reins.v1.SandboxState
@@ -2107,20 +2209,22 @@ var file_reins_v1_sandbox_proto_goTypes = []any{
 	(*ListSandboxesResponse)(nil), // 17: reins.v1.ListSandboxesResponse
 	(*DeleteSandboxRequest)(nil),  // 18: reins.v1.DeleteSandboxRequest
 	(*DeleteSandboxResponse)(nil), // 19: reins.v1.DeleteSandboxResponse
-	(*VersionRequest)(nil),        // 20: reins.v1.VersionRequest
-	(*VersionResponse)(nil),       // 21: reins.v1.VersionResponse
-	(*UpdateNetworkRequest)(nil),  // 22: reins.v1.UpdateNetworkRequest
-	(*StringList)(nil),            // 23: reins.v1.StringList
-	(*SecretBindings)(nil),        // 24: reins.v1.SecretBindings
-	(*UpdateNetworkResponse)(nil), // 25: reins.v1.UpdateNetworkResponse
-	(*EgressLogRequest)(nil),      // 26: reins.v1.EgressLogRequest
-	(*EgressLogEntry)(nil),        // 27: reins.v1.EgressLogEntry
-	(*Backend)(nil),               // 28: reins.v1.Backend
-	nil,                           // 29: reins.v1.SandboxSpec.LabelsEntry
-	nil,                           // 30: reins.v1.ListSandboxesRequest.LabelsEntry
+	(*ExtendSandboxRequest)(nil),  // 20: reins.v1.ExtendSandboxRequest
+	(*ExtendSandboxResponse)(nil), // 21: reins.v1.ExtendSandboxResponse
+	(*VersionRequest)(nil),        // 22: reins.v1.VersionRequest
+	(*VersionResponse)(nil),       // 23: reins.v1.VersionResponse
+	(*UpdateNetworkRequest)(nil),  // 24: reins.v1.UpdateNetworkRequest
+	(*StringList)(nil),            // 25: reins.v1.StringList
+	(*SecretBindings)(nil),        // 26: reins.v1.SecretBindings
+	(*UpdateNetworkResponse)(nil), // 27: reins.v1.UpdateNetworkResponse
+	(*EgressLogRequest)(nil),      // 28: reins.v1.EgressLogRequest
+	(*EgressLogEntry)(nil),        // 29: reins.v1.EgressLogEntry
+	(*Backend)(nil),               // 30: reins.v1.Backend
+	nil,                           // 31: reins.v1.SandboxSpec.LabelsEntry
+	nil,                           // 32: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	29, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	31, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
 	8,  // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
 	7,  // 2: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
 	0,  // 3: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
@@ -2133,37 +2237,40 @@ var file_reins_v1_sandbox_proto_depIdxs = []int32{
 	11, // 10: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
 	10, // 11: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
 	10, // 12: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	30, // 13: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	32, // 13: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
 	10, // 14: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	28, // 15: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
-	0,  // 16: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
-	23, // 17: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
-	23, // 18: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
-	23, // 19: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
-	24, // 20: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
-	9,  // 21: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
-	10, // 22: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
-	12, // 23: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	14, // 24: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	16, // 25: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	18, // 26: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	20, // 27: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
-	22, // 28: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
-	26, // 29: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
-	4,  // 30: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
-	13, // 31: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	15, // 32: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	17, // 33: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	19, // 34: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	21, // 35: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	25, // 36: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
-	27, // 37: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
-	5,  // 38: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
-	31, // [31:39] is the sub-list for method output_type
-	23, // [23:31] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	10, // 15: reins.v1.ExtendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	30, // 16: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	0,  // 17: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
+	25, // 18: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
+	25, // 19: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
+	25, // 20: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
+	26, // 21: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
+	9,  // 22: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
+	10, // 23: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
+	12, // 24: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	14, // 25: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	16, // 26: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	18, // 27: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	22, // 28: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	24, // 29: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
+	28, // 30: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
+	4,  // 31: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
+	20, // 32: reins.v1.SandboxService.Extend:input_type -> reins.v1.ExtendSandboxRequest
+	13, // 33: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	15, // 34: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	17, // 35: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	19, // 36: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	23, // 37: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	27, // 38: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
+	29, // 39: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
+	5,  // 40: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
+	21, // 41: reins.v1.SandboxService.Extend:output_type -> reins.v1.ExtendSandboxResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_sandbox_proto_init() }
@@ -2181,7 +2288,7 @@ func file_reins_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -60,6 +60,8 @@ const (
 	SandboxServiceEgressLogProcedure = "/reins.v1.SandboxService/EgressLog"
 	// SandboxServicePortURLProcedure is the fully-qualified name of the SandboxService's PortURL RPC.
 	SandboxServicePortURLProcedure = "/reins.v1.SandboxService/PortURL"
+	// SandboxServiceExtendProcedure is the fully-qualified name of the SandboxService's Extend RPC.
+	SandboxServiceExtendProcedure = "/reins.v1.SandboxService/Extend"
 )
 
 // SandboxServiceClient is a client for the reins.v1.SandboxService service.
@@ -88,6 +90,9 @@ type SandboxServiceClient interface {
 	// needs the owner's token, unless public made it a signed link that
 	// expires.
 	PortURL(context.Context, *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error)
+	// Extend sets a running or suspended sandbox's expiry to ttl_ms from
+	// now (E2B's set_timeout): sooner or later than it was.
+	Extend(context.Context, *connect.Request[v1.ExtendSandboxRequest]) (*connect.Response[v1.ExtendSandboxResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the reins.v1.SandboxService service. By default,
@@ -149,6 +154,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("PortURL")),
 			connect.WithClientOptions(opts...),
 		),
+		extend: connect.NewClient[v1.ExtendSandboxRequest, v1.ExtendSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceExtendProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Extend")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -162,6 +173,7 @@ type sandboxServiceClient struct {
 	updateNetwork *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
 	egressLog     *connect.Client[v1.EgressLogRequest, v1.EgressLogEntry]
 	portURL       *connect.Client[v1.PortURLRequest, v1.PortURLResponse]
+	extend        *connect.Client[v1.ExtendSandboxRequest, v1.ExtendSandboxResponse]
 }
 
 // Create calls reins.v1.SandboxService.Create.
@@ -204,6 +216,11 @@ func (c *sandboxServiceClient) PortURL(ctx context.Context, req *connect.Request
 	return c.portURL.CallUnary(ctx, req)
 }
 
+// Extend calls reins.v1.SandboxService.Extend.
+func (c *sandboxServiceClient) Extend(ctx context.Context, req *connect.Request[v1.ExtendSandboxRequest]) (*connect.Response[v1.ExtendSandboxResponse], error) {
+	return c.extend.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the reins.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	// Create makes a sandbox and streams progress (image pull, unpack, boot);
@@ -230,6 +247,9 @@ type SandboxServiceHandler interface {
 	// needs the owner's token, unless public made it a signed link that
 	// expires.
 	PortURL(context.Context, *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error)
+	// Extend sets a running or suspended sandbox's expiry to ttl_ms from
+	// now (E2B's set_timeout): sooner or later than it was.
+	Extend(context.Context, *connect.Request[v1.ExtendSandboxRequest]) (*connect.Response[v1.ExtendSandboxResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -287,6 +307,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("PortURL")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceExtendHandler := connect.NewUnaryHandler(
+		SandboxServiceExtendProcedure,
+		svc.Extend,
+		connect.WithSchema(sandboxServiceMethods.ByName("Extend")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateProcedure:
@@ -305,6 +331,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceEgressLogHandler.ServeHTTP(w, r)
 		case SandboxServicePortURLProcedure:
 			sandboxServicePortURLHandler.ServeHTTP(w, r)
+		case SandboxServiceExtendProcedure:
+			sandboxServiceExtendHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -344,4 +372,8 @@ func (UnimplementedSandboxServiceHandler) EgressLog(context.Context, *connect.Re
 
 func (UnimplementedSandboxServiceHandler) PortURL(context.Context, *connect.Request[v1.PortURLRequest]) (*connect.Response[v1.PortURLResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.PortURL is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Extend(context.Context, *connect.Request[v1.ExtendSandboxRequest]) (*connect.Response[v1.ExtendSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Extend is not implemented"))
 }
