@@ -242,6 +242,10 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"EgressLog": func(id string) error {
 			return drain(sc.EgressLog(ctx, connect.NewRequest(&reinsv1.EgressLogRequest{Id: id})))
 		},
+		// Nor keep it alive (or end it sooner).
+		"Extend": func(id string) error {
+			return unary(sc.Extend(ctx, connect.NewRequest(&reinsv1.ExtendSandboxRequest{Id: id, TtlMs: 3_600_000})))
+		},
 		"Create": nil, "List": nil, // Create names no id; List below
 		"Version": nil, // below: it names no tenant's things
 	}
