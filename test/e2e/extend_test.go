@@ -42,6 +42,7 @@ func TestSandboxExtend(t *testing.T) {
 		{[]string{"sandbox", "extend", id}, "extend needs --ttl DUR"},
 		{[]string{"sandbox", "extend", "nosuchsandbox", "--ttl", "1m"}, "not found"},
 		{[]string{"sandbox", "extend", id, "--ttl", "10ms"}, "give one from 1s to"},
+		{[]string{"sandbox", "extend", id, "--ttl", "9000h"}, "give one from 1s to 8760h0m0s"},
 	} {
 		if r := s.run(c.args...); r.code == 0 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v: %s; want an error saying %q", c.args, r, c.want)
