@@ -31,7 +31,9 @@ func slowDNS(t *testing.T, delay time.Duration) *net.Resolver {
 	}
 	var wg sync.WaitGroup // the answers owed
 	done := make(chan struct{})
-	t.Cleanup(func() { wg.Wait(); pc.Close(); <-done })
+	// The reader stops first (a deadline, not a close: the answers
+	// owed still need the socket), so no wg.Add races the Wait.
+	t.Cleanup(func() { pc.SetReadDeadline(time.Now()); <-done; wg.Wait(); pc.Close() })
 	go func() {
 		defer close(done)
 		for {
