@@ -33,6 +33,15 @@ type Info struct {
 	// sandbox's kernel included); 0 when not measured.
 	MemoryBytes     uint64 `json:"memory_bytes,omitempty"`
 	PeakMemoryBytes uint64 `json:"peak_memory_bytes,omitempty"`
+	// Origin is the snapshot or template it was made from
+	// ("snapshot:NAME", "template:NAME", "fork:ID"); "" for an image.
+	Origin string `json:"origin,omitempty"`
+	// Workspace is the digest of its newest saved workspace, the one a
+	// suspended sandbox resumes on; "" when none was saved.
+	Workspace string `json:"workspace,omitempty"`
+	// SuspendedReason says why a suspended sandbox was suspended
+	// (ReasonTTLExpired, ReasonIdleTimeout); "" when a user asked.
+	SuspendedReason Reason `json:"suspended_reason,omitempty"`
 }
 
 // EndedWhy says in words why a stopped sandbox ended, the way a user is

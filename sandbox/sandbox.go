@@ -78,7 +78,25 @@ type Spec struct {
 	// gateway): its environment points the model SDKs at the gateway on
 	// the sandbox's loopback, with a placeholder token of its own.
 	Gateway *GatewaySpec `json:"gateway,omitempty"`
+	// OnExpire is what the TTL or idle timeout running out does; empty
+	// is ExpireSuspend.
+	OnExpire ExpireAction `json:"on_expire,omitempty"`
+	// ExpiryWarning is how long before the expiry an "expiring" event
+	// fires; 0 is the service's default.
+	ExpiryWarning time.Duration `json:"expiry_warning,omitempty"`
 }
+
+// ExpireAction is what happens to a sandbox whose TTL or idle timeout
+// runs out.
+type ExpireAction string
+
+const (
+	// ExpireSuspend saves the workspace and deletes the guest; resume
+	// boots a fresh one on it (E2B's autoPause). The default.
+	ExpireSuspend ExpireAction = "suspend"
+	// ExpireDelete stops the sandbox for good, with the reason.
+	ExpireDelete ExpireAction = "delete"
+)
 
 // GatewaySpec is a sandbox's model gateway.
 type GatewaySpec struct {
@@ -218,6 +236,21 @@ type Backend interface {
 // backend's to keep: the manager has no disk of its to hand a replacement.
 type RootMaker interface {
 	MakesRoot()
+}
+
+// Checkpointer is implemented by backends that can save a running
+// sandbox's memory and processes and restore them (gVisor's runsc
+// checkpoint and restore): pause and, where it can, fork and warm
+// templates (docs/decisions/0032-short-lived-sandboxes.md).
+type Checkpointer interface {
+	// Checkpoint saves sandbox id's memory and processes under dir (a
+	// directory the service made, on the host, that the sandbox cannot
+	// reach) and ends the sandbox.
+	Checkpoint(ctx context.Context, id, dir string) error
+	// Restore starts the sandbox b from the image Checkpoint left in dir,
+	// its processes continuing where they were, and returns where its
+	// executor is reached, as Start does.
+	Restore(ctx context.Context, b Bundle, dir string) (Endpoint, error)
 }
 
 // Usage is a sandbox's resource use, as a backend measures it from the host.

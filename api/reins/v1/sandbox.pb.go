@@ -30,6 +30,57 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ExpireAction is what happens to a sandbox whose TTL or idle timeout
+// runs out (sandbox.ExpireAction).
+type ExpireAction int32
+
+const (
+	ExpireAction_EXPIRE_ACTION_UNSPECIFIED ExpireAction = 0 // the default, suspend
+	ExpireAction_EXPIRE_ACTION_SUSPEND     ExpireAction = 1 // save the workspace, delete the guest; resume brings it back
+	ExpireAction_EXPIRE_ACTION_DELETE      ExpireAction = 2 // stop it for good
+)
+
+// Enum value maps for ExpireAction.
+var (
+	ExpireAction_name = map[int32]string{
+		0: "EXPIRE_ACTION_UNSPECIFIED",
+		1: "EXPIRE_ACTION_SUSPEND",
+		2: "EXPIRE_ACTION_DELETE",
+	}
+	ExpireAction_value = map[string]int32{
+		"EXPIRE_ACTION_UNSPECIFIED": 0,
+		"EXPIRE_ACTION_SUSPEND":     1,
+		"EXPIRE_ACTION_DELETE":      2,
+	}
+)
+
+func (x ExpireAction) Enum() *ExpireAction {
+	p := new(ExpireAction)
+	*p = x
+	return p
+}
+
+func (x ExpireAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExpireAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_v1_sandbox_proto_enumTypes[0].Descriptor()
+}
+
+func (ExpireAction) Type() protoreflect.EnumType {
+	return &file_reins_v1_sandbox_proto_enumTypes[0]
+}
+
+func (x ExpireAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExpireAction.Descriptor instead.
+func (ExpireAction) EnumDescriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
 // NetworkMode is how much network a sandbox has (egress.Mode).
 type NetworkMode int32
 
@@ -67,11 +118,11 @@ func (x NetworkMode) String() string {
 }
 
 func (NetworkMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_reins_v1_sandbox_proto_enumTypes[0].Descriptor()
+	return file_reins_v1_sandbox_proto_enumTypes[1].Descriptor()
 }
 
 func (NetworkMode) Type() protoreflect.EnumType {
-	return &file_reins_v1_sandbox_proto_enumTypes[0]
+	return &file_reins_v1_sandbox_proto_enumTypes[1]
 }
 
 func (x NetworkMode) Number() protoreflect.EnumNumber {
@@ -80,7 +131,7 @@ func (x NetworkMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NetworkMode.Descriptor instead.
 func (NetworkMode) EnumDescriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
 }
 
 // SandboxState is where a sandbox is in its life (sandbox.State):
@@ -128,11 +179,11 @@ func (x SandboxState) String() string {
 }
 
 func (SandboxState) Descriptor() protoreflect.EnumDescriptor {
-	return file_reins_v1_sandbox_proto_enumTypes[1].Descriptor()
+	return file_reins_v1_sandbox_proto_enumTypes[2].Descriptor()
 }
 
 func (SandboxState) Type() protoreflect.EnumType {
-	return &file_reins_v1_sandbox_proto_enumTypes[1]
+	return &file_reins_v1_sandbox_proto_enumTypes[2]
 }
 
 func (x SandboxState) Number() protoreflect.EnumNumber {
@@ -141,7 +192,7 @@ func (x SandboxState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SandboxState.Descriptor instead.
 func (SandboxState) EnumDescriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 // SandboxReason says why a sandbox stopped (sandbox.Reason).
@@ -193,11 +244,11 @@ func (x SandboxReason) String() string {
 }
 
 func (SandboxReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_reins_v1_sandbox_proto_enumTypes[2].Descriptor()
+	return file_reins_v1_sandbox_proto_enumTypes[3].Descriptor()
 }
 
 func (SandboxReason) Type() protoreflect.EnumType {
-	return &file_reins_v1_sandbox_proto_enumTypes[2]
+	return &file_reins_v1_sandbox_proto_enumTypes[3]
 }
 
 func (x SandboxReason) Number() protoreflect.EnumNumber {
@@ -206,7 +257,7 @@ func (x SandboxReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SandboxReason.Descriptor instead.
 func (SandboxReason) EnumDescriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 // ProgressPhase is the step a sandbox's creation is at.
@@ -249,11 +300,11 @@ func (x ProgressPhase) String() string {
 }
 
 func (ProgressPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_reins_v1_sandbox_proto_enumTypes[3].Descriptor()
+	return file_reins_v1_sandbox_proto_enumTypes[4].Descriptor()
 }
 
 func (ProgressPhase) Type() protoreflect.EnumType {
-	return &file_reins_v1_sandbox_proto_enumTypes[3]
+	return &file_reins_v1_sandbox_proto_enumTypes[4]
 }
 
 func (x ProgressPhase) Number() protoreflect.EnumNumber {
@@ -262,7 +313,7 @@ func (x ProgressPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProgressPhase.Descriptor instead.
 func (ProgressPhase) EnumDescriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 type PortURLRequest struct {
@@ -386,22 +437,24 @@ func (x *PortURLResponse) GetExpiresUnixNano() int64 {
 }
 
 type SandboxSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`     // default "busybox"
-	Backend       string                 `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"` // default "gvisor"
-	Cpus          float64                `protobuf:"fixed64,3,opt,name=cpus,proto3" json:"cpus,omitempty"`
-	MemoryBytes   int64                  `protobuf:"varint,4,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	Pids          int64                  `protobuf:"varint,5,opt,name=pids,proto3" json:"pids,omitempty"`
-	DiskBytes     int64                  `protobuf:"varint,6,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,7,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`                           // 0: no TTL
-	IdleTimeoutMs int64                  `protobuf:"varint,8,opt,name=idle_timeout_ms,json=idleTimeoutMs,proto3" json:"idle_timeout_ms,omitempty"` // 0: no idle timeout
-	Env           []string               `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty"`                                             // K=V
-	Labels        map[string]string      `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Workdir       string                 `protobuf:"bytes,11,opt,name=workdir,proto3" json:"workdir,omitempty"`
-	Network       *Network               `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"` // unset: egress mode with nothing allowed
-	Gateway       *ModelGateway          `protobuf:"bytes,13,opt,name=gateway,proto3" json:"gateway,omitempty"` // unset: no model gateway
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Image           string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`     // default "busybox"
+	Backend         string                 `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"` // default "gvisor"
+	Cpus            float64                `protobuf:"fixed64,3,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes     int64                  `protobuf:"varint,4,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Pids            int64                  `protobuf:"varint,5,opt,name=pids,proto3" json:"pids,omitempty"`
+	DiskBytes       int64                  `protobuf:"varint,6,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	TtlMs           int64                  `protobuf:"varint,7,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`                           // 0: no TTL
+	IdleTimeoutMs   int64                  `protobuf:"varint,8,opt,name=idle_timeout_ms,json=idleTimeoutMs,proto3" json:"idle_timeout_ms,omitempty"` // 0: no idle timeout
+	Env             []string               `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty"`                                             // K=V
+	Labels          map[string]string      `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Workdir         string                 `protobuf:"bytes,11,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Network         *Network               `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"`                                               // unset: egress mode with nothing allowed
+	Gateway         *ModelGateway          `protobuf:"bytes,13,opt,name=gateway,proto3" json:"gateway,omitempty"`                                               // unset: no model gateway
+	OnExpire        ExpireAction           `protobuf:"varint,14,opt,name=on_expire,json=onExpire,proto3,enum=reins.v1.ExpireAction" json:"on_expire,omitempty"` // what its TTL or idle timeout does; default suspend
+	ExpiryWarningMs int64                  `protobuf:"varint,15,opt,name=expiry_warning_ms,json=expiryWarningMs,proto3" json:"expiry_warning_ms,omitempty"`     // an "expiring" event this long before; 0: the service's default
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SandboxSpec) Reset() {
@@ -523,6 +576,20 @@ func (x *SandboxSpec) GetGateway() *ModelGateway {
 		return x.Gateway
 	}
 	return nil
+}
+
+func (x *SandboxSpec) GetOnExpire() ExpireAction {
+	if x != nil {
+		return x.OnExpire
+	}
+	return ExpireAction_EXPIRE_ACTION_UNSPECIFIED
+}
+
+func (x *SandboxSpec) GetExpiryWarningMs() int64 {
+	if x != nil {
+		return x.ExpiryWarningMs
+	}
+	return 0
 }
 
 // ModelGateway gives a sandbox the model gateway: programs in it call
@@ -750,6 +817,15 @@ type Sandbox struct {
 	// the most it has used (kept after it stops); 0 when not measured.
 	MemoryBytes     uint64 `protobuf:"varint,15,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	PeakMemoryBytes uint64 `protobuf:"varint,16,opt,name=peak_memory_bytes,json=peakMemoryBytes,proto3" json:"peak_memory_bytes,omitempty"`
+	// origin is the snapshot or template it was made from ("snapshot:NAME",
+	// "template:NAME", "fork:ID"); "" for an image.
+	Origin string `protobuf:"bytes,17,opt,name=origin,proto3" json:"origin,omitempty"`
+	// workspace is the digest of its newest saved workspace (the one a
+	// suspended sandbox resumes on); "" when none was saved.
+	Workspace string `protobuf:"bytes,18,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// suspended_reason says why a suspended sandbox was suspended
+	// (ttl_expired, idle_timeout; unspecified when asked for).
+	SuspendedReason SandboxReason `protobuf:"varint,19,opt,name=suspended_reason,json=suspendedReason,proto3,enum=reins.v1.SandboxReason" json:"suspended_reason,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -880,6 +956,27 @@ func (x *Sandbox) GetPeakMemoryBytes() uint64 {
 		return x.PeakMemoryBytes
 	}
 	return 0
+}
+
+func (x *Sandbox) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Sandbox) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *Sandbox) GetSuspendedReason() SandboxReason {
+	if x != nil {
+		return x.SuspendedReason
+	}
+	return SandboxReason_SANDBOX_REASON_UNSPECIFIED
 }
 
 type Progress struct {
@@ -1998,6 +2095,1653 @@ func (x *Backend) GetRuntime() string {
 	return ""
 }
 
+type SuspendSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendSandboxRequest) Reset() {
+	*x = SuspendSandboxRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendSandboxRequest) ProtoMessage() {}
+
+func (x *SuspendSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendSandboxRequest.ProtoReflect.Descriptor instead.
+func (*SuspendSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SuspendSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type SuspendSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Workspace     *Snapshot              `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"` // what was saved
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendSandboxResponse) Reset() {
+	*x = SuspendSandboxResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendSandboxResponse) ProtoMessage() {}
+
+func (x *SuspendSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendSandboxResponse.ProtoReflect.Descriptor instead.
+func (*SuspendSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SuspendSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+func (x *SuspendSandboxResponse) GetWorkspace() *Snapshot {
+	if x != nil {
+		return x.Workspace
+	}
+	return nil
+}
+
+type ResumeSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSandboxRequest) Reset() {
+	*x = ResumeSandboxRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSandboxRequest) ProtoMessage() {}
+
+func (x *ResumeSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSandboxRequest.ProtoReflect.Descriptor instead.
+func (*ResumeSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ResumeSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ResumeSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSandboxResponse) Reset() {
+	*x = ResumeSandboxResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSandboxResponse) ProtoMessage() {}
+
+func (x *ResumeSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSandboxResponse.ProtoReflect.Descriptor instead.
+func (*ResumeSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ResumeSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+type PauseSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	OrSuspend     bool                   `protobuf:"varint,2,opt,name=or_suspend,json=orSuspend,proto3" json:"or_suspend,omitempty"` // on a backend that cannot keep memory, suspend instead
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseSandboxRequest) Reset() {
+	*x = PauseSandboxRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseSandboxRequest) ProtoMessage() {}
+
+func (x *PauseSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseSandboxRequest.ProtoReflect.Descriptor instead.
+func (*PauseSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PauseSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PauseSandboxRequest) GetOrSuspend() bool {
+	if x != nil {
+		return x.OrSuspend
+	}
+	return false
+}
+
+type PauseSandboxResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox          *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	SuspendedInstead bool                   `protobuf:"varint,2,opt,name=suspended_instead,json=suspendedInstead,proto3" json:"suspended_instead,omitempty"` // the backend cannot keep memory: the sandbox was suspended
+	MemoryBytes      int64                  `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`                // the size of the memory image kept
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PauseSandboxResponse) Reset() {
+	*x = PauseSandboxResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseSandboxResponse) ProtoMessage() {}
+
+func (x *PauseSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseSandboxResponse.ProtoReflect.Descriptor instead.
+func (*PauseSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PauseSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+func (x *PauseSandboxResponse) GetSuspendedInstead() bool {
+	if x != nil {
+		return x.SuspendedInstead
+	}
+	return false
+}
+
+func (x *PauseSandboxResponse) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+type SnapshotSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // [a-z0-9][a-z0-9._-]{0,62}
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSandboxRequest) Reset() {
+	*x = SnapshotSandboxRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSandboxRequest) ProtoMessage() {}
+
+func (x *SnapshotSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSandboxRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SnapshotSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SnapshotSandboxRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type SnapshotSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      *Snapshot              `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSandboxResponse) Reset() {
+	*x = SnapshotSandboxResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSandboxResponse) ProtoMessage() {}
+
+func (x *SnapshotSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSandboxResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SnapshotSandboxResponse) GetSnapshot() *Snapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+type ForkSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Count         int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"` // 1..64; 0 means 1
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSandboxRequest) Reset() {
+	*x = ForkSandboxRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSandboxRequest) ProtoMessage() {}
+
+func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSandboxRequest.ProtoReflect.Descriptor instead.
+func (*ForkSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ForkSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ForkSandboxRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type ForkSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandboxes     []*Sandbox             `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSandboxResponse) Reset() {
+	*x = ForkSandboxResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSandboxResponse) ProtoMessage() {}
+
+func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSandboxResponse.ProtoReflect.Descriptor instead.
+func (*ForkSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ForkSandboxResponse) GetSandboxes() []*Sandbox {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return nil
+}
+
+// Snapshot is a saved workspace: the sandbox's writable state (contents,
+// modes, ownership, links, xattrs), content-addressed in the service's
+// blob store, on top of the image it was made on.
+type Snapshot struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`       // "" for a sandbox's own (suspend, run checkpoints)
+	Digest          string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`   // of its manifest, "sha256:..."
+	Sandbox         string                 `protobuf:"bytes,3,opt,name=sandbox,proto3" json:"sandbox,omitempty"` // the sandbox it was taken of
+	Image           string                 `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`     // what that sandbox ran (an image, snapshot:, template:)
+	ImageDigest     string                 `protobuf:"bytes,5,opt,name=image_digest,json=imageDigest,proto3" json:"image_digest,omitempty"`
+	CreatedUnixNano int64                  `protobuf:"varint,6,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	Files           int64                  `protobuf:"varint,7,opt,name=files,proto3" json:"files,omitempty"`                                // entries: files, directories, links
+	Bytes           int64                  `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`                                // the content's size
+	StoredBytes     int64                  `protobuf:"varint,9,opt,name=stored_bytes,json=storedBytes,proto3" json:"stored_bytes,omitempty"` // content this snapshot added to the store (the rest was shared)
+	NeededBy        []string               `protobuf:"bytes,10,rep,name=needed_by,json=neededBy,proto3" json:"needed_by,omitempty"`          // templates and sandboxes that need it ("template:web", "sandbox:ab12...")
+	Memory          bool                   `protobuf:"varint,11,opt,name=memory,proto3" json:"memory,omitempty"`                             // a memory image is kept with it
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Snapshot) Reset() {
+	*x = Snapshot{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Snapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Snapshot) ProtoMessage() {}
+
+func (x *Snapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
+func (*Snapshot) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Snapshot) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Snapshot) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Snapshot) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *Snapshot) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *Snapshot) GetImageDigest() string {
+	if x != nil {
+		return x.ImageDigest
+	}
+	return ""
+}
+
+func (x *Snapshot) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *Snapshot) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *Snapshot) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *Snapshot) GetStoredBytes() int64 {
+	if x != nil {
+		return x.StoredBytes
+	}
+	return 0
+}
+
+func (x *Snapshot) GetNeededBy() []string {
+	if x != nil {
+		return x.NeededBy
+	}
+	return nil
+}
+
+func (x *Snapshot) GetMemory() bool {
+	if x != nil {
+		return x.Memory
+	}
+	return false
+}
+
+type ListSnapshotsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotsRequest) Reset() {
+	*x = ListSnapshotsRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotsRequest) ProtoMessage() {}
+
+func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
+func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{38}
+}
+
+type ListSnapshotsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshots     []*Snapshot            `protobuf:"bytes,1,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotsResponse) Reset() {
+	*x = ListSnapshotsResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotsResponse) ProtoMessage() {}
+
+func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
+func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListSnapshotsResponse) GetSnapshots() []*Snapshot {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+type DeleteSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSnapshotRequest) Reset() {
+	*x = DeleteSnapshotRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSnapshotRequest) ProtoMessage() {}
+
+func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DeleteSnapshotRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSnapshotResponse) Reset() {
+	*x = DeleteSnapshotResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSnapshotResponse) ProtoMessage() {}
+
+func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{41}
+}
+
+// TemplateStep is one step of a template build, run in order.
+type TemplateStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Step:
+	//
+	//	*TemplateStep_Run
+	//	*TemplateStep_Copy
+	//	*TemplateStep_Env
+	Step          isTemplateStep_Step `protobuf_oneof:"step"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TemplateStep) Reset() {
+	*x = TemplateStep{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TemplateStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TemplateStep) ProtoMessage() {}
+
+func (x *TemplateStep) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TemplateStep.ProtoReflect.Descriptor instead.
+func (*TemplateStep) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *TemplateStep) GetStep() isTemplateStep_Step {
+	if x != nil {
+		return x.Step
+	}
+	return nil
+}
+
+func (x *TemplateStep) GetRun() string {
+	if x != nil {
+		if x, ok := x.Step.(*TemplateStep_Run); ok {
+			return x.Run
+		}
+	}
+	return ""
+}
+
+func (x *TemplateStep) GetCopy() *TemplateCopy {
+	if x != nil {
+		if x, ok := x.Step.(*TemplateStep_Copy); ok {
+			return x.Copy
+		}
+	}
+	return nil
+}
+
+func (x *TemplateStep) GetEnv() string {
+	if x != nil {
+		if x, ok := x.Step.(*TemplateStep_Env); ok {
+			return x.Env
+		}
+	}
+	return ""
+}
+
+type isTemplateStep_Step interface {
+	isTemplateStep_Step()
+}
+
+type TemplateStep_Run struct {
+	Run string `protobuf:"bytes,1,opt,name=run,proto3,oneof"` // a shell command (sh -c), must exit 0
+}
+
+type TemplateStep_Copy struct {
+	Copy *TemplateCopy `protobuf:"bytes,2,opt,name=copy,proto3,oneof"` // a file or directory from the caller
+}
+
+type TemplateStep_Env struct {
+	Env string `protobuf:"bytes,3,opt,name=env,proto3,oneof"` // K=V, for the later steps and the template's sandboxes
+}
+
+func (*TemplateStep_Run) isTemplateStep_Step() {}
+
+func (*TemplateStep_Copy) isTemplateStep_Step() {}
+
+func (*TemplateStep_Env) isTemplateStep_Step() {}
+
+// TemplateCopy carries a file or directory to put in the template: a tar
+// stream (the hardened extractor unpacks it inside the sandbox).
+type TemplateCopy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tar           []byte                 `protobuf:"bytes,1,opt,name=tar,proto3" json:"tar,omitempty"`
+	Dst           string                 `protobuf:"bytes,2,opt,name=dst,proto3" json:"dst,omitempty"` // absolute path inside the sandbox
+	Src           string                 `protobuf:"bytes,3,opt,name=src,proto3" json:"src,omitempty"` // as the user named it, for progress and the cache key's label
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TemplateCopy) Reset() {
+	*x = TemplateCopy{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TemplateCopy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TemplateCopy) ProtoMessage() {}
+
+func (x *TemplateCopy) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TemplateCopy.ProtoReflect.Descriptor instead.
+func (*TemplateCopy) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *TemplateCopy) GetTar() []byte {
+	if x != nil {
+		return x.Tar
+	}
+	return nil
+}
+
+func (x *TemplateCopy) GetDst() string {
+	if x != nil {
+		return x.Dst
+	}
+	return ""
+}
+
+func (x *TemplateCopy) GetSrc() string {
+	if x != nil {
+		return x.Src
+	}
+	return ""
+}
+
+type BuildTemplateRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	From           string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"` // an image or template:NAME
+	Steps          []*TemplateStep        `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"`
+	Start          string                 `protobuf:"bytes,4,opt,name=start,proto3" json:"start,omitempty"`                                            // a process left running in the template's sandboxes
+	Ready          string                 `protobuf:"bytes,5,opt,name=ready,proto3" json:"ready,omitempty"`                                            // a command that exits 0 when start is ready
+	ReadyTimeoutMs int64                  `protobuf:"varint,6,opt,name=ready_timeout_ms,json=readyTimeoutMs,proto3" json:"ready_timeout_ms,omitempty"` // 0: 60 s
+	Backend        string                 `protobuf:"bytes,7,opt,name=backend,proto3" json:"backend,omitempty"`
+	NoCache        bool                   `protobuf:"varint,8,opt,name=no_cache,json=noCache,proto3" json:"no_cache,omitempty"` // rebuild every step
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BuildTemplateRequest) Reset() {
+	*x = BuildTemplateRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildTemplateRequest) ProtoMessage() {}
+
+func (x *BuildTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildTemplateRequest.ProtoReflect.Descriptor instead.
+func (*BuildTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *BuildTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BuildTemplateRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *BuildTemplateRequest) GetSteps() []*TemplateStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *BuildTemplateRequest) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *BuildTemplateRequest) GetReady() string {
+	if x != nil {
+		return x.Ready
+	}
+	return ""
+}
+
+func (x *BuildTemplateRequest) GetReadyTimeoutMs() int64 {
+	if x != nil {
+		return x.ReadyTimeoutMs
+	}
+	return 0
+}
+
+func (x *BuildTemplateRequest) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *BuildTemplateRequest) GetNoCache() bool {
+	if x != nil {
+		return x.NoCache
+	}
+	return false
+}
+
+type BuildTemplateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*BuildTemplateResponse_Progress
+	//	*BuildTemplateResponse_Template
+	Msg           isBuildTemplateResponse_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildTemplateResponse) Reset() {
+	*x = BuildTemplateResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildTemplateResponse) ProtoMessage() {}
+
+func (x *BuildTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildTemplateResponse.ProtoReflect.Descriptor instead.
+func (*BuildTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *BuildTemplateResponse) GetMsg() isBuildTemplateResponse_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *BuildTemplateResponse) GetProgress() *TemplateProgress {
+	if x != nil {
+		if x, ok := x.Msg.(*BuildTemplateResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *BuildTemplateResponse) GetTemplate() *Template {
+	if x != nil {
+		if x, ok := x.Msg.(*BuildTemplateResponse_Template); ok {
+			return x.Template
+		}
+	}
+	return nil
+}
+
+type isBuildTemplateResponse_Msg interface {
+	isBuildTemplateResponse_Msg()
+}
+
+type BuildTemplateResponse_Progress struct {
+	Progress *TemplateProgress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type BuildTemplateResponse_Template struct {
+	Template *Template `protobuf:"bytes,2,opt,name=template,proto3,oneof"`
+}
+
+func (*BuildTemplateResponse_Progress) isBuildTemplateResponse_Msg() {}
+
+func (*BuildTemplateResponse_Template) isBuildTemplateResponse_Msg() {}
+
+type TemplateProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Step          int32                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"` // 1-based; 0 for the image
+	Steps         int32                  `protobuf:"varint,2,opt,name=steps,proto3" json:"steps,omitempty"`
+	What          string                 `protobuf:"bytes,3,opt,name=what,proto3" json:"what,omitempty"`         // "RUN apt-get ...", "COPY ./src /app", "START ...", "READY ..."
+	Cached        bool                   `protobuf:"varint,4,opt,name=cached,proto3" json:"cached,omitempty"`    // the step's result came from the cache
+	Output        string                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`     // a chunk of the step's output
+	Progress      *Progress              `protobuf:"bytes,6,opt,name=progress,proto3" json:"progress,omitempty"` // image pull, snapshot upload: done/total in their units
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TemplateProgress) Reset() {
+	*x = TemplateProgress{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TemplateProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TemplateProgress) ProtoMessage() {}
+
+func (x *TemplateProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TemplateProgress.ProtoReflect.Descriptor instead.
+func (*TemplateProgress) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *TemplateProgress) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *TemplateProgress) GetSteps() int32 {
+	if x != nil {
+		return x.Steps
+	}
+	return 0
+}
+
+func (x *TemplateProgress) GetWhat() string {
+	if x != nil {
+		return x.What
+	}
+	return ""
+}
+
+func (x *TemplateProgress) GetCached() bool {
+	if x != nil {
+		return x.Cached
+	}
+	return false
+}
+
+func (x *TemplateProgress) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *TemplateProgress) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+type Template struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	From            string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	Steps           []*TemplateStep        `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"` // copy steps without their tar
+	Start           string                 `protobuf:"bytes,4,opt,name=start,proto3" json:"start,omitempty"`
+	Ready           string                 `protobuf:"bytes,5,opt,name=ready,proto3" json:"ready,omitempty"`
+	Snapshot        string                 `protobuf:"bytes,6,opt,name=snapshot,proto3" json:"snapshot,omitempty"` // the snapshot digest sandboxes start from
+	CreatedUnixNano int64                  `protobuf:"varint,7,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	Bytes           int64                  `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	CachedSteps     int32                  `protobuf:"varint,9,opt,name=cached_steps,json=cachedSteps,proto3" json:"cached_steps,omitempty"` // steps the last build took from the cache
+	Memory          bool                   `protobuf:"varint,10,opt,name=memory,proto3" json:"memory,omitempty"`                             // sandboxes restore a memory image (start already running)
+	Env             []string               `protobuf:"bytes,11,rep,name=env,proto3" json:"env,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Template) Reset() {
+	*x = Template{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Template) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Template) ProtoMessage() {}
+
+func (x *Template) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Template.ProtoReflect.Descriptor instead.
+func (*Template) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *Template) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Template) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Template) GetSteps() []*TemplateStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *Template) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *Template) GetReady() string {
+	if x != nil {
+		return x.Ready
+	}
+	return ""
+}
+
+func (x *Template) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *Template) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *Template) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *Template) GetCachedSteps() int32 {
+	if x != nil {
+		return x.CachedSteps
+	}
+	return 0
+}
+
+func (x *Template) GetMemory() bool {
+	if x != nil {
+		return x.Memory
+	}
+	return false
+}
+
+func (x *Template) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+type ListTemplatesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTemplatesRequest) Reset() {
+	*x = ListTemplatesRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTemplatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTemplatesRequest) ProtoMessage() {}
+
+func (x *ListTemplatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTemplatesRequest.ProtoReflect.Descriptor instead.
+func (*ListTemplatesRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{48}
+}
+
+type ListTemplatesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Templates     []*Template            `protobuf:"bytes,1,rep,name=templates,proto3" json:"templates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTemplatesResponse) Reset() {
+	*x = ListTemplatesResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTemplatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTemplatesResponse) ProtoMessage() {}
+
+func (x *ListTemplatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTemplatesResponse.ProtoReflect.Descriptor instead.
+func (*ListTemplatesResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListTemplatesResponse) GetTemplates() []*Template {
+	if x != nil {
+		return x.Templates
+	}
+	return nil
+}
+
+type DeleteTemplateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTemplateRequest) Reset() {
+	*x = DeleteTemplateRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTemplateRequest) ProtoMessage() {}
+
+func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTemplateRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *DeleteTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTemplateResponse) Reset() {
+	*x = DeleteTemplateResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTemplateResponse) ProtoMessage() {}
+
+func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTemplateResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{51}
+}
+
+type SandboxEventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // "": every sandbox of the caller's
+	AfterSeq      int64                  `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	Follow        bool                   `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxEventsRequest) Reset() {
+	*x = SandboxEventsRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxEventsRequest) ProtoMessage() {}
+
+func (x *SandboxEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxEventsRequest.ProtoReflect.Descriptor instead.
+func (*SandboxEventsRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *SandboxEventsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SandboxEventsRequest) GetAfterSeq() int64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *SandboxEventsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+// SandboxLifecycleEvent is one step in a sandbox's life.
+type SandboxLifecycleEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           int64                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Sandbox       string                 `protobuf:"bytes,2,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	TimeUnixNano  int64                  `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Kind          string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`                                  // created, expiring, suspended, resumed, paused, forked, snapshot, stopped
+	Reason        SandboxReason          `protobuf:"varint,5,opt,name=reason,proto3,enum=reins.v1.SandboxReason" json:"reason,omitempty"` // ttl_expired, idle_timeout, ...
+	Message       string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`                            // in words
+	AtUnixNano    int64                  `protobuf:"varint,7,opt,name=at_unix_nano,json=atUnixNano,proto3" json:"at_unix_nano,omitempty"` // for expiring: when it will expire
+	Snapshot      string                 `protobuf:"bytes,8,opt,name=snapshot,proto3" json:"snapshot,omitempty"`                          // a snapshot digest involved
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxLifecycleEvent) Reset() {
+	*x = SandboxLifecycleEvent{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxLifecycleEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxLifecycleEvent) ProtoMessage() {}
+
+func (x *SandboxLifecycleEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxLifecycleEvent.ProtoReflect.Descriptor instead.
+func (*SandboxLifecycleEvent) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *SandboxLifecycleEvent) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SandboxLifecycleEvent) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *SandboxLifecycleEvent) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *SandboxLifecycleEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SandboxLifecycleEvent) GetReason() SandboxReason {
+	if x != nil {
+		return x.Reason
+	}
+	return SandboxReason_SANDBOX_REASON_UNSPECIFIED
+}
+
+func (x *SandboxLifecycleEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *SandboxLifecycleEvent) GetAtUnixNano() int64 {
+	if x != nil {
+		return x.AtUnixNano
+	}
+	return 0
+}
+
+func (x *SandboxLifecycleEvent) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
 var File_reins_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_reins_v1_sandbox_proto_rawDesc = "" +
@@ -2010,7 +3754,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"O\n" +
 	"\x0fPortURLResponse\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
-	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"\xe7\x03\n" +
+	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"\xc8\x04\n" +
 	"\vSandboxSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x12\n" +
@@ -2026,7 +3770,9 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	" \x03(\v2!.reins.v1.SandboxSpec.LabelsEntryR\x06labels\x12\x18\n" +
 	"\aworkdir\x18\v \x01(\tR\aworkdir\x12+\n" +
 	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x120\n" +
-	"\agateway\x18\r \x01(\v2\x16.reins.v1.ModelGatewayR\agateway\x1a9\n" +
+	"\agateway\x18\r \x01(\v2\x16.reins.v1.ModelGatewayR\agateway\x123\n" +
+	"\ton_expire\x18\x0e \x01(\x0e2\x16.reins.v1.ExpireActionR\bonExpire\x12*\n" +
+	"\x11expiry_warning_ms\x18\x0f \x01(\x03R\x0fexpiryWarningMs\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
@@ -2045,7 +3791,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\asecrets\x18\x05 \x03(\v2\x17.reins.v1.SecretBindingR\asecrets\"9\n" +
 	"\rSecretBinding\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05hosts\x18\x02 \x03(\tR\x05hosts\"\xa3\x04\n" +
+	"\x05hosts\x18\x02 \x03(\tR\x05hosts\"\x9d\x05\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04spec\x18\x02 \x01(\v2\x15.reins.v1.SandboxSpecR\x04spec\x12,\n" +
@@ -2061,7 +3807,10 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x12last_oom_unix_nano\x18\v \x01(\x03R\x0flastOomUnixNano\x12\x18\n" +
 	"\aruntime\x18\f \x01(\tR\aruntime\x12!\n" +
 	"\fmemory_bytes\x18\x0f \x01(\x04R\vmemoryBytes\x12*\n" +
-	"\x11peak_memory_bytes\x18\x10 \x01(\x04R\x0fpeakMemoryBytesJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\x97\x01\n" +
+	"\x11peak_memory_bytes\x18\x10 \x01(\x04R\x0fpeakMemoryBytes\x12\x16\n" +
+	"\x06origin\x18\x11 \x01(\tR\x06origin\x12\x1c\n" +
+	"\tworkspace\x18\x12 \x01(\tR\tworkspace\x12B\n" +
+	"\x10suspended_reason\x18\x13 \x01(\x0e2\x17.reins.v1.SandboxReasonR\x0fsuspendedReasonJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\x97\x01\n" +
 	"\bProgress\x12-\n" +
 	"\x05phase\x18\x06 \x01(\x0e2\x17.reins.v1.ProgressPhaseR\x05phase\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\tR\x04item\x12\x12\n" +
@@ -2135,7 +3884,119 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x04note\x18\r \x01(\tR\x04note\"7\n" +
 	"\aBackend\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aruntime\x18\x02 \x01(\tR\aruntime*r\n" +
+	"\aruntime\x18\x02 \x01(\tR\aruntime\"'\n" +
+	"\x15SuspendSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"w\n" +
+	"\x16SuspendSandboxResponse\x12+\n" +
+	"\asandbox\x18\x01 \x01(\v2\x11.reins.v1.SandboxR\asandbox\x120\n" +
+	"\tworkspace\x18\x02 \x01(\v2\x12.reins.v1.SnapshotR\tworkspace\"&\n" +
+	"\x14ResumeSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"D\n" +
+	"\x15ResumeSandboxResponse\x12+\n" +
+	"\asandbox\x18\x01 \x01(\v2\x11.reins.v1.SandboxR\asandbox\"D\n" +
+	"\x13PauseSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"or_suspend\x18\x02 \x01(\bR\torSuspend\"\x93\x01\n" +
+	"\x14PauseSandboxResponse\x12+\n" +
+	"\asandbox\x18\x01 \x01(\v2\x11.reins.v1.SandboxR\asandbox\x12+\n" +
+	"\x11suspended_instead\x18\x02 \x01(\bR\x10suspendedInstead\x12!\n" +
+	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\"<\n" +
+	"\x16SnapshotSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"I\n" +
+	"\x17SnapshotSandboxResponse\x12.\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x12.reins.v1.SnapshotR\bsnapshot\":\n" +
+	"\x12ForkSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"F\n" +
+	"\x13ForkSandboxResponse\x12/\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x11.reins.v1.SandboxR\tsandboxes\"\xb9\x02\n" +
+	"\bSnapshot\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x18\n" +
+	"\asandbox\x18\x03 \x01(\tR\asandbox\x12\x14\n" +
+	"\x05image\x18\x04 \x01(\tR\x05image\x12!\n" +
+	"\fimage_digest\x18\x05 \x01(\tR\vimageDigest\x12*\n" +
+	"\x11created_unix_nano\x18\x06 \x01(\x03R\x0fcreatedUnixNano\x12\x14\n" +
+	"\x05files\x18\a \x01(\x03R\x05files\x12\x14\n" +
+	"\x05bytes\x18\b \x01(\x03R\x05bytes\x12!\n" +
+	"\fstored_bytes\x18\t \x01(\x03R\vstoredBytes\x12\x1b\n" +
+	"\tneeded_by\x18\n" +
+	" \x03(\tR\bneededBy\x12\x16\n" +
+	"\x06memory\x18\v \x01(\bR\x06memory\"\x16\n" +
+	"\x14ListSnapshotsRequest\"I\n" +
+	"\x15ListSnapshotsResponse\x120\n" +
+	"\tsnapshots\x18\x01 \x03(\v2\x12.reins.v1.SnapshotR\tsnapshots\"+\n" +
+	"\x15DeleteSnapshotRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteSnapshotResponse\"l\n" +
+	"\fTemplateStep\x12\x12\n" +
+	"\x03run\x18\x01 \x01(\tH\x00R\x03run\x12,\n" +
+	"\x04copy\x18\x02 \x01(\v2\x16.reins.v1.TemplateCopyH\x00R\x04copy\x12\x12\n" +
+	"\x03env\x18\x03 \x01(\tH\x00R\x03envB\x06\n" +
+	"\x04step\"D\n" +
+	"\fTemplateCopy\x12\x10\n" +
+	"\x03tar\x18\x01 \x01(\fR\x03tar\x12\x10\n" +
+	"\x03dst\x18\x02 \x01(\tR\x03dst\x12\x10\n" +
+	"\x03src\x18\x03 \x01(\tR\x03src\"\xf7\x01\n" +
+	"\x14BuildTemplateRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12,\n" +
+	"\x05steps\x18\x03 \x03(\v2\x16.reins.v1.TemplateStepR\x05steps\x12\x14\n" +
+	"\x05start\x18\x04 \x01(\tR\x05start\x12\x14\n" +
+	"\x05ready\x18\x05 \x01(\tR\x05ready\x12(\n" +
+	"\x10ready_timeout_ms\x18\x06 \x01(\x03R\x0ereadyTimeoutMs\x12\x18\n" +
+	"\abackend\x18\a \x01(\tR\abackend\x12\x19\n" +
+	"\bno_cache\x18\b \x01(\bR\anoCache\"\x8a\x01\n" +
+	"\x15BuildTemplateResponse\x128\n" +
+	"\bprogress\x18\x01 \x01(\v2\x1a.reins.v1.TemplateProgressH\x00R\bprogress\x120\n" +
+	"\btemplate\x18\x02 \x01(\v2\x12.reins.v1.TemplateH\x00R\btemplateB\x05\n" +
+	"\x03msg\"\xb0\x01\n" +
+	"\x10TemplateProgress\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x05R\x04step\x12\x14\n" +
+	"\x05steps\x18\x02 \x01(\x05R\x05steps\x12\x12\n" +
+	"\x04what\x18\x03 \x01(\tR\x04what\x12\x16\n" +
+	"\x06cached\x18\x04 \x01(\bR\x06cached\x12\x16\n" +
+	"\x06output\x18\x05 \x01(\tR\x06output\x12.\n" +
+	"\bprogress\x18\x06 \x01(\v2\x12.reins.v1.ProgressR\bprogress\"\xb7\x02\n" +
+	"\bTemplate\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12,\n" +
+	"\x05steps\x18\x03 \x03(\v2\x16.reins.v1.TemplateStepR\x05steps\x12\x14\n" +
+	"\x05start\x18\x04 \x01(\tR\x05start\x12\x14\n" +
+	"\x05ready\x18\x05 \x01(\tR\x05ready\x12\x1a\n" +
+	"\bsnapshot\x18\x06 \x01(\tR\bsnapshot\x12*\n" +
+	"\x11created_unix_nano\x18\a \x01(\x03R\x0fcreatedUnixNano\x12\x14\n" +
+	"\x05bytes\x18\b \x01(\x03R\x05bytes\x12!\n" +
+	"\fcached_steps\x18\t \x01(\x05R\vcachedSteps\x12\x16\n" +
+	"\x06memory\x18\n" +
+	" \x01(\bR\x06memory\x12\x10\n" +
+	"\x03env\x18\v \x03(\tR\x03env\"\x16\n" +
+	"\x14ListTemplatesRequest\"I\n" +
+	"\x15ListTemplatesResponse\x120\n" +
+	"\ttemplates\x18\x01 \x03(\v2\x12.reins.v1.TemplateR\ttemplates\"+\n" +
+	"\x15DeleteTemplateRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteTemplateResponse\"[\n" +
+	"\x14SandboxEventsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\x12\x16\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\"\x86\x02\n" +
+	"\x15SandboxLifecycleEvent\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x18\n" +
+	"\asandbox\x18\x02 \x01(\tR\asandbox\x12$\n" +
+	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12/\n" +
+	"\x06reason\x18\x05 \x01(\x0e2\x17.reins.v1.SandboxReasonR\x06reason\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12 \n" +
+	"\fat_unix_nano\x18\a \x01(\x03R\n" +
+	"atUnixNano\x12\x1a\n" +
+	"\bsnapshot\x18\b \x01(\tR\bsnapshot*b\n" +
+	"\fExpireAction\x12\x1d\n" +
+	"\x19EXPIRE_ACTION_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15EXPIRE_ACTION_SUSPEND\x10\x01\x12\x18\n" +
+	"\x14EXPIRE_ACTION_DELETE\x10\x02*r\n" +
 	"\vNetworkMode\x12\x1c\n" +
 	"\x18NETWORK_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NETWORK_MODE_NONE\x10\x01\x12\x17\n" +
@@ -2162,7 +4023,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x13PROGRESS_PHASE_PULL\x10\x01\x12\x19\n" +
 	"\x15PROGRESS_PHASE_UNPACK\x10\x02\x12\x18\n" +
 	"\x14PROGRESS_PHASE_BUILD\x10\x03\x12\x17\n" +
-	"\x13PROGRESS_PHASE_BOOT\x10\x042\x95\x05\n" +
+	"\x13PROGRESS_PHASE_BOOT\x10\x042\xfb\v\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
@@ -2172,7 +4033,18 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\rUpdateNetwork\x12\x1e.reins.v1.UpdateNetworkRequest\x1a\x1f.reins.v1.UpdateNetworkResponse\x12C\n" +
 	"\tEgressLog\x12\x1a.reins.v1.EgressLogRequest\x1a\x18.reins.v1.EgressLogEntry0\x01\x12>\n" +
 	"\aPortURL\x12\x18.reins.v1.PortURLRequest\x1a\x19.reins.v1.PortURLResponse\x12I\n" +
-	"\x06Extend\x12\x1e.reins.v1.ExtendSandboxRequest\x1a\x1f.reins.v1.ExtendSandboxResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"\x06Extend\x12\x1e.reins.v1.ExtendSandboxRequest\x1a\x1f.reins.v1.ExtendSandboxResponse\x12L\n" +
+	"\aSuspend\x12\x1f.reins.v1.SuspendSandboxRequest\x1a .reins.v1.SuspendSandboxResponse\x12I\n" +
+	"\x06Resume\x12\x1e.reins.v1.ResumeSandboxRequest\x1a\x1f.reins.v1.ResumeSandboxResponse\x12F\n" +
+	"\x05Pause\x12\x1d.reins.v1.PauseSandboxRequest\x1a\x1e.reins.v1.PauseSandboxResponse\x12O\n" +
+	"\bSnapshot\x12 .reins.v1.SnapshotSandboxRequest\x1a!.reins.v1.SnapshotSandboxResponse\x12C\n" +
+	"\x04Fork\x12\x1c.reins.v1.ForkSandboxRequest\x1a\x1d.reins.v1.ForkSandboxResponse\x12P\n" +
+	"\rListSnapshots\x12\x1e.reins.v1.ListSnapshotsRequest\x1a\x1f.reins.v1.ListSnapshotsResponse\x12S\n" +
+	"\x0eDeleteSnapshot\x12\x1f.reins.v1.DeleteSnapshotRequest\x1a .reins.v1.DeleteSnapshotResponse\x12R\n" +
+	"\rBuildTemplate\x12\x1e.reins.v1.BuildTemplateRequest\x1a\x1f.reins.v1.BuildTemplateResponse0\x01\x12P\n" +
+	"\rListTemplates\x12\x1e.reins.v1.ListTemplatesRequest\x1a\x1f.reins.v1.ListTemplatesResponse\x12S\n" +
+	"\x0eDeleteTemplate\x12\x1f.reins.v1.DeleteTemplateRequest\x1a .reins.v1.DeleteTemplateResponse\x12K\n" +
+	"\x06Events\x12\x1e.reins.v1.SandboxEventsRequest\x1a\x1f.reins.v1.SandboxLifecycleEvent0\x01B0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_sandbox_proto_rawDescOnce sync.Once
@@ -2186,91 +4058,158 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_reins_v1_sandbox_proto_rawDescData
 }
 
-var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_reins_v1_sandbox_proto_goTypes = []any{
-	(NetworkMode)(0),              // 0: reins.v1.NetworkMode
-	(SandboxState)(0),             // 1: reins.v1.SandboxState
-	(SandboxReason)(0),            // 2: reins.v1.SandboxReason
-	(ProgressPhase)(0),            // 3: reins.v1.ProgressPhase
-	(*PortURLRequest)(nil),        // 4: reins.v1.PortURLRequest
-	(*PortURLResponse)(nil),       // 5: reins.v1.PortURLResponse
-	(*SandboxSpec)(nil),           // 6: reins.v1.SandboxSpec
-	(*ModelGateway)(nil),          // 7: reins.v1.ModelGateway
-	(*Network)(nil),               // 8: reins.v1.Network
-	(*SecretBinding)(nil),         // 9: reins.v1.SecretBinding
-	(*Sandbox)(nil),               // 10: reins.v1.Sandbox
-	(*Progress)(nil),              // 11: reins.v1.Progress
-	(*CreateSandboxRequest)(nil),  // 12: reins.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 13: reins.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 14: reins.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 15: reins.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 16: reins.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 17: reins.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),  // 18: reins.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 19: reins.v1.DeleteSandboxResponse
-	(*ExtendSandboxRequest)(nil),  // 20: reins.v1.ExtendSandboxRequest
-	(*ExtendSandboxResponse)(nil), // 21: reins.v1.ExtendSandboxResponse
-	(*VersionRequest)(nil),        // 22: reins.v1.VersionRequest
-	(*VersionResponse)(nil),       // 23: reins.v1.VersionResponse
-	(*UpdateNetworkRequest)(nil),  // 24: reins.v1.UpdateNetworkRequest
-	(*StringList)(nil),            // 25: reins.v1.StringList
-	(*SecretBindings)(nil),        // 26: reins.v1.SecretBindings
-	(*UpdateNetworkResponse)(nil), // 27: reins.v1.UpdateNetworkResponse
-	(*EgressLogRequest)(nil),      // 28: reins.v1.EgressLogRequest
-	(*EgressLogEntry)(nil),        // 29: reins.v1.EgressLogEntry
-	(*Backend)(nil),               // 30: reins.v1.Backend
-	nil,                           // 31: reins.v1.SandboxSpec.LabelsEntry
-	nil,                           // 32: reins.v1.ListSandboxesRequest.LabelsEntry
+	(ExpireAction)(0),               // 0: reins.v1.ExpireAction
+	(NetworkMode)(0),                // 1: reins.v1.NetworkMode
+	(SandboxState)(0),               // 2: reins.v1.SandboxState
+	(SandboxReason)(0),              // 3: reins.v1.SandboxReason
+	(ProgressPhase)(0),              // 4: reins.v1.ProgressPhase
+	(*PortURLRequest)(nil),          // 5: reins.v1.PortURLRequest
+	(*PortURLResponse)(nil),         // 6: reins.v1.PortURLResponse
+	(*SandboxSpec)(nil),             // 7: reins.v1.SandboxSpec
+	(*ModelGateway)(nil),            // 8: reins.v1.ModelGateway
+	(*Network)(nil),                 // 9: reins.v1.Network
+	(*SecretBinding)(nil),           // 10: reins.v1.SecretBinding
+	(*Sandbox)(nil),                 // 11: reins.v1.Sandbox
+	(*Progress)(nil),                // 12: reins.v1.Progress
+	(*CreateSandboxRequest)(nil),    // 13: reins.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),   // 14: reins.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),       // 15: reins.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),      // 16: reins.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),    // 17: reins.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),   // 18: reins.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),    // 19: reins.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),   // 20: reins.v1.DeleteSandboxResponse
+	(*ExtendSandboxRequest)(nil),    // 21: reins.v1.ExtendSandboxRequest
+	(*ExtendSandboxResponse)(nil),   // 22: reins.v1.ExtendSandboxResponse
+	(*VersionRequest)(nil),          // 23: reins.v1.VersionRequest
+	(*VersionResponse)(nil),         // 24: reins.v1.VersionResponse
+	(*UpdateNetworkRequest)(nil),    // 25: reins.v1.UpdateNetworkRequest
+	(*StringList)(nil),              // 26: reins.v1.StringList
+	(*SecretBindings)(nil),          // 27: reins.v1.SecretBindings
+	(*UpdateNetworkResponse)(nil),   // 28: reins.v1.UpdateNetworkResponse
+	(*EgressLogRequest)(nil),        // 29: reins.v1.EgressLogRequest
+	(*EgressLogEntry)(nil),          // 30: reins.v1.EgressLogEntry
+	(*Backend)(nil),                 // 31: reins.v1.Backend
+	(*SuspendSandboxRequest)(nil),   // 32: reins.v1.SuspendSandboxRequest
+	(*SuspendSandboxResponse)(nil),  // 33: reins.v1.SuspendSandboxResponse
+	(*ResumeSandboxRequest)(nil),    // 34: reins.v1.ResumeSandboxRequest
+	(*ResumeSandboxResponse)(nil),   // 35: reins.v1.ResumeSandboxResponse
+	(*PauseSandboxRequest)(nil),     // 36: reins.v1.PauseSandboxRequest
+	(*PauseSandboxResponse)(nil),    // 37: reins.v1.PauseSandboxResponse
+	(*SnapshotSandboxRequest)(nil),  // 38: reins.v1.SnapshotSandboxRequest
+	(*SnapshotSandboxResponse)(nil), // 39: reins.v1.SnapshotSandboxResponse
+	(*ForkSandboxRequest)(nil),      // 40: reins.v1.ForkSandboxRequest
+	(*ForkSandboxResponse)(nil),     // 41: reins.v1.ForkSandboxResponse
+	(*Snapshot)(nil),                // 42: reins.v1.Snapshot
+	(*ListSnapshotsRequest)(nil),    // 43: reins.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),   // 44: reins.v1.ListSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),   // 45: reins.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),  // 46: reins.v1.DeleteSnapshotResponse
+	(*TemplateStep)(nil),            // 47: reins.v1.TemplateStep
+	(*TemplateCopy)(nil),            // 48: reins.v1.TemplateCopy
+	(*BuildTemplateRequest)(nil),    // 49: reins.v1.BuildTemplateRequest
+	(*BuildTemplateResponse)(nil),   // 50: reins.v1.BuildTemplateResponse
+	(*TemplateProgress)(nil),        // 51: reins.v1.TemplateProgress
+	(*Template)(nil),                // 52: reins.v1.Template
+	(*ListTemplatesRequest)(nil),    // 53: reins.v1.ListTemplatesRequest
+	(*ListTemplatesResponse)(nil),   // 54: reins.v1.ListTemplatesResponse
+	(*DeleteTemplateRequest)(nil),   // 55: reins.v1.DeleteTemplateRequest
+	(*DeleteTemplateResponse)(nil),  // 56: reins.v1.DeleteTemplateResponse
+	(*SandboxEventsRequest)(nil),    // 57: reins.v1.SandboxEventsRequest
+	(*SandboxLifecycleEvent)(nil),   // 58: reins.v1.SandboxLifecycleEvent
+	nil,                             // 59: reins.v1.SandboxSpec.LabelsEntry
+	nil,                             // 60: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	31, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
-	8,  // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
-	7,  // 2: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
-	0,  // 3: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
-	9,  // 4: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
-	6,  // 5: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
-	1,  // 6: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
-	2,  // 7: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
-	3,  // 8: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
-	6,  // 9: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
-	11, // 10: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
-	10, // 11: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	10, // 12: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	32, // 13: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
-	10, // 14: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	10, // 15: reins.v1.ExtendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	30, // 16: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
-	0,  // 17: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
-	25, // 18: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
-	25, // 19: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
-	25, // 20: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
-	26, // 21: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
-	9,  // 22: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
-	10, // 23: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
-	12, // 24: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	14, // 25: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	16, // 26: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	18, // 27: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	22, // 28: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
-	24, // 29: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
-	28, // 30: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
-	4,  // 31: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
-	20, // 32: reins.v1.SandboxService.Extend:input_type -> reins.v1.ExtendSandboxRequest
-	13, // 33: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	15, // 34: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	17, // 35: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	19, // 36: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	23, // 37: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	27, // 38: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
-	29, // 39: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
-	5,  // 40: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
-	21, // 41: reins.v1.SandboxService.Extend:output_type -> reins.v1.ExtendSandboxResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	59, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	9,  // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
+	8,  // 2: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
+	0,  // 3: reins.v1.SandboxSpec.on_expire:type_name -> reins.v1.ExpireAction
+	1,  // 4: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
+	10, // 5: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
+	7,  // 6: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
+	2,  // 7: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
+	3,  // 8: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
+	3,  // 9: reins.v1.Sandbox.suspended_reason:type_name -> reins.v1.SandboxReason
+	4,  // 10: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
+	7,  // 11: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
+	12, // 12: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
+	11, // 13: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	11, // 14: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	60, // 15: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	11, // 16: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
+	11, // 17: reins.v1.ExtendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	31, // 18: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	1,  // 19: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
+	26, // 20: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
+	26, // 21: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
+	26, // 22: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
+	27, // 23: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
+	10, // 24: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
+	11, // 25: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
+	11, // 26: reins.v1.SuspendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	42, // 27: reins.v1.SuspendSandboxResponse.workspace:type_name -> reins.v1.Snapshot
+	11, // 28: reins.v1.ResumeSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	11, // 29: reins.v1.PauseSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	42, // 30: reins.v1.SnapshotSandboxResponse.snapshot:type_name -> reins.v1.Snapshot
+	11, // 31: reins.v1.ForkSandboxResponse.sandboxes:type_name -> reins.v1.Sandbox
+	42, // 32: reins.v1.ListSnapshotsResponse.snapshots:type_name -> reins.v1.Snapshot
+	48, // 33: reins.v1.TemplateStep.copy:type_name -> reins.v1.TemplateCopy
+	47, // 34: reins.v1.BuildTemplateRequest.steps:type_name -> reins.v1.TemplateStep
+	51, // 35: reins.v1.BuildTemplateResponse.progress:type_name -> reins.v1.TemplateProgress
+	52, // 36: reins.v1.BuildTemplateResponse.template:type_name -> reins.v1.Template
+	12, // 37: reins.v1.TemplateProgress.progress:type_name -> reins.v1.Progress
+	47, // 38: reins.v1.Template.steps:type_name -> reins.v1.TemplateStep
+	52, // 39: reins.v1.ListTemplatesResponse.templates:type_name -> reins.v1.Template
+	3,  // 40: reins.v1.SandboxLifecycleEvent.reason:type_name -> reins.v1.SandboxReason
+	13, // 41: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	15, // 42: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	17, // 43: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	19, // 44: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	23, // 45: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	25, // 46: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
+	29, // 47: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
+	5,  // 48: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
+	21, // 49: reins.v1.SandboxService.Extend:input_type -> reins.v1.ExtendSandboxRequest
+	32, // 50: reins.v1.SandboxService.Suspend:input_type -> reins.v1.SuspendSandboxRequest
+	34, // 51: reins.v1.SandboxService.Resume:input_type -> reins.v1.ResumeSandboxRequest
+	36, // 52: reins.v1.SandboxService.Pause:input_type -> reins.v1.PauseSandboxRequest
+	38, // 53: reins.v1.SandboxService.Snapshot:input_type -> reins.v1.SnapshotSandboxRequest
+	40, // 54: reins.v1.SandboxService.Fork:input_type -> reins.v1.ForkSandboxRequest
+	43, // 55: reins.v1.SandboxService.ListSnapshots:input_type -> reins.v1.ListSnapshotsRequest
+	45, // 56: reins.v1.SandboxService.DeleteSnapshot:input_type -> reins.v1.DeleteSnapshotRequest
+	49, // 57: reins.v1.SandboxService.BuildTemplate:input_type -> reins.v1.BuildTemplateRequest
+	53, // 58: reins.v1.SandboxService.ListTemplates:input_type -> reins.v1.ListTemplatesRequest
+	55, // 59: reins.v1.SandboxService.DeleteTemplate:input_type -> reins.v1.DeleteTemplateRequest
+	57, // 60: reins.v1.SandboxService.Events:input_type -> reins.v1.SandboxEventsRequest
+	14, // 61: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	16, // 62: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	18, // 63: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	20, // 64: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	24, // 65: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	28, // 66: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
+	30, // 67: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
+	6,  // 68: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
+	22, // 69: reins.v1.SandboxService.Extend:output_type -> reins.v1.ExtendSandboxResponse
+	33, // 70: reins.v1.SandboxService.Suspend:output_type -> reins.v1.SuspendSandboxResponse
+	35, // 71: reins.v1.SandboxService.Resume:output_type -> reins.v1.ResumeSandboxResponse
+	37, // 72: reins.v1.SandboxService.Pause:output_type -> reins.v1.PauseSandboxResponse
+	39, // 73: reins.v1.SandboxService.Snapshot:output_type -> reins.v1.SnapshotSandboxResponse
+	41, // 74: reins.v1.SandboxService.Fork:output_type -> reins.v1.ForkSandboxResponse
+	44, // 75: reins.v1.SandboxService.ListSnapshots:output_type -> reins.v1.ListSnapshotsResponse
+	46, // 76: reins.v1.SandboxService.DeleteSnapshot:output_type -> reins.v1.DeleteSnapshotResponse
+	50, // 77: reins.v1.SandboxService.BuildTemplate:output_type -> reins.v1.BuildTemplateResponse
+	54, // 78: reins.v1.SandboxService.ListTemplates:output_type -> reins.v1.ListTemplatesResponse
+	56, // 79: reins.v1.SandboxService.DeleteTemplate:output_type -> reins.v1.DeleteTemplateResponse
+	58, // 80: reins.v1.SandboxService.Events:output_type -> reins.v1.SandboxLifecycleEvent
+	61, // [61:81] is the sub-list for method output_type
+	41, // [41:61] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_sandbox_proto_init() }
@@ -2282,13 +4221,22 @@ func file_reins_v1_sandbox_proto_init() {
 		(*CreateSandboxResponse_Progress)(nil),
 		(*CreateSandboxResponse_Sandbox)(nil),
 	}
+	file_reins_v1_sandbox_proto_msgTypes[42].OneofWrappers = []any{
+		(*TemplateStep_Run)(nil),
+		(*TemplateStep_Copy)(nil),
+		(*TemplateStep_Env)(nil),
+	}
+	file_reins_v1_sandbox_proto_msgTypes[45].OneofWrappers = []any{
+		(*BuildTemplateResponse_Progress)(nil),
+		(*BuildTemplateResponse_Template)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   29,
+			NumEnums:      5,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

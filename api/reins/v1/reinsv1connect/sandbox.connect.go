@@ -62,6 +62,33 @@ const (
 	SandboxServicePortURLProcedure = "/reins.v1.SandboxService/PortURL"
 	// SandboxServiceExtendProcedure is the fully-qualified name of the SandboxService's Extend RPC.
 	SandboxServiceExtendProcedure = "/reins.v1.SandboxService/Extend"
+	// SandboxServiceSuspendProcedure is the fully-qualified name of the SandboxService's Suspend RPC.
+	SandboxServiceSuspendProcedure = "/reins.v1.SandboxService/Suspend"
+	// SandboxServiceResumeProcedure is the fully-qualified name of the SandboxService's Resume RPC.
+	SandboxServiceResumeProcedure = "/reins.v1.SandboxService/Resume"
+	// SandboxServicePauseProcedure is the fully-qualified name of the SandboxService's Pause RPC.
+	SandboxServicePauseProcedure = "/reins.v1.SandboxService/Pause"
+	// SandboxServiceSnapshotProcedure is the fully-qualified name of the SandboxService's Snapshot RPC.
+	SandboxServiceSnapshotProcedure = "/reins.v1.SandboxService/Snapshot"
+	// SandboxServiceForkProcedure is the fully-qualified name of the SandboxService's Fork RPC.
+	SandboxServiceForkProcedure = "/reins.v1.SandboxService/Fork"
+	// SandboxServiceListSnapshotsProcedure is the fully-qualified name of the SandboxService's
+	// ListSnapshots RPC.
+	SandboxServiceListSnapshotsProcedure = "/reins.v1.SandboxService/ListSnapshots"
+	// SandboxServiceDeleteSnapshotProcedure is the fully-qualified name of the SandboxService's
+	// DeleteSnapshot RPC.
+	SandboxServiceDeleteSnapshotProcedure = "/reins.v1.SandboxService/DeleteSnapshot"
+	// SandboxServiceBuildTemplateProcedure is the fully-qualified name of the SandboxService's
+	// BuildTemplate RPC.
+	SandboxServiceBuildTemplateProcedure = "/reins.v1.SandboxService/BuildTemplate"
+	// SandboxServiceListTemplatesProcedure is the fully-qualified name of the SandboxService's
+	// ListTemplates RPC.
+	SandboxServiceListTemplatesProcedure = "/reins.v1.SandboxService/ListTemplates"
+	// SandboxServiceDeleteTemplateProcedure is the fully-qualified name of the SandboxService's
+	// DeleteTemplate RPC.
+	SandboxServiceDeleteTemplateProcedure = "/reins.v1.SandboxService/DeleteTemplate"
+	// SandboxServiceEventsProcedure is the fully-qualified name of the SandboxService's Events RPC.
+	SandboxServiceEventsProcedure = "/reins.v1.SandboxService/Events"
 )
 
 // SandboxServiceClient is a client for the reins.v1.SandboxService service.
@@ -93,6 +120,38 @@ type SandboxServiceClient interface {
 	// Extend sets a running or suspended sandbox's expiry to ttl_ms from
 	// now (E2B's set_timeout): sooner or later than it was.
 	Extend(context.Context, *connect.Request[v1.ExtendSandboxRequest]) (*connect.Response[v1.ExtendSandboxResponse], error)
+	// Short-lived sandboxes (docs/decisions/0032-short-lived-sandboxes.md).
+	//
+	// Suspend saves a running sandbox's workspace as a snapshot and deletes
+	// its guest: a suspended sandbox holds no CPU, memory, disk mount or
+	// loop device. Suspending a suspended sandbox changes nothing.
+	Suspend(context.Context, *connect.Request[v1.SuspendSandboxRequest]) (*connect.Response[v1.SuspendSandboxResponse], error)
+	// Resume boots a fresh guest for a suspended sandbox on its saved
+	// workspace (same id, image, limits, labels and network rules), or
+	// restores a paused one with its memory and processes.
+	Resume(context.Context, *connect.Request[v1.ResumeSandboxRequest]) (*connect.Response[v1.ResumeSandboxResponse], error)
+	// Pause keeps memory and processes too (a gVisor checkpoint), then
+	// deletes the guest. A backend that cannot is refused, unless
+	// or_suspend asks for a suspend instead (and the answer says so).
+	Pause(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error)
+	// Snapshot saves a running sandbox's workspace under a name of its
+	// tenant's, usable as the image "snapshot:NAME".
+	Snapshot(context.Context, *connect.Request[v1.SnapshotSandboxRequest]) (*connect.Response[v1.SnapshotSandboxResponse], error)
+	// Fork makes count new sandboxes from a running sandbox's current state.
+	Fork(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
+	ListSnapshots(context.Context, *connect.Request[v1.ListSnapshotsRequest]) (*connect.Response[v1.ListSnapshotsResponse], error)
+	// DeleteSnapshot is refused while a template or a sandbox needs it.
+	DeleteSnapshot(context.Context, *connect.Request[v1.DeleteSnapshotRequest]) (*connect.Response[v1.DeleteSnapshotResponse], error)
+	// BuildTemplate runs steps on an image, each cached, and streams
+	// progress; the last message carries the template, usable as the image
+	// "template:NAME".
+	BuildTemplate(context.Context, *connect.Request[v1.BuildTemplateRequest]) (*connect.ServerStreamForClient[v1.BuildTemplateResponse], error)
+	ListTemplates(context.Context, *connect.Request[v1.ListTemplatesRequest]) (*connect.Response[v1.ListTemplatesResponse], error)
+	DeleteTemplate(context.Context, *connect.Request[v1.DeleteTemplateRequest]) (*connect.Response[v1.DeleteTemplateResponse], error)
+	// Events streams sandboxes' lifecycle events (expiring soon, suspended,
+	// resumed, paused, stopped ...), of one sandbox or all the caller's,
+	// from after_seq; with follow it waits for new ones.
+	Events(context.Context, *connect.Request[v1.SandboxEventsRequest]) (*connect.ServerStreamForClient[v1.SandboxLifecycleEvent], error)
 }
 
 // NewSandboxServiceClient constructs a client for the reins.v1.SandboxService service. By default,
@@ -160,20 +219,97 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("Extend")),
 			connect.WithClientOptions(opts...),
 		),
+		suspend: connect.NewClient[v1.SuspendSandboxRequest, v1.SuspendSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceSuspendProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Suspend")),
+			connect.WithClientOptions(opts...),
+		),
+		resume: connect.NewClient[v1.ResumeSandboxRequest, v1.ResumeSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceResumeProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Resume")),
+			connect.WithClientOptions(opts...),
+		),
+		pause: connect.NewClient[v1.PauseSandboxRequest, v1.PauseSandboxResponse](
+			httpClient,
+			baseURL+SandboxServicePauseProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Pause")),
+			connect.WithClientOptions(opts...),
+		),
+		snapshot: connect.NewClient[v1.SnapshotSandboxRequest, v1.SnapshotSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceSnapshotProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Snapshot")),
+			connect.WithClientOptions(opts...),
+		),
+		fork: connect.NewClient[v1.ForkSandboxRequest, v1.ForkSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceForkProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Fork")),
+			connect.WithClientOptions(opts...),
+		),
+		listSnapshots: connect.NewClient[v1.ListSnapshotsRequest, v1.ListSnapshotsResponse](
+			httpClient,
+			baseURL+SandboxServiceListSnapshotsProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("ListSnapshots")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteSnapshot: connect.NewClient[v1.DeleteSnapshotRequest, v1.DeleteSnapshotResponse](
+			httpClient,
+			baseURL+SandboxServiceDeleteSnapshotProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("DeleteSnapshot")),
+			connect.WithClientOptions(opts...),
+		),
+		buildTemplate: connect.NewClient[v1.BuildTemplateRequest, v1.BuildTemplateResponse](
+			httpClient,
+			baseURL+SandboxServiceBuildTemplateProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("BuildTemplate")),
+			connect.WithClientOptions(opts...),
+		),
+		listTemplates: connect.NewClient[v1.ListTemplatesRequest, v1.ListTemplatesResponse](
+			httpClient,
+			baseURL+SandboxServiceListTemplatesProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("ListTemplates")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteTemplate: connect.NewClient[v1.DeleteTemplateRequest, v1.DeleteTemplateResponse](
+			httpClient,
+			baseURL+SandboxServiceDeleteTemplateProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("DeleteTemplate")),
+			connect.WithClientOptions(opts...),
+		),
+		events: connect.NewClient[v1.SandboxEventsRequest, v1.SandboxLifecycleEvent](
+			httpClient,
+			baseURL+SandboxServiceEventsProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Events")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // sandboxServiceClient implements SandboxServiceClient.
 type sandboxServiceClient struct {
-	create        *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
-	get           *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
-	list          *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
-	delete        *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
-	version       *connect.Client[v1.VersionRequest, v1.VersionResponse]
-	updateNetwork *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
-	egressLog     *connect.Client[v1.EgressLogRequest, v1.EgressLogEntry]
-	portURL       *connect.Client[v1.PortURLRequest, v1.PortURLResponse]
-	extend        *connect.Client[v1.ExtendSandboxRequest, v1.ExtendSandboxResponse]
+	create         *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
+	get            *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
+	list           *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
+	delete         *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	version        *connect.Client[v1.VersionRequest, v1.VersionResponse]
+	updateNetwork  *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
+	egressLog      *connect.Client[v1.EgressLogRequest, v1.EgressLogEntry]
+	portURL        *connect.Client[v1.PortURLRequest, v1.PortURLResponse]
+	extend         *connect.Client[v1.ExtendSandboxRequest, v1.ExtendSandboxResponse]
+	suspend        *connect.Client[v1.SuspendSandboxRequest, v1.SuspendSandboxResponse]
+	resume         *connect.Client[v1.ResumeSandboxRequest, v1.ResumeSandboxResponse]
+	pause          *connect.Client[v1.PauseSandboxRequest, v1.PauseSandboxResponse]
+	snapshot       *connect.Client[v1.SnapshotSandboxRequest, v1.SnapshotSandboxResponse]
+	fork           *connect.Client[v1.ForkSandboxRequest, v1.ForkSandboxResponse]
+	listSnapshots  *connect.Client[v1.ListSnapshotsRequest, v1.ListSnapshotsResponse]
+	deleteSnapshot *connect.Client[v1.DeleteSnapshotRequest, v1.DeleteSnapshotResponse]
+	buildTemplate  *connect.Client[v1.BuildTemplateRequest, v1.BuildTemplateResponse]
+	listTemplates  *connect.Client[v1.ListTemplatesRequest, v1.ListTemplatesResponse]
+	deleteTemplate *connect.Client[v1.DeleteTemplateRequest, v1.DeleteTemplateResponse]
+	events         *connect.Client[v1.SandboxEventsRequest, v1.SandboxLifecycleEvent]
 }
 
 // Create calls reins.v1.SandboxService.Create.
@@ -221,6 +357,61 @@ func (c *sandboxServiceClient) Extend(ctx context.Context, req *connect.Request[
 	return c.extend.CallUnary(ctx, req)
 }
 
+// Suspend calls reins.v1.SandboxService.Suspend.
+func (c *sandboxServiceClient) Suspend(ctx context.Context, req *connect.Request[v1.SuspendSandboxRequest]) (*connect.Response[v1.SuspendSandboxResponse], error) {
+	return c.suspend.CallUnary(ctx, req)
+}
+
+// Resume calls reins.v1.SandboxService.Resume.
+func (c *sandboxServiceClient) Resume(ctx context.Context, req *connect.Request[v1.ResumeSandboxRequest]) (*connect.Response[v1.ResumeSandboxResponse], error) {
+	return c.resume.CallUnary(ctx, req)
+}
+
+// Pause calls reins.v1.SandboxService.Pause.
+func (c *sandboxServiceClient) Pause(ctx context.Context, req *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error) {
+	return c.pause.CallUnary(ctx, req)
+}
+
+// Snapshot calls reins.v1.SandboxService.Snapshot.
+func (c *sandboxServiceClient) Snapshot(ctx context.Context, req *connect.Request[v1.SnapshotSandboxRequest]) (*connect.Response[v1.SnapshotSandboxResponse], error) {
+	return c.snapshot.CallUnary(ctx, req)
+}
+
+// Fork calls reins.v1.SandboxService.Fork.
+func (c *sandboxServiceClient) Fork(ctx context.Context, req *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error) {
+	return c.fork.CallUnary(ctx, req)
+}
+
+// ListSnapshots calls reins.v1.SandboxService.ListSnapshots.
+func (c *sandboxServiceClient) ListSnapshots(ctx context.Context, req *connect.Request[v1.ListSnapshotsRequest]) (*connect.Response[v1.ListSnapshotsResponse], error) {
+	return c.listSnapshots.CallUnary(ctx, req)
+}
+
+// DeleteSnapshot calls reins.v1.SandboxService.DeleteSnapshot.
+func (c *sandboxServiceClient) DeleteSnapshot(ctx context.Context, req *connect.Request[v1.DeleteSnapshotRequest]) (*connect.Response[v1.DeleteSnapshotResponse], error) {
+	return c.deleteSnapshot.CallUnary(ctx, req)
+}
+
+// BuildTemplate calls reins.v1.SandboxService.BuildTemplate.
+func (c *sandboxServiceClient) BuildTemplate(ctx context.Context, req *connect.Request[v1.BuildTemplateRequest]) (*connect.ServerStreamForClient[v1.BuildTemplateResponse], error) {
+	return c.buildTemplate.CallServerStream(ctx, req)
+}
+
+// ListTemplates calls reins.v1.SandboxService.ListTemplates.
+func (c *sandboxServiceClient) ListTemplates(ctx context.Context, req *connect.Request[v1.ListTemplatesRequest]) (*connect.Response[v1.ListTemplatesResponse], error) {
+	return c.listTemplates.CallUnary(ctx, req)
+}
+
+// DeleteTemplate calls reins.v1.SandboxService.DeleteTemplate.
+func (c *sandboxServiceClient) DeleteTemplate(ctx context.Context, req *connect.Request[v1.DeleteTemplateRequest]) (*connect.Response[v1.DeleteTemplateResponse], error) {
+	return c.deleteTemplate.CallUnary(ctx, req)
+}
+
+// Events calls reins.v1.SandboxService.Events.
+func (c *sandboxServiceClient) Events(ctx context.Context, req *connect.Request[v1.SandboxEventsRequest]) (*connect.ServerStreamForClient[v1.SandboxLifecycleEvent], error) {
+	return c.events.CallServerStream(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the reins.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	// Create makes a sandbox and streams progress (image pull, unpack, boot);
@@ -250,6 +441,38 @@ type SandboxServiceHandler interface {
 	// Extend sets a running or suspended sandbox's expiry to ttl_ms from
 	// now (E2B's set_timeout): sooner or later than it was.
 	Extend(context.Context, *connect.Request[v1.ExtendSandboxRequest]) (*connect.Response[v1.ExtendSandboxResponse], error)
+	// Short-lived sandboxes (docs/decisions/0032-short-lived-sandboxes.md).
+	//
+	// Suspend saves a running sandbox's workspace as a snapshot and deletes
+	// its guest: a suspended sandbox holds no CPU, memory, disk mount or
+	// loop device. Suspending a suspended sandbox changes nothing.
+	Suspend(context.Context, *connect.Request[v1.SuspendSandboxRequest]) (*connect.Response[v1.SuspendSandboxResponse], error)
+	// Resume boots a fresh guest for a suspended sandbox on its saved
+	// workspace (same id, image, limits, labels and network rules), or
+	// restores a paused one with its memory and processes.
+	Resume(context.Context, *connect.Request[v1.ResumeSandboxRequest]) (*connect.Response[v1.ResumeSandboxResponse], error)
+	// Pause keeps memory and processes too (a gVisor checkpoint), then
+	// deletes the guest. A backend that cannot is refused, unless
+	// or_suspend asks for a suspend instead (and the answer says so).
+	Pause(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error)
+	// Snapshot saves a running sandbox's workspace under a name of its
+	// tenant's, usable as the image "snapshot:NAME".
+	Snapshot(context.Context, *connect.Request[v1.SnapshotSandboxRequest]) (*connect.Response[v1.SnapshotSandboxResponse], error)
+	// Fork makes count new sandboxes from a running sandbox's current state.
+	Fork(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
+	ListSnapshots(context.Context, *connect.Request[v1.ListSnapshotsRequest]) (*connect.Response[v1.ListSnapshotsResponse], error)
+	// DeleteSnapshot is refused while a template or a sandbox needs it.
+	DeleteSnapshot(context.Context, *connect.Request[v1.DeleteSnapshotRequest]) (*connect.Response[v1.DeleteSnapshotResponse], error)
+	// BuildTemplate runs steps on an image, each cached, and streams
+	// progress; the last message carries the template, usable as the image
+	// "template:NAME".
+	BuildTemplate(context.Context, *connect.Request[v1.BuildTemplateRequest], *connect.ServerStream[v1.BuildTemplateResponse]) error
+	ListTemplates(context.Context, *connect.Request[v1.ListTemplatesRequest]) (*connect.Response[v1.ListTemplatesResponse], error)
+	DeleteTemplate(context.Context, *connect.Request[v1.DeleteTemplateRequest]) (*connect.Response[v1.DeleteTemplateResponse], error)
+	// Events streams sandboxes' lifecycle events (expiring soon, suspended,
+	// resumed, paused, stopped ...), of one sandbox or all the caller's,
+	// from after_seq; with follow it waits for new ones.
+	Events(context.Context, *connect.Request[v1.SandboxEventsRequest], *connect.ServerStream[v1.SandboxLifecycleEvent]) error
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -313,6 +536,72 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("Extend")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceSuspendHandler := connect.NewUnaryHandler(
+		SandboxServiceSuspendProcedure,
+		svc.Suspend,
+		connect.WithSchema(sandboxServiceMethods.ByName("Suspend")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceResumeHandler := connect.NewUnaryHandler(
+		SandboxServiceResumeProcedure,
+		svc.Resume,
+		connect.WithSchema(sandboxServiceMethods.ByName("Resume")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServicePauseHandler := connect.NewUnaryHandler(
+		SandboxServicePauseProcedure,
+		svc.Pause,
+		connect.WithSchema(sandboxServiceMethods.ByName("Pause")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceSnapshotHandler := connect.NewUnaryHandler(
+		SandboxServiceSnapshotProcedure,
+		svc.Snapshot,
+		connect.WithSchema(sandboxServiceMethods.ByName("Snapshot")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceForkHandler := connect.NewUnaryHandler(
+		SandboxServiceForkProcedure,
+		svc.Fork,
+		connect.WithSchema(sandboxServiceMethods.ByName("Fork")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceListSnapshotsHandler := connect.NewUnaryHandler(
+		SandboxServiceListSnapshotsProcedure,
+		svc.ListSnapshots,
+		connect.WithSchema(sandboxServiceMethods.ByName("ListSnapshots")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceDeleteSnapshotHandler := connect.NewUnaryHandler(
+		SandboxServiceDeleteSnapshotProcedure,
+		svc.DeleteSnapshot,
+		connect.WithSchema(sandboxServiceMethods.ByName("DeleteSnapshot")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceBuildTemplateHandler := connect.NewServerStreamHandler(
+		SandboxServiceBuildTemplateProcedure,
+		svc.BuildTemplate,
+		connect.WithSchema(sandboxServiceMethods.ByName("BuildTemplate")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceListTemplatesHandler := connect.NewUnaryHandler(
+		SandboxServiceListTemplatesProcedure,
+		svc.ListTemplates,
+		connect.WithSchema(sandboxServiceMethods.ByName("ListTemplates")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceDeleteTemplateHandler := connect.NewUnaryHandler(
+		SandboxServiceDeleteTemplateProcedure,
+		svc.DeleteTemplate,
+		connect.WithSchema(sandboxServiceMethods.ByName("DeleteTemplate")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceEventsHandler := connect.NewServerStreamHandler(
+		SandboxServiceEventsProcedure,
+		svc.Events,
+		connect.WithSchema(sandboxServiceMethods.ByName("Events")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateProcedure:
@@ -333,6 +622,28 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServicePortURLHandler.ServeHTTP(w, r)
 		case SandboxServiceExtendProcedure:
 			sandboxServiceExtendHandler.ServeHTTP(w, r)
+		case SandboxServiceSuspendProcedure:
+			sandboxServiceSuspendHandler.ServeHTTP(w, r)
+		case SandboxServiceResumeProcedure:
+			sandboxServiceResumeHandler.ServeHTTP(w, r)
+		case SandboxServicePauseProcedure:
+			sandboxServicePauseHandler.ServeHTTP(w, r)
+		case SandboxServiceSnapshotProcedure:
+			sandboxServiceSnapshotHandler.ServeHTTP(w, r)
+		case SandboxServiceForkProcedure:
+			sandboxServiceForkHandler.ServeHTTP(w, r)
+		case SandboxServiceListSnapshotsProcedure:
+			sandboxServiceListSnapshotsHandler.ServeHTTP(w, r)
+		case SandboxServiceDeleteSnapshotProcedure:
+			sandboxServiceDeleteSnapshotHandler.ServeHTTP(w, r)
+		case SandboxServiceBuildTemplateProcedure:
+			sandboxServiceBuildTemplateHandler.ServeHTTP(w, r)
+		case SandboxServiceListTemplatesProcedure:
+			sandboxServiceListTemplatesHandler.ServeHTTP(w, r)
+		case SandboxServiceDeleteTemplateProcedure:
+			sandboxServiceDeleteTemplateHandler.ServeHTTP(w, r)
+		case SandboxServiceEventsProcedure:
+			sandboxServiceEventsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -376,4 +687,48 @@ func (UnimplementedSandboxServiceHandler) PortURL(context.Context, *connect.Requ
 
 func (UnimplementedSandboxServiceHandler) Extend(context.Context, *connect.Request[v1.ExtendSandboxRequest]) (*connect.Response[v1.ExtendSandboxResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Extend is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Suspend(context.Context, *connect.Request[v1.SuspendSandboxRequest]) (*connect.Response[v1.SuspendSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Suspend is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Resume(context.Context, *connect.Request[v1.ResumeSandboxRequest]) (*connect.Response[v1.ResumeSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Resume is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Pause(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Pause is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Snapshot(context.Context, *connect.Request[v1.SnapshotSandboxRequest]) (*connect.Response[v1.SnapshotSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Snapshot is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Fork(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Fork is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) ListSnapshots(context.Context, *connect.Request[v1.ListSnapshotsRequest]) (*connect.Response[v1.ListSnapshotsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.ListSnapshots is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) DeleteSnapshot(context.Context, *connect.Request[v1.DeleteSnapshotRequest]) (*connect.Response[v1.DeleteSnapshotResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.DeleteSnapshot is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) BuildTemplate(context.Context, *connect.Request[v1.BuildTemplateRequest], *connect.ServerStream[v1.BuildTemplateResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.BuildTemplate is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) ListTemplates(context.Context, *connect.Request[v1.ListTemplatesRequest]) (*connect.Response[v1.ListTemplatesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.ListTemplates is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) DeleteTemplate(context.Context, *connect.Request[v1.DeleteTemplateRequest]) (*connect.Response[v1.DeleteTemplateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.DeleteTemplate is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Events(context.Context, *connect.Request[v1.SandboxEventsRequest], *connect.ServerStream[v1.SandboxLifecycleEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Events is not implemented"))
 }
