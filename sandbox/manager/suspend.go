@@ -46,6 +46,12 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.rec.State == sandbox.StatePaused {
+		if err := m.resumePausedLocked(ctx, b); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
 	if b.rec.State != sandbox.StateSuspended {
 		return false, nil
 	}
