@@ -139,7 +139,7 @@ type Manager struct {
 	reserved map[string]int
 	users    []SnapshotUsers
 
-	events events
+	events       events
 	collecting   sync.Mutex // one collection of saved workspaces at a time
 	lastMaintain time.Time
 

@@ -119,7 +119,9 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("acme's snapshot of its sandbox: %s", r)
 	}
 	for _, c := range [][]string{{"snapshot", "rm", "NAME"}, {"sandbox", "create", "--image", "snapshot:NAME"}} {
-		args := func(name string) []string { return strings.Split(strings.ReplaceAll(strings.Join(c, "\x00"), "NAME", name), "\x00") }
+		args := func(name string) []string {
+			return strings.Split(strings.ReplaceAll(strings.Join(c, "\x00"), "NAME", name), "\x00")
+		}
 		other, missing := s.asTenant(beta, args("acme-snap")...), s.asTenant(beta, args("none-snap")...)
 		o := strings.ReplaceAll(other.stderr, "acme-snap", "NAME")
 		m := strings.ReplaceAll(missing.stderr, "none-snap", "NAME")
