@@ -168,6 +168,7 @@ func TestExpirySuspends(t *testing.T) {
 	id := s.create("--ttl", "3s")
 	s.must("sandbox", "exec", id, "--", "sh", "-c", "echo before > /workspace/f")
 	gone := s.create("--ttl", "2s", "--on-expire", "delete")
+	idle := s.create("--idle-timeout", "1500ms")
 	eventually(t, 20*time.Second, "the TTL suspends it", func() (bool, string) {
 		sb := sandboxJSON(t, s, id)
 		return sb["state"] == "SANDBOX_STATE_SUSPENDED" && sb["suspended_reason"] == "SANDBOX_REASON_TTL_EXPIRED", fmt.Sprint(sb)
@@ -190,6 +191,10 @@ func TestExpirySuspends(t *testing.T) {
 	if strings.Join(kinds, " ") != "created expiring suspended" {
 		t.Errorf("events: %v, want created expiring suspended", kinds)
 	}
+	eventually(t, 20*time.Second, "the idle timeout suspends it", func() (bool, string) {
+		sb := sandboxJSON(t, s, idle)
+		return sb["state"] == "SANDBOX_STATE_SUSPENDED" && sb["suspended_reason"] == "SANDBOX_REASON_IDLE_TIMEOUT", fmt.Sprint(sb)
+	})
 	if !strings.Contains(s.must("sandbox", "ls"), "suspended") {
 		t.Error("ls does not show the sandbox suspended")
 	}
