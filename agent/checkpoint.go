@@ -30,9 +30,8 @@ var mutatingTools = func() map[string]bool {
 
 // Reasons of checkpoints (runlog.Checkpoint.Reason).
 const (
-	reasonEvery   = "every %d mutating calls"
-	reasonPark    = "before the run parks"
-	reasonSuspend = "its sandbox was suspended while the run waits"
+	reasonEvery = "every %d mutating calls"
+	reasonPark  = "before the run parks"
 )
 
 // newBase folds a created or replaced sandbox into the checkpoint state:

@@ -240,7 +240,8 @@ func TestForkRestoresTheCheckpointAtSeq(t *testing.T) {
 
 // A run parked on approval checkpoints before it parks; the release of
 // its sandbox records the suspend's saved workspace; the approved call
-// runs in the resumed sandbox, whose event names the workspace.
+// runs in the resumed sandbox (with the files), whose event names the
+// workspace.
 func TestParkedRunCheckpointsAndResumes(t *testing.T) {
 	e := newEnv(t)
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs, ReleaseAfter: 200 * time.Millisecond,
@@ -280,13 +281,13 @@ func TestParkedRunCheckpointsAndResumes(t *testing.T) {
 		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)
 	}
 	cps, _ := payloadsOf[runlog.Checkpoint](t, evs, runlog.EventCheckpoint)
-	sus, _ := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxSuspended)
+	sus, seqs := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxSuspended)
 	res, _ := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxResumed)
-	if len(cps) < 2 || cps[0].Reason != "before the run parks" || cps[1].Reason != "its sandbox was suspended while the run waits" {
-		t.Fatalf("checkpoints %+v; want one before the park, then the suspend's", cps)
+	if len(cps) == 0 || cps[0].Reason != "before the run parks" || cps[0].Seq >= seqs[0] {
+		t.Fatalf("checkpoints %+v; want the first taken as the run parked, before the suspend", cps)
 	}
-	if len(sus) != 1 || sus[0].Snapshot == "" || cps[1].Digest != sus[0].Snapshot {
-		t.Errorf("suspended %+v; want the saved workspace named, as a checkpoint", sus)
+	if len(sus) != 1 || sus[0].Snapshot == "" || !strings.Contains(sus[0].Note, sus[0].Snapshot) {
+		t.Errorf("suspended %+v; want the saved workspace named", sus)
 	}
 	if len(res) != 1 || res[0].Snapshot != sus[0].Snapshot || !strings.Contains(res[0].Note, sus[0].Snapshot) {
 		t.Errorf("resumed %+v; want it on workspace %s, named", res, sus[0].Snapshot)

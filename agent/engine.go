@@ -809,13 +809,9 @@ func (e *Engine) releaseRun(ctx context.Context, id string) {
 		if ws.Digest != "" {
 			note = fmt.Sprintf("compute released after the run waited %s; its workspace is saved as %s", e.cfg.ReleaseAfter, ws.Digest)
 		}
+		// The suspend's save is the sandbox's own, to resume on; the
+		// checkpoint taken as the run parked is the run's.
 		evs = append(evs, typedEvent{runlog.EventSandboxSuspended, runlog.SandboxEvent{Name: name, ID: sb, Snapshot: ws.Digest, Note: note}})
-		if ws.Digest != "" && r.st.spec.Checkpoints() > 0 {
-			// The suspend's save is a checkpoint too, of the files as the
-			// parked run left them.
-			evs = append(evs, typedEvent{runlog.EventCheckpoint, runlog.Checkpoint{Sandbox: name, ID: sb, Digest: ws.Digest,
-				Seq: r.st.lastSeq, Files: ws.Files, Bytes: ws.Bytes, Reason: reasonSuspend}})
-		}
 	}
 	if len(evs) > 0 {
 		if err := e.append(ctx, r, "", evs...); err != nil {

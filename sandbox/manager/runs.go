@@ -224,14 +224,11 @@ func (m *Manager) diskSurvived(id string) bool {
 // Suspend releases sandbox id's compute, keeping its files: the workspace
 // it saved, when it saves one.
 func (r Runs) Suspend(ctx context.Context, id string) (agent.Workspace, error) {
-	if err := r.M.Suspend(ctx, "", id); err != nil {
-		return agent.Workspace{}, err
-	}
-	info, err := r.M.Get(ctx, "", id)
+	_, s, err := r.M.SuspendSandbox(ctx, "", id, "")
 	if err != nil {
 		return agent.Workspace{}, err
 	}
-	return agent.Workspace{Digest: info.Workspace}, nil
+	return agent.Workspace{Digest: s.Digest, Files: s.Files, Bytes: s.Bytes}, nil
 }
 
 // Wake starts sandbox id again if it was suspended (or paused), saying on
@@ -263,7 +260,15 @@ func (r Runs) Wake(ctx context.Context, id string) (agent.Woken, error) {
 // Checkpoint saves running sandbox id's workspace as an unnamed snapshot
 // of the run's tenant.
 func (r Runs) Checkpoint(ctx context.Context, runID, id string) (agent.Workspace, error) {
-	return agent.Workspace{}, fmt.Errorf("this service cannot save a sandbox's workspace yet: %w", errdefs.ErrUnimplemented)
+	tenant, err := r.tenant(ctx, runID)
+	if err != nil {
+		return agent.Workspace{}, err
+	}
+	s, err := r.M.Snapshot(ctx, tenant, id, "")
+	if err != nil {
+		return agent.Workspace{}, err
+	}
+	return agent.Workspace{Digest: s.Digest, Files: s.Files, Bytes: s.Bytes}, nil
 }
 
 // Release deletes every sandbox of a run. Only the run's tenant's count:
