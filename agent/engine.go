@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,6 +286,9 @@ func (e *Engine) work(ctx context.Context, id string, r *run, w *worker) {
 		more, err := e.step(ctx, r)
 		if err == nil && more && w.pausing.Load() {
 			// A safe point: the last model or tool call is in the log.
+			if err := e.checkpoints(ctx, r, true); err != nil {
+				log.Error("checkpointing before a pause", "err", err)
+			}
 			if err := e.append(ctx, r, runlog.StatusPaused, typedEvent{runlog.EventPaused, runlog.Note{Message: "paused by a user"}}); err != nil {
 				log.Error("pausing", "err", err)
 			}
@@ -518,6 +523,12 @@ type typedEvent struct {
 func (e *Engine) finish(ctx context.Context, r *run, status runlog.Status, text, reason string) {
 	if r.st.finished != nil {
 		return
+	}
+	if status != runlog.StatusCancelled {
+		// The files as the run leaves them, for a fork at its end.
+		if err := e.checkpoints(ctx, r, true); err != nil {
+			e.log.Warn("checkpointing at the end of a run", "run", r.id, "err", err)
+		}
 	}
 	// The sandboxes go first, so that a finished run never leaves any
 	// (a crash in between finishes the run again on restart).
@@ -787,13 +798,20 @@ func (e *Engine) releaseRun(ctx context.Context, id string) {
 		return
 	}
 	var evs []any
-	for name, sb := range r.st.sandboxes {
-		if err := e.cfg.Sandboxes.Suspend(ctx, sb); err != nil {
+	for _, name := range slices.Sorted(maps.Keys(r.st.sandboxes)) {
+		sb := r.st.sandboxes[name]
+		ws, err := e.cfg.Sandboxes.Suspend(ctx, sb)
+		if err != nil {
 			e.log.Warn("releasing a waiting run's sandbox", "run", id, "sandbox", sb, "err", err)
 			continue
 		}
-		evs = append(evs, typedEvent{runlog.EventSandboxSuspended, runlog.SandboxEvent{Name: name, ID: sb,
-			Note: fmt.Sprintf("compute released after the run waited %s; its files are kept", e.cfg.ReleaseAfter)}})
+		note := fmt.Sprintf("compute released after the run waited %s; its files are kept", e.cfg.ReleaseAfter)
+		if ws.Digest != "" {
+			note = fmt.Sprintf("compute released after the run waited %s; its workspace is saved as %s", e.cfg.ReleaseAfter, ws.Digest)
+		}
+		// The suspend's save is the sandbox's own, to resume on; the
+		// checkpoint taken as the run parked is the run's.
+		evs = append(evs, typedEvent{runlog.EventSandboxSuspended, runlog.SandboxEvent{Name: name, ID: sb, Snapshot: ws.Digest, Note: note}})
 	}
 	if len(evs) > 0 {
 		if err := e.append(ctx, r, "", evs...); err != nil {

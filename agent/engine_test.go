@@ -3,9 +3,11 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -54,6 +56,15 @@ type hostSandboxes struct {
 	live      map[string]*hostBox
 	lost      map[string]bool
 	suspended []string
+	// Snapshots: digest → a copy of a root; the digests taken, in order;
+	// each suspended sandbox's saved workspace; the snapshot each
+	// Replace was asked for; and whether checkpoints fail.
+	snapshots       map[string]string
+	checkpoints     []string
+	saved           map[string]string
+	replacedFrom    []string
+	failCheckpoints bool
+	roots           map[string]string
 }
 
 type hostBox struct {
@@ -64,7 +75,8 @@ type hostBox struct {
 }
 
 func newHostSandboxes(t *testing.T) *hostSandboxes {
-	h := &hostSandboxes{t: t, dir: t.TempDir(), live: map[string]*hostBox{}, lost: map[string]bool{}}
+	h := &hostSandboxes{t: t, dir: t.TempDir(), live: map[string]*hostBox{}, lost: map[string]bool{},
+		snapshots: map[string]string{}, saved: map[string]string{}, roots: map[string]string{}}
 	t.Cleanup(func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -92,6 +104,7 @@ func (h *hostSandboxes) start(id, root string) error {
 		return err
 	}
 	h.live[id] = b
+	h.roots[id] = root
 	return nil
 }
 
@@ -109,6 +122,15 @@ func (h *hostSandboxes) Create(ctx context.Context, runID, name, image string) (
 	h.n++
 	id := fmt.Sprintf("sb%d", h.n)
 	root := filepath.Join(h.dir, id)
+	if digest, ok := strings.CutPrefix(image, runlog.SnapshotImagePrefix); ok {
+		snap, ok := h.snapshots[digest]
+		if !ok {
+			return "", fmt.Errorf("no snapshot %s: %w", digest, errdefs.ErrNotFound)
+		}
+		if err := os.CopyFS(root, os.DirFS(snap)); err != nil {
+			return "", err
+		}
+	}
 	os.MkdirAll(root, 0o755)
 	return id, h.start(id, root)
 }
@@ -161,40 +183,125 @@ func (h *hostSandboxes) kill(id string) {
 	h.lost[id] = true
 }
 
-func (h *hostSandboxes) Replace(ctx context.Context, runID, name, image, oldID string) (string, bool, error) {
+func (h *hostSandboxes) Replace(ctx context.Context, runID, name, image, oldID, snapshot string) (agent.Replacement, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.n++
 	id := fmt.Sprintf("sb%d", h.n)
-	// The old root (its "disk") survived: reuse it.
-	return id, true, h.start(id, filepath.Join(h.dir, oldID))
+	h.replacedFrom = append(h.replacedFrom, snapshot)
+	if _, err := os.Stat(h.rootLocked(oldID)); err == nil {
+		// The old root (its "disk") survived: reuse it.
+		return agent.Replacement{ID: id, From: runlog.FromDisk}, h.start(id, h.rootLocked(oldID))
+	}
+	root := h.rootLocked(id)
+	rep := agent.Replacement{ID: id, From: runlog.FromImage}
+	if snap, ok := h.snapshots[snapshot]; ok {
+		if err := os.CopyFS(root, os.DirFS(snap)); err != nil {
+			return rep, err
+		}
+		rep.From, rep.Snapshot = runlog.FromSnapshot, snapshot
+	}
+	os.MkdirAll(root, 0o755)
+	return rep, h.start(id, root)
+}
+
+// loseDisk makes a sandbox vanish with its disk.
+func (h *hostSandboxes) loseDisk(id string) {
+	h.kill(id)
+	os.RemoveAll(h.root(id))
 }
 
 func (h *hostSandboxes) Release(ctx context.Context, runID string) {}
 
-func (h *hostSandboxes) Suspend(ctx context.Context, id string) error {
+func (h *hostSandboxes) Suspend(ctx context.Context, id string) (agent.Workspace, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.live[id]; ok {
-		h.stopLocked(id)
-		h.suspended = append(h.suspended, id)
+	if _, ok := h.live[id]; !ok {
+		return agent.Workspace{}, nil
 	}
-	return nil
+	ws, err := h.snapshotLocked(id)
+	if err != nil {
+		return ws, err
+	}
+	h.stopLocked(id)
+	h.suspended = append(h.suspended, id)
+	h.saved[id] = ws.Digest
+	return ws, nil
 }
 
-func (h *hostSandboxes) Wake(ctx context.Context, id string) (bool, error) {
+func (h *hostSandboxes) Wake(ctx context.Context, id string) (agent.Woken, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i, s := range h.suspended {
 		if s == id {
 			h.suspended = append(h.suspended[:i], h.suspended[i+1:]...)
-			return true, h.start(id, h.root(id))
+			return agent.Woken{Woke: true, Workspace: h.saved[id]}, h.start(id, h.rootLocked(id))
 		}
 	}
-	return false, nil
+	return agent.Woken{}, nil
 }
 
-func (h *hostSandboxes) root(id string) string { return filepath.Join(h.dir, id) }
+func (h *hostSandboxes) Checkpoint(ctx context.Context, runID, id string) (agent.Workspace, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failCheckpoints {
+		return agent.Workspace{}, fmt.Errorf("no space left on the snapshot store: %w", errdefs.ErrResourceExhausted)
+	}
+	if _, ok := h.live[id]; !ok {
+		return agent.Workspace{}, fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	return h.snapshotLocked(id)
+}
+
+// snapshotLocked copies sandbox id's root aside, named by a digest of its
+// paths and contents.
+func (h *hostSandboxes) snapshotLocked(id string) (agent.Workspace, error) {
+	var ws agent.Workspace
+	sum := sha256.New()
+	root := h.rootLocked(id)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fmt.Fprintf(sum, "%s\x00%d\x00", rel, len(data))
+		sum.Write(data)
+		ws.Files++
+		ws.Bytes += int64(len(data))
+		return nil
+	})
+	if err != nil {
+		return ws, err
+	}
+	ws.Digest = fmt.Sprintf("sha256:%x", sum.Sum(nil))
+	if _, ok := h.snapshots[ws.Digest]; !ok {
+		dst := filepath.Join(h.dir, "snap-"+ws.Digest[7:19])
+		if err := os.CopyFS(dst, os.DirFS(root)); err != nil {
+			return ws, err
+		}
+		h.snapshots[ws.Digest] = dst
+	}
+	h.checkpoints = append(h.checkpoints, ws.Digest)
+	return ws, nil
+}
+
+// root is sandbox id's root: its own directory, or the one it took over.
+func (h *hostSandboxes) root(id string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rootLocked(id)
+}
+
+func (h *hostSandboxes) rootLocked(id string) string {
+	if r, ok := h.roots[id]; ok {
+		return r
+	}
+	return filepath.Join(h.dir, id)
+}
 
 type env struct {
 	t     *testing.T

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,9 +31,16 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 		return "", fmt.Errorf("run %s has %d events: fork at a SEQ from 1 to %d (see reins runs events %s): %w",
 			id, row.LastSeq, row.LastSeq, id, errdefs.ErrInvalidArgument)
 	}
-	evs, err := e.cfg.Store.Events(ctx, id, 0, int(atSeq))
+	// The whole log: a checkpoint of the files at atSeq is logged after it.
+	all, err := e.cfg.Store.Events(ctx, id, 0, 0)
 	if err != nil {
 		return "", err
+	}
+	var evs []store.Event
+	for _, ev := range all {
+		if ev.Seq <= atSeq {
+			evs = append(evs, ev)
+		}
 	}
 	var spec runlog.Spec
 	if err := json.Unmarshal(row.Spec, &spec); err != nil {
@@ -70,9 +79,8 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 		}
 		copied = append(copied, store.Event{Type: ev.Type, Time: ev.Time, Data: ev.Data})
 	}
-	note := runlog.Forked{From: id, AtSeq: atSeq, Model: model, Message: fmt.Sprintf(
-		"This run continues run %s from event %d. Its sandboxes are new: files and processes of the original run are not there; "+
-			"recreate what you need.", id, atSeq)}
+	snaps := forkSnapshots(all, atSeq)
+	note := runlog.Forked{From: id, AtSeq: atSeq, Model: model, Snapshots: snaps, Message: forkMessage(id, atSeq, spec, snaps)}
 	data, _ := json.Marshal(note)
 	copied = append(copied, store.Event{Type: runlog.EventForked, Time: now, Data: data})
 	// The fork and its copied history in one write: a crash leaves no run
@@ -83,6 +91,23 @@ func (e *Engine) Fork(ctx context.Context, tenant, id string, atSeq int64, model
 	}
 	e.launch(newID, nil)
 	return newID, nil
+}
+
+// forkMessage tells a fork's model what its sandboxes hold.
+func forkMessage(from string, atSeq int64, spec runlog.Spec, snaps map[string]string) string {
+	msg := fmt.Sprintf("This run continues run %s from event %d. Its sandboxes are new, and no process of the original run is running in them. ", from, atSeq)
+	if len(snaps) == 0 {
+		return msg + "Their files are their images': files the original run made are not there; recreate what you need."
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(spec.Sandboxes)) {
+		if _, ok := snaps[name]; ok {
+			parts = append(parts, fmt.Sprintf("sandbox %q has its files as they were at that point (from a checkpoint)", name))
+		} else {
+			parts = append(parts, fmt.Sprintf("sandbox %q starts from its image (no checkpoint was taken by then): recreate what you need", name))
+		}
+	}
+	return msg + strings.Join(parts, "; ") + "."
 }
 
 // replayModel plays a run's recorded model responses, in order: the model of

@@ -20,7 +20,10 @@ import (
 
 // Sandboxes is what the loop needs of the sandbox manager.
 type Sandboxes interface {
-	// Create makes run's sandbox called name from image and returns its id.
+	// Create makes run's sandbox called name from image and returns its
+	// id. An image runlog.SnapshotImagePrefix+DIGEST is a checkpoint of
+	// the run's tenant (a fork's first sandbox); another tenant's is not
+	// found.
 	Create(ctx context.Context, runID, name, image string) (string, error)
 	// Executor reaches a running sandbox's executor, for the sandbox
 	// tools. An error of kind not found, failed precondition or
@@ -31,15 +34,50 @@ type Sandboxes interface {
 	ExecutorStarted(ctx context.Context, id string) (time.Time, error)
 	// Gone reports whether sandbox id has ended, and why in words.
 	Gone(ctx context.Context, id string) (bool, string)
-	// Replace makes a new sandbox for run's name from image, reusing the
-	// writable layer of oldID when it survived (restored says so).
-	Replace(ctx context.Context, runID, name, image, oldID string) (id string, restored bool, err error)
+	// Replace makes a new sandbox for run's name from image in place of
+	// oldID: on oldID's writable layer when it survived, else on the
+	// workspace of snapshot (the run's newest checkpoint, "" for none),
+	// else on the bare image. The Replacement says which.
+	Replace(ctx context.Context, runID, name, image, oldID, snapshot string) (Replacement, error)
 	// Release deletes the sandboxes of a run that ended.
 	Release(ctx context.Context, runID string)
-	// Suspend releases a sandbox's compute and keeps its files; Wake
-	// starts it again on them, reporting whether it was suspended.
-	Suspend(ctx context.Context, id string) error
-	Wake(ctx context.Context, id string) (bool, error)
+	// Suspend releases a sandbox's compute and keeps its files (the
+	// workspace it saved, when it saves one); Wake starts it again on
+	// them, saying whether it was suspended.
+	Suspend(ctx context.Context, id string) (Workspace, error)
+	Wake(ctx context.Context, id string) (Woken, error)
+	// Checkpoint saves running sandbox id's workspace as an unnamed
+	// snapshot of run's tenant, durable when it returns.
+	Checkpoint(ctx context.Context, runID, id string) (Workspace, error)
+}
+
+// Workspace is a saved workspace: its snapshot's digest and size.
+type Workspace struct {
+	Digest string // sha256:…
+	Files  int64
+	Bytes  int64
+}
+
+// Woken is what Wake did.
+type Woken struct {
+	Woke bool
+	// Workspace is the digest of the saved workspace a fresh guest was
+	// started on ("" when it kept its disk or memory).
+	Workspace string
+	// Reason is why it had been suspended ("ttl_expired",
+	// "idle_timeout"; "" when asked to).
+	Reason string
+}
+
+// Replacement is the sandbox Replace made.
+type Replacement struct {
+	ID string
+	// From is where its files came from: runlog.FromDisk, FromSnapshot
+	// (Snapshot), FromImage.
+	From     string
+	Snapshot string
+	// Why says why a snapshot asked for was not used.
+	Why string
 }
 
 // gatewayer is what an agent run (Spec.Agent) needs of a Sandboxes: the
@@ -113,16 +151,7 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxtool.Tool, in
 		// No sandbox existed when the intent was logged, so the call
 		// cannot have run: a recovering call is a first call.
 		recovering = false
-		image := r.st.spec.Sandboxes[name]
-		if existing, ok := strings.CutPrefix(image, AttachPrefix); ok {
-			// A sandbox the user made (and filled) before the run.
-			id = existing
-		} else if err := e.checkImage(r.tenant, image); err != nil {
-			return tool.Result{}, err
-		} else if id, err = e.cfg.Sandboxes.Create(ctx, r.id, name, image); err != nil {
-			return tool.Result{}, fmt.Errorf("creating sandbox %q (%s): %w", name, image, err)
-		}
-		if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxCreated, runlog.SandboxEvent{Name: name, ID: id, Image: image}}); err != nil {
+		if id, err = e.createSandbox(ctx, r, name); err != nil {
 			return tool.Result{}, err
 		}
 	}
@@ -133,9 +162,16 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxtool.Tool, in
 			return e.replaceSandbox(ctx, r, name, id, why, nil)
 		}
 		return tool.Result{}, err
-	} else if woke {
+	} else if woke.Woke {
+		note := "started again on its files after the run waited"
+		if woke.Workspace != "" {
+			note = "resumed on a fresh guest from its saved workspace " + woke.Workspace
+		}
+		if woke.Reason != "" {
+			note += " (it had been suspended: " + woke.Reason + ")"
+		}
 		if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxResumed, runlog.SandboxEvent{Name: name, ID: id,
-			Note: "started again on its files after the run waited"}}); err != nil {
+			Snapshot: woke.Workspace, Reason: woke.Reason, Note: note}}); err != nil {
 			return tool.Result{}, err
 		}
 	}
@@ -167,8 +203,41 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxtool.Tool, in
 	return e.replaceSandbox(ctx, r, name, id, why, mid)
 }
 
-// replaceSandbox records a lost sandbox, provisions its replacement and
-// tells the model what happened.
+// createSandbox makes run's sandbox called name on its first use (a
+// fork's from the checkpoint its Forked event names) and records it.
+func (e *Engine) createSandbox(ctx context.Context, r *run, name string) (string, error) {
+	image := r.st.spec.Sandboxes[name]
+	if existing, ok := strings.CutPrefix(image, AttachPrefix); ok {
+		// A sandbox the user made (and filled) before the run.
+		return existing, e.append(ctx, r, "", typedEvent{runlog.EventSandboxCreated, runlog.SandboxEvent{Name: name, ID: existing, Image: image}})
+	}
+	if err := e.checkImage(r.tenant, image); err != nil {
+		return "", err
+	}
+	ev := runlog.SandboxEvent{Name: name, Image: image, From: runlog.FromImage}
+	if digest := r.st.startFrom[name]; digest != "" {
+		id, err := e.cfg.Sandboxes.Create(ctx, r.id, name, runlog.SnapshotImagePrefix+digest)
+		if err == nil {
+			ev.ID, ev.From, ev.Snapshot = id, runlog.FromSnapshot, digest
+			ev.Note = "its files are the checkpoint " + digest + " of the run this one was forked from"
+			return id, e.append(ctx, r, "", typedEvent{runlog.EventSandboxCreated, ev})
+		}
+		if !errors.Is(err, errdefs.ErrNotFound) || ctx.Err() != nil {
+			return "", fmt.Errorf("creating sandbox %q from checkpoint %s: %w", name, digest, err)
+		}
+		ev.Note = fmt.Sprintf("the checkpoint %s could not be restored (%v): it starts from the image %s", digest, err, image)
+	}
+	id, err := e.cfg.Sandboxes.Create(ctx, r.id, name, image)
+	if err != nil {
+		return "", fmt.Errorf("creating sandbox %q (%s): %w", name, image, err)
+	}
+	ev.ID = id
+	return id, e.append(ctx, r, "", typedEvent{runlog.EventSandboxCreated, ev})
+}
+
+// replaceSandbox records a lost sandbox, provisions its replacement (on
+// the lost one's disk, else on the newest checkpoint) and tells the model
+// what happened.
 func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why string, mid *sandboxtool.EndedMidCall) (tool.Result, error) {
 	image := r.st.spec.Sandboxes[name]
 	if strings.HasPrefix(image, AttachPrefix) {
@@ -179,22 +248,33 @@ func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why st
 	if err := e.checkImage(r.tenant, image); err != nil {
 		return tool.Result{}, err
 	}
+	base := r.st.base[name]
 	if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxLost, runlog.SandboxEvent{Name: name, ID: oldID, Reason: why}}); err != nil {
 		return tool.Result{}, err
 	}
-	newID, restored, err := e.cfg.Sandboxes.Replace(ctx, r.id, name, image, oldID)
+	rep, err := e.cfg.Sandboxes.Replace(ctx, r.id, name, image, oldID, base.Digest)
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("sandbox %q was lost (%s) and a replacement could not be made: %w", name, why, err)
 	}
-	note := "its files were restored from the lost sandbox's disk"
-	if !restored {
+	var note string
+	switch rep.From {
+	case runlog.FromDisk:
+		note = "its files were restored from the lost sandbox's disk"
+	case runlog.FromSnapshot:
+		note = fmt.Sprintf("its files were restored from the checkpoint %s, taken after event %d: changes made since then are lost", rep.Snapshot, base.Seq)
+	default:
+		rep.From = runlog.FromImage
 		note = "its files could not be restored: it starts from the image " + image
+		if rep.Why != "" {
+			note += " (" + rep.Why + ")"
+		}
 	}
-	if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxReplaced, runlog.SandboxEvent{Name: name, ID: newID, Previous: oldID,
-		Image: image, Reason: why, Note: note}}); err != nil {
+	if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxReplaced, runlog.SandboxEvent{Name: name, ID: rep.ID, Previous: oldID,
+		Image: image, Reason: why, Note: note, From: rep.From, Snapshot: rep.Snapshot}}); err != nil {
 		return tool.Result{}, err
 	}
-	e.log.Warn("sandbox replaced", "run", r.id, "sandbox", name, "old", oldID, "new", newID, "restored", restored)
+	newID, restored := rep.ID, rep.From
+	e.log.Warn("sandbox replaced", "run", r.id, "sandbox", name, "old", oldID, "new", newID, "from", restored)
 	if mid != nil && !mid.Started && mid.Output == "" {
 		return tool.Result{IsError: true, Text: fmt.Sprintf("[the sandbox %q ended during this call, before its command reported starting: %s. "+
 			"The command may or may not have run (it may be what ended the sandbox); it was not run again. A replacement is running; %s.]",

@@ -46,6 +46,16 @@ type state struct {
 	untrusted bool // a result of an untrusted tool is in the conversation
 	paused    bool
 	suspended bool // its sandboxes were released while it waited
+	// Checkpoints, per sandbox name: the newest saved workspace the
+	// current sandbox's files descend from (a replacement restores it),
+	// the mutating calls made since it, and since the last try to take
+	// one (a failed try waits for as many calls as a checkpoint does).
+	base     map[string]restorePoint
+	dirty    map[string]int
+	sinceTry map[string]int
+	// startFrom names, for a fork, the checkpoint each sandbox is first
+	// made from.
+	startFrom map[string]string
 	// notes are told to the model with the next observation (a fork's).
 	notes []string
 
@@ -62,7 +72,15 @@ func (s *state) awaitingApproval() bool { return len(s.pendingApprovals()) > 0 }
 func newState(id string) *state {
 	return &state{id: id, intents: map[string]runlog.ToolCall{}, intentAt: map[string]time.Time{}, results: map[string]runlog.ToolResult{},
 		sandboxes: map[string]string{}, egressSeq: map[string]int64{}, answers: map[string]runlog.HumanAnswer{},
-		asked: map[string]runlog.ApprovalRequested{}, approvals: map[string]runlog.ApprovalDecided{}, always: map[string]bool{}}
+		asked: map[string]runlog.ApprovalRequested{}, approvals: map[string]runlog.ApprovalDecided{}, always: map[string]bool{},
+		base: map[string]restorePoint{}, dirty: map[string]int{}, sinceTry: map[string]int{}, startFrom: map[string]string{}}
+}
+
+// restorePoint is a saved workspace and the seq after which it holds the
+// files (a checkpoint's Seq).
+type restorePoint struct {
+	Digest string
+	Seq    int64
 }
 
 // apply folds one event into the state.
@@ -97,6 +115,12 @@ func (s *state) apply(ev store.Event) error {
 		}
 		s.results[d.CallID] = d
 		s.untrusted = s.untrusted || d.Untrusted
+		if intent, ok := s.intents[d.CallID]; ok && mutatingTools[intent.Name] {
+			if name, err := sandboxName(s.spec, intent.Input); err == nil {
+				s.dirty[name]++
+				s.sinceTry[name]++
+			}
+		}
 		if s.waiting != nil && s.waiting.CallID == d.CallID {
 			s.waiting = nil
 		}
@@ -106,6 +130,17 @@ func (s *state) apply(ev store.Event) error {
 			return bad(err)
 		}
 		s.sandboxes[d.Name] = d.ID
+		s.newBase(ev.Type, d, ev.Seq)
+	case runlog.EventCheckpoint, runlog.EventCheckpointFailed:
+		var d runlog.Checkpoint
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return bad(err)
+		}
+		s.sinceTry[d.Sandbox] = 0
+		if ev.Type == runlog.EventCheckpoint {
+			s.base[d.Sandbox] = restorePoint{Digest: d.Digest, Seq: d.Seq}
+			s.dirty[d.Sandbox] = 0
+		}
 	case runlog.EventSandboxLost:
 		var d runlog.SandboxEvent
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -156,8 +191,14 @@ func (s *state) apply(ev store.Event) error {
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return bad(err)
 		}
-		// A fork has sandboxes of its own, made on first use.
+		// A fork has sandboxes of its own, made on first use from the
+		// checkpoints it names.
 		s.sandboxes = map[string]string{}
+		s.base, s.dirty, s.sinceTry = map[string]restorePoint{}, map[string]int{}, map[string]int{}
+		s.startFrom = map[string]string{}
+		for name, digest := range d.Snapshots {
+			s.startFrom[name] = digest
+		}
 		s.notes = append(s.notes, d.Message)
 	case runlog.EventAgentStarting, runlog.EventAgentStarted:
 		var d runlog.AgentProgram

@@ -29,6 +29,9 @@ func (e *Engine) step(ctx context.Context, r *run) (bool, error) {
 		return false, nil
 	}
 	if st.waiting != nil || st.awaitingApproval() {
+		if err := e.checkpoints(ctx, r, true); err != nil {
+			return false, err
+		}
 		if err := e.append(ctx, r, runlog.StatusWaitingApproval); err != nil {
 			return false, err
 		}
@@ -37,6 +40,9 @@ func (e *Engine) step(ctx context.Context, r *run) (bool, error) {
 	if reason := e.overBudget(st); reason != "" {
 		e.finish(ctx, r, runlog.StatusFailed, "", reason)
 		return false, nil
+	}
+	if err := e.checkpoints(ctx, r, false); err != nil {
+		return false, err
 	}
 	if st.pending() {
 		return true, e.nextCall(ctx, r)

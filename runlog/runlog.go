@@ -71,6 +71,22 @@ type Spec struct {
 	// value: egress mode, nothing allowed); a sandbox it attaches to
 	// keeps its own. The API normalizes them before the run starts.
 	Network egress.Rules `json:"network,omitzero"`
+	// CheckpointEvery is how many mutating tool calls (bash, write_file, edit_file: the sandbox tools
+	// labelled destructive) of a
+	// sandbox the run makes between checkpoints of its workspace; 0 takes
+	// none (a suspend's saved workspace is still recorded). Nil, in a log
+	// written before checkpoints, is DefaultCheckpointEvery; Normalize
+	// sets it.
+	CheckpointEvery *int `json:"checkpoint_every,omitempty"`
+}
+
+// Checkpoints is the number of mutating calls between checkpoints (0:
+// none).
+func (s Spec) Checkpoints() int {
+	if s.CheckpointEvery == nil {
+		return DefaultCheckpointEvery
+	}
+	return *s.CheckpointEvery
 }
 
 // Duration is a time.Duration that reads and writes as "30s" in JSON.
@@ -103,6 +119,11 @@ const (
 	// DefaultAgentMaxSteps is an agent run's most model calls: a program
 	// makes several per turn of its own (titles, summaries, tools).
 	DefaultAgentMaxSteps = 500
+	// DefaultCheckpointEvery is how many mutating tool calls a run makes
+	// between checkpoints of a sandbox's workspace.
+	DefaultCheckpointEvery = 10
+	// MaxCheckpointEvery bounds Spec.CheckpointEvery.
+	MaxCheckpointEvery = 1_000_000
 )
 
 // The agent programs a run can start (Spec.Agent), besides
@@ -154,6 +175,14 @@ func (s *Spec) Normalize() error {
 	}
 	if s.Timeout <= 0 {
 		s.Timeout = Duration(DefaultTimeout)
+	}
+	if s.CheckpointEvery == nil {
+		n := DefaultCheckpointEvery
+		s.CheckpointEvery = &n
+	}
+	if n := *s.CheckpointEvery; n < 0 || n > MaxCheckpointEvery {
+		return fmt.Errorf("--checkpoint-every %d: give a number of mutating tool calls from 1 to %d, or 0 for no checkpoints: %w",
+			n, MaxCheckpointEvery, errdefs.ErrInvalidArgument)
 	}
 	if s.MaxCost < 0 || s.MaxTokens < 0 {
 		return fmt.Errorf("budgets must not be negative: %w", errdefs.ErrInvalidArgument)
@@ -303,7 +332,44 @@ type SandboxEvent struct {
 	Previous string `json:"previous,omitempty"`
 	Reason   string `json:"reason,omitempty"`
 	Note     string `json:"note,omitempty"`
+	// Snapshot is the digest of the saved workspace the sandbox started
+	// from (created for a fork, replaced, resumed) or was saved to
+	// (suspended); "" when it started from its image or reused a disk.
+	Snapshot string `json:"snapshot,omitempty"`
+	// From says where a created or replaced sandbox's files came from:
+	// FromImage, FromSnapshot (Snapshot), FromDisk (the lost sandbox's
+	// disk); "" in a log written before it was recorded.
+	From string `json:"from,omitempty"`
 }
+
+// Where a sandbox's files came from (SandboxEvent.From).
+const (
+	FromImage    = "image"
+	FromSnapshot = "snapshot"
+	FromDisk     = "disk"
+)
+
+// Checkpoint records a saved workspace of one of a run's sandboxes,
+// appended once the snapshot is durable: the sandbox's files as they were
+// after event Seq. A replacement restores the newest; a fork at a seq
+// restores the newest whose Seq is at most it.
+type Checkpoint struct {
+	Sandbox string `json:"sandbox"` // the run's name for it
+	ID      string `json:"id"`
+	Digest  string `json:"digest"` // the snapshot, snapshot:DIGEST as an image
+	Seq     int64  `json:"seq"`
+	Files   int64  `json:"files,omitempty"`
+	Bytes   int64  `json:"bytes,omitempty"`
+	// Reason says what took it: CheckpointEvery calls, a park, a suspend.
+	Reason string `json:"reason"`
+	// Error, on a checkpoint_failed event, says why none was taken (the
+	// run goes on; the next try is after CheckpointEvery more calls).
+	Error string `json:"error,omitempty"`
+}
+
+// SnapshotImagePrefix before a checkpoint's digest is the image of a
+// sandbox made from it (the tenant's own snapshot records only).
+const SnapshotImagePrefix = "snapshot:"
 
 // Waiting parks a run for a person.
 type Waiting struct {
@@ -357,6 +423,8 @@ const (
 	EventSandboxSuspended  = "sandbox_suspended"  // SandboxEvent: compute released while the run waits
 	EventSandboxResumed    = "sandbox_resumed"    // SandboxEvent: started again on the same files
 	EventEgress            = "egress"             // Egress: connections a run's sandbox made or was refused
+	EventCheckpoint        = "checkpoint"         // Checkpoint: a sandbox's workspace saved
+	EventCheckpointFailed  = "checkpoint_failed"  // Checkpoint with Error: none was taken; the run goes on
 )
 
 // Egress records the connections one of a run's sandboxes made, or was
@@ -408,6 +476,10 @@ type Forked struct {
 	AtSeq   int64  `json:"at_seq"`
 	Model   string `json:"model,omitempty"`
 	Message string `json:"message"`
+	// Snapshots names, per sandbox of the run, the checkpoint its first
+	// sandbox is made from (the newest taken at or before AtSeq); a
+	// sandbox not named starts from its image.
+	Snapshots map[string]string `json:"snapshots,omitempty"`
 }
 
 // policyFor parses a run's policy against the engine's tools, over its

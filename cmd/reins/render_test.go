@@ -36,9 +36,13 @@ func TestRenderEvents(t *testing.T) {
 		"policy_decision":    "✗ bash denied by policy (no-rm-rf): rm -rf is refused",
 		"paused":             "◆ paused",
 		"resumed":            "◆ resumed",
-		"forked":             "◆ forked",
+		"forked":             "◆ forked from run_orig at event 4\n  sandbox default starts from checkpoint sha256:dd",
 		"egress":             "⊘ dns evil.test refused: not in the allowlist\n  ⇢ 1 connection(s) out, allowed\n  ⇢ 3 more in reins sandbox egress sbx1",
 		"agent_started":      "◆ program started in sbx2 (pid 42): codex exec -- fix it",
+		"sandbox_suspended":  "◆ sandbox default suspended: files restored suspended",
+		"sandbox_resumed":    "◆ sandbox default resumed: files restored resumed",
+		"checkpoint":         "◆ checkpoint of sandbox default after event 41: sha256:ee (3.4 KiB in 12 files; every 10 mutating calls)",
+		"checkpoint_failed":  "◆ no checkpoint of sandbox db after event 42 (the run goes on): no space left on the snapshot store",
 	}
 	line := map[string]string{ // what `runs events` shows of it
 		"run_created":        `"task":"fix the test"`,
@@ -57,6 +61,8 @@ func TestRenderEvents(t *testing.T) {
 		"egress":             `"rule":"allow-host *.github.com"`,
 		"agent_starting":     `"argv":["claude","-p","--","fix it"]`,
 		"agent_started":      `"pid":42`,
+		"checkpoint":         `"digest":"sha256:ee"`,
+		"checkpoint_failed":  `"error":"no space left on the snapshot store"`,
 	}
 	samples := wiretest.Samples()
 	types := consttest.Prefixed(t, "../../runlog", "Event")

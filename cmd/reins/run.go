@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,17 +31,18 @@ import (
 
 func runCmd() *cobra.Command {
 	var (
-		spec       reinsv1.RunSpec
-		image      string
-		in         string
-		policyFile string
-		sandboxes  kvFlag
-		systemFile string
-		timeout    time.Duration
-		detach     bool
-		asJSON     bool
-		network    *networkFlags
-		memory     sizeFlag
+		spec            reinsv1.RunSpec
+		image           string
+		in              string
+		policyFile      string
+		sandboxes       kvFlag
+		systemFile      string
+		timeout         time.Duration
+		detach          bool
+		asJSON          bool
+		network         *networkFlags
+		memory          sizeFlag
+		checkpointEvery int32
 	)
 	c := &cobra.Command{
 		Use:   "run [flags] TASK",
@@ -102,6 +105,12 @@ none, each call goes to the provider of its wire as asked.`,
 				return usageError{errors.New("--timeout, --max-steps and --max-cost must not be negative")}
 			}
 			spec.TimeoutMs = timeout.Milliseconds()
+			if c.Flags().Changed("checkpoint-every") {
+				if checkpointEvery < 0 {
+					return usageError{errors.New("--checkpoint-every must not be negative (0: no checkpoints)")}
+				}
+				spec.CheckpointEvery = &checkpointEvery
+			}
 			spec.MemoryBytes = memory.v
 			if spec.MemoryBytes != 0 && spec.Agent == "" {
 				return usageError{errors.New("--memory is for agent runs (--agent): reins' own loop sizes its sandboxes with the service's defaults")}
@@ -138,6 +147,8 @@ none, each call goes to the provider of its wire as asked.`,
 	f.StringVar(&systemFile, "system", "", "file with a system prompt to add")
 	f.StringVar(&policyFile, "policy", "", "policy file (YAML or JSON): per-tool allow/ask/deny and rules")
 	f.Int32Var(&spec.MaxSteps, "max-steps", 0, "most model calls (default 50; 500 for --agent)")
+	f.Int32Var(&checkpointEvery, "checkpoint-every", runlog.DefaultCheckpointEvery,
+		"save the sandboxes' files every N mutating tool calls (bash, write_file, edit_file) and before the run parks; a lost sandbox and a fork restore them (0: never)")
 	f.Float64Var(&spec.MaxCostUsd, "max-cost", 0, "most US dollars to spend (from the price table)")
 	f.DurationVar(&timeout, "timeout", 0, "most wall time (default 1h)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the run id and return at once")
@@ -263,6 +274,21 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 	case reinsv1.EventType_EVENT_TYPE_SANDBOX_REPLACED:
 		d := ev.GetSandbox()
 		v.printf("%s sandbox %s replaced by %s: %s\n", v.style("33", "◆"), d.GetName(), d.GetId(), d.GetNote())
+	case reinsv1.EventType_EVENT_TYPE_SANDBOX_SUSPENDED, reinsv1.EventType_EVENT_TYPE_SANDBOX_RESUMED:
+		d := ev.GetSandbox()
+		what := "suspended"
+		if ev.Type == reinsv1.EventType_EVENT_TYPE_SANDBOX_RESUMED {
+			what = "resumed"
+		}
+		v.printf("%s sandbox %s %s: %s\n", v.style("35", "◆"), d.GetName(), what, d.GetNote())
+	case reinsv1.EventType_EVENT_TYPE_CHECKPOINT:
+		d := ev.GetCheckpoint()
+		v.printf("%s checkpoint of sandbox %s after event %d: %s (%s in %d files; %s)\n", v.style("35", "◆"), d.GetSandbox(),
+			d.GetSeq(), d.GetDigest(), humanBytes(d.GetBytes()), d.GetFiles(), d.GetReason())
+	case reinsv1.EventType_EVENT_TYPE_CHECKPOINT_FAILED:
+		d := ev.GetCheckpoint()
+		v.printf("%s no checkpoint of sandbox %s after event %d (the run goes on): %s\n", v.style("33", "◆"), d.GetSandbox(),
+			d.GetSeq(), summarize(d.GetError(), 1))
 	case reinsv1.EventType_EVENT_TYPE_EGRESS:
 		v.egress(ev.GetEgress())
 	case reinsv1.EventType_EVENT_TYPE_AGENT_STARTED:
@@ -289,8 +315,14 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 		if d.GetAction() == reinsv1.PolicyAction_POLICY_ACTION_DENY {
 			v.printf("%s %s denied by policy (%s): %s\n", v.style("31", "✗"), d.GetTool(), d.GetRule(), d.GetReason())
 		}
-	case reinsv1.EventType_EVENT_TYPE_PAUSED, reinsv1.EventType_EVENT_TYPE_RESUMED, reinsv1.EventType_EVENT_TYPE_FORKED:
+	case reinsv1.EventType_EVENT_TYPE_PAUSED, reinsv1.EventType_EVENT_TYPE_RESUMED:
 		v.printf("%s %s\n", v.style("33", "◆"), strings.ReplaceAll(eventName(ev.Type), "_", " "))
+	case reinsv1.EventType_EVENT_TYPE_FORKED:
+		d := ev.GetForked()
+		v.printf("%s forked from %s at event %d\n", v.style("33", "◆"), d.GetFrom(), d.GetAtSeq())
+		for _, name := range slices.Sorted(maps.Keys(d.GetSnapshots())) {
+			v.printf("  sandbox %s starts from checkpoint %s\n", name, d.GetSnapshots()[name])
+		}
 	case reinsv1.EventType_EVENT_TYPE_FINISHED:
 		return
 	}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
+	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/client"
+	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/rootfs"
 	"github.com/reinsdev/reins/tool/sandboxtool"
 )
 
@@ -18,6 +22,8 @@ const (
 	LabelRun     = "reins.run"
 	LabelSandbox = "reins.sandbox"
 )
+
+var _ agent.Sandboxes = Runs{}
 
 // Runs gives the agent loop the sandboxes of its runs (it implements
 // agent.Sandboxes). The loop is trusted: it reaches any sandbox by id (the
@@ -154,29 +160,116 @@ func (r Runs) OOMKills(ctx context.Context, id string) (int, int64, error) {
 	return r.M.OOMKills(ctx, "", id)
 }
 
-// Replace makes a new sandbox for run's name, reusing oldID's disk when it
-// survived.
-func (r Runs) Replace(ctx context.Context, runID, name, image, oldID string) (string, bool, error) {
+// Replace makes a new sandbox for run's name in place of oldID: on
+// oldID's disk when it survived, else on the workspace of checkpoint
+// snapshot (looked up among the run's tenant's snapshots only), else on
+// the image.
+func (r Runs) Replace(ctx context.Context, runID, name, image, oldID, snapshot string) (agent.Replacement, error) {
 	tenant, err := r.tenant(ctx, runID)
 	if err != nil {
-		return "", false, err
+		return agent.Replacement{}, err
 	}
 	spec, err := r.replaceSpec(ctx, runID, name, image, oldID)
 	if err != nil {
-		return "", false, err
+		return agent.Replacement{}, err
 	}
-	rec, restored, err := r.M.CreateFrom(ctx, tenant, spec, oldID)
-	if err != nil {
-		return "", false, err
+	if snapshot == "" || r.M.diskSurvived(oldID) {
+		rec, restored, err := r.M.CreateFrom(ctx, tenant, spec, oldID)
+		if err != nil || restored || snapshot == "" {
+			return agent.Replacement{ID: rec.ID, From: fromOf(restored)}, err
+		}
+		// The disk went between the look and the take: the checkpoint,
+		// rather than nothing.
+		if err := r.M.Delete(ctx, "", rec.ID); err != nil {
+			r.M.log.Warn("replacing a run's sandbox", "run", runID, "sandbox", rec.ID, "err", err)
+		}
 	}
-	return rec.ID, restored, nil
+	fromSnap := spec
+	fromSnap.Image = runlog.SnapshotImagePrefix + snapshot
+	rec, err := r.M.Create(ctx, tenant, fromSnap, nil)
+	if err == nil {
+		return agent.Replacement{ID: rec.ID, From: runlog.FromSnapshot, Snapshot: snapshot}, nil
+	}
+	if ctx.Err() != nil || !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrUnimplemented) {
+		return agent.Replacement{}, err
+	}
+	why := fmt.Sprintf("the checkpoint %s could not be restored: %v", snapshot, err)
+	rec, err = r.M.Create(ctx, tenant, spec, nil)
+	return agent.Replacement{ID: rec.ID, From: runlog.FromImage, Why: why}, err
 }
 
-// Suspend releases sandbox id's compute, keeping its files.
-func (r Runs) Suspend(ctx context.Context, id string) error { return r.M.Suspend(ctx, "", id) }
+func fromOf(restored bool) string {
+	if restored {
+		return runlog.FromDisk
+	}
+	return runlog.FromImage
+}
 
-// Wake starts sandbox id again if it was suspended.
-func (r Runs) Wake(ctx context.Context, id string) (bool, error) { return r.M.Wake(ctx, "", id) }
+// diskSurvived reports whether stopped sandbox id still has its disk for
+// a replacement to take.
+func (m *Manager) diskSurvived(id string) bool {
+	b, err := m.lookup("", id)
+	if err != nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rec.State != sandbox.StateStopped {
+		return false
+	}
+	_, err = os.Lstat(rootfs.Layout{Dir: b.dir}.DiskImage())
+	return err == nil
+}
+
+// Suspend releases sandbox id's compute, keeping its files: the workspace
+// it saved, when it saves one.
+func (r Runs) Suspend(ctx context.Context, id string) (agent.Workspace, error) {
+	_, s, err := r.M.SuspendSandbox(ctx, "", id, "")
+	if err != nil {
+		return agent.Workspace{}, err
+	}
+	return agent.Workspace{Digest: s.Digest, Files: s.Files, Bytes: s.Bytes}, nil
+}
+
+// Wake starts sandbox id again if it was suspended (or paused), saying on
+// which saved workspace and why it had been suspended.
+func (r Runs) Wake(ctx context.Context, id string) (agent.Woken, error) {
+	// Read under the box's lock, not Get: this is asked before every
+	// tool call, and a running sandbox needs nothing more.
+	b, err := r.M.lookup("", id)
+	if err != nil {
+		return agent.Woken{}, err
+	}
+	b.mu.Lock()
+	before := b.rec.Info
+	b.mu.Unlock()
+	if before.State != sandbox.StateSuspended && before.State != sandbox.StatePaused {
+		return agent.Woken{}, nil
+	}
+	woke, err := r.M.Wake(ctx, "", id)
+	if err != nil || !woke {
+		return agent.Woken{}, err
+	}
+	w := agent.Woken{Woke: true, Reason: string(before.SuspendedReason)}
+	if before.State == sandbox.StateSuspended {
+		w.Workspace = before.Workspace
+	}
+	return w, nil
+}
+
+// Checkpoint saves running sandbox id's workspace as an unnamed snapshot
+// of the run's tenant.
+func (r Runs) Checkpoint(ctx context.Context, runID, id string) (agent.Workspace, error) {
+	tenant, err := r.tenant(ctx, runID)
+	if err != nil {
+		return agent.Workspace{}, err
+	}
+	s, err := r.M.Snapshot(ctx, tenant, id, "")
+	if err != nil {
+		return agent.Workspace{}, err
+	}
+	return agent.Workspace{Digest: s.Digest, Files: s.Files, Bytes: s.Bytes}, nil
+}
 
 // Release deletes every sandbox of a run. Only the run's tenant's count:
 // labels are the user's to set.

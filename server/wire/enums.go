@@ -103,6 +103,8 @@ var (
 		runlog.EventSandboxResumed:    reinsv1.EventType_EVENT_TYPE_SANDBOX_RESUMED,
 		runlog.EventArtifact:          reinsv1.EventType_EVENT_TYPE_ARTIFACT,
 		runlog.EventEgress:            reinsv1.EventType_EVENT_TYPE_EGRESS,
+		runlog.EventCheckpoint:        reinsv1.EventType_EVENT_TYPE_CHECKPOINT,
+		runlog.EventCheckpointFailed:  reinsv1.EventType_EVENT_TYPE_CHECKPOINT_FAILED,
 		runlog.EventAgentStarting:     reinsv1.EventType_EVENT_TYPE_AGENT_STARTING,
 		runlog.EventAgentStarted:      reinsv1.EventType_EVENT_TYPE_AGENT_STARTED,
 	})

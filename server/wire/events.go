@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"log/slog"
+	"math"
 	"time"
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
@@ -44,7 +45,11 @@ func payload[T any](set func(pb *reinsv1.RunEvent, d *T)) func(*reinsv1.RunEvent
 var (
 	sandboxPayload = payload(func(pb *reinsv1.RunEvent, d *runlog.SandboxEvent) {
 		pb.Payload = &reinsv1.RunEvent_Sandbox{Sandbox: &reinsv1.SandboxEvent{Name: d.Name, Id: d.ID, Image: d.Image,
-			Previous: d.Previous, Reason: d.Reason, Note: d.Note}}
+			Previous: d.Previous, Reason: d.Reason, Note: d.Note, Snapshot: d.Snapshot, From: d.From}}
+	})
+	checkpointPayload = payload(func(pb *reinsv1.RunEvent, d *runlog.Checkpoint) {
+		pb.Payload = &reinsv1.RunEvent_Checkpoint{Checkpoint: &reinsv1.Checkpoint{Sandbox: d.Sandbox, Id: d.ID, Digest: d.Digest,
+			Seq: d.Seq, Files: d.Files, Bytes: d.Bytes, Reason: d.Reason, Error: d.Error}}
 	})
 	notePayload = payload(func(pb *reinsv1.RunEvent, d *runlog.Note) {
 		pb.Payload = &reinsv1.RunEvent_Note{Note: &reinsv1.Note{Message: d.Message}}
@@ -102,6 +107,8 @@ var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
 	runlog.EventSandboxReplaced:  sandboxPayload,
 	runlog.EventSandboxSuspended: sandboxPayload,
 	runlog.EventSandboxResumed:   sandboxPayload,
+	runlog.EventCheckpoint:       checkpointPayload,
+	runlog.EventCheckpointFailed: checkpointPayload,
 	runlog.EventWaiting: payload(func(pb *reinsv1.RunEvent, d *runlog.Waiting) {
 		pb.Payload = &reinsv1.RunEvent_Waiting{Waiting: &reinsv1.Waiting{CallId: d.CallID, Question: d.Question}}
 	}),
@@ -128,7 +135,8 @@ var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
 			Approved: d.Approved, Actor: d.Actor, EditedInputJson: string(d.Edited), Always: d.Always, Reason: d.Reason}}
 	}),
 	runlog.EventForked: payload(func(pb *reinsv1.RunEvent, d *runlog.Forked) {
-		pb.Payload = &reinsv1.RunEvent_Forked{Forked: &reinsv1.Forked{From: d.From, AtSeq: d.AtSeq, Model: d.Model, Message: d.Message}}
+		pb.Payload = &reinsv1.RunEvent_Forked{Forked: &reinsv1.Forked{From: d.From, AtSeq: d.AtSeq, Model: d.Model, Message: d.Message,
+			Snapshots: d.Snapshots}}
 	}),
 	runlog.EventArtifact: payload(func(pb *reinsv1.RunEvent, d *runlog.Artifact) {
 		pb.Payload = &reinsv1.RunEvent_Artifact{Artifact: Artifact(*d)}
@@ -170,7 +178,12 @@ func EventPayload(pb *reinsv1.RunEvent) any {
 			Unknown: d.Unknown, Untrusted: d.Untrusted}
 	case *reinsv1.RunEvent_Sandbox:
 		d := p.Sandbox
-		return runlog.SandboxEvent{Name: d.Name, ID: d.Id, Image: d.Image, Previous: d.Previous, Reason: d.Reason, Note: d.Note}
+		return runlog.SandboxEvent{Name: d.Name, ID: d.Id, Image: d.Image, Previous: d.Previous, Reason: d.Reason, Note: d.Note,
+			Snapshot: d.Snapshot, From: d.From}
+	case *reinsv1.RunEvent_Checkpoint:
+		d := p.Checkpoint
+		return runlog.Checkpoint{Sandbox: d.Sandbox, ID: d.Id, Digest: d.Digest, Seq: d.Seq, Files: d.Files, Bytes: d.Bytes,
+			Reason: d.Reason, Error: d.Error}
 	case *reinsv1.RunEvent_Waiting:
 		return runlog.Waiting{CallID: p.Waiting.CallId, Question: p.Waiting.Question}
 	case *reinsv1.RunEvent_HumanAnswer:
@@ -194,7 +207,7 @@ func EventPayload(pb *reinsv1.RunEvent) any {
 			Always: d.Always, Reason: d.Reason}
 	case *reinsv1.RunEvent_Forked:
 		d := p.Forked
-		return runlog.Forked{From: d.From, AtSeq: d.AtSeq, Model: d.Model, Message: d.Message}
+		return runlog.Forked{From: d.From, AtSeq: d.AtSeq, Model: d.Model, Message: d.Message, Snapshots: d.Snapshots}
 	case *reinsv1.RunEvent_Artifact:
 		d := p.Artifact
 		return runlog.Artifact{Name: d.Name, Digest: d.Digest, Size: d.Size, Source: d.Source}
@@ -259,10 +272,15 @@ func UsageFromProto(u *reinsv1.Usage) model.Usage {
 
 // Spec converts a run's spec for the wire.
 func Spec(s runlog.Spec) *reinsv1.RunSpec {
-	return &reinsv1.RunSpec{Task: s.Task, Model: s.Model, System: s.System, Sandboxes: s.Sandboxes,
+	p := &reinsv1.RunSpec{Task: s.Task, Model: s.Model, System: s.System, Sandboxes: s.Sandboxes,
 		MaxSteps: int32(s.MaxSteps), MaxCostUsd: s.MaxCost, MaxTokens: s.MaxTokens,
 		TimeoutMs: time.Duration(s.Timeout).Milliseconds(), Tools: s.Tools, Policy: s.Policy, Script: s.Script,
 		Network: Network(s.Network), Agent: s.Agent, MemoryBytes: s.Memory}
+	if s.CheckpointEvery != nil {
+		n := int32(min(*s.CheckpointEvery, math.MaxInt32))
+		p.CheckpointEvery = &n
+	}
+	return p
 }
 
 // SpecFromProto converts a wire run spec (nil is the empty spec). Network
@@ -273,10 +291,15 @@ func SpecFromProto(p *reinsv1.RunSpec) (runlog.Spec, error) {
 		p = &reinsv1.RunSpec{}
 	}
 	network, err := NetworkFromProto(p.Network)
-	return runlog.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
+	s := runlog.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
 		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
 		Timeout: runlog.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy,
-		Script: p.Script, Network: network, Agent: p.Agent, Memory: p.MemoryBytes}, err
+		Script: p.Script, Network: network, Agent: p.Agent, Memory: p.MemoryBytes}
+	if p.CheckpointEvery != nil {
+		n := int(*p.CheckpointEvery)
+		s.CheckpointEvery = &n
+	}
+	return s, err
 }
 
 // Artifact converts an artifact's description.

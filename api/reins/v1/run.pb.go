@@ -117,6 +117,8 @@ const (
 	EventType_EVENT_TYPE_EGRESS             EventType = 21 // egress: connections a run's sandbox made, or was refused, during a call
 	EventType_EVENT_TYPE_AGENT_STARTING     EventType = 22 // agent_program: an agent run's program, before it is started
 	EventType_EVENT_TYPE_AGENT_STARTED      EventType = 23 // agent_program: with its pid, once it runs
+	EventType_EVENT_TYPE_CHECKPOINT         EventType = 24 // checkpoint: a sandbox's workspace saved, once durable
+	EventType_EVENT_TYPE_CHECKPOINT_FAILED  EventType = 25 // checkpoint, with error: none was taken; the run goes on
 )
 
 // Enum value maps for EventType.
@@ -146,6 +148,8 @@ var (
 		21: "EVENT_TYPE_EGRESS",
 		22: "EVENT_TYPE_AGENT_STARTING",
 		23: "EVENT_TYPE_AGENT_STARTED",
+		24: "EVENT_TYPE_CHECKPOINT",
+		25: "EVENT_TYPE_CHECKPOINT_FAILED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":        0,
@@ -172,6 +176,8 @@ var (
 		"EVENT_TYPE_EGRESS":             21,
 		"EVENT_TYPE_AGENT_STARTING":     22,
 		"EVENT_TYPE_AGENT_STARTED":      23,
+		"EVENT_TYPE_CHECKPOINT":         24,
+		"EVENT_TYPE_CHECKPOINT_FAILED":  25,
 	}
 )
 
@@ -393,9 +399,14 @@ type RunSpec struct {
 	Agent string `protobuf:"bytes,13,opt,name=agent,proto3" json:"agent,omitempty"`
 	// memory_bytes is the memory limit of the sandbox an agent run creates
 	// (0: 2 GiB).
-	MemoryBytes   int64 `protobuf:"varint,14,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MemoryBytes int64 `protobuf:"varint,14,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// checkpoint_every is how many mutating tool calls (bash, write_file,
+	// edit_file) of a sandbox the run makes between checkpoints of its
+	// workspace (unset: 10; 0: none). A lost sandbox is replaced from the
+	// newest; a fork at a seq restores the newest at or before it.
+	CheckpointEvery *int32 `protobuf:"varint,15,opt,name=checkpoint_every,json=checkpointEvery,proto3,oneof" json:"checkpoint_every,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RunSpec) Reset() {
@@ -522,6 +533,13 @@ func (x *RunSpec) GetAgent() string {
 func (x *RunSpec) GetMemoryBytes() int64 {
 	if x != nil {
 		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *RunSpec) GetCheckpointEvery() int32 {
+	if x != nil && x.CheckpointEvery != nil {
+		return *x.CheckpointEvery
 	}
 	return 0
 }
@@ -838,6 +856,7 @@ type RunEvent struct {
 	//	*RunEvent_Artifact
 	//	*RunEvent_Egress
 	//	*RunEvent_AgentProgram
+	//	*RunEvent_Checkpoint
 	Payload       isRunEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1052,6 +1071,15 @@ func (x *RunEvent) GetAgentProgram() *AgentProgram {
 	return nil
 }
 
+func (x *RunEvent) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		if x, ok := x.Payload.(*RunEvent_Checkpoint); ok {
+			return x.Checkpoint
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Payload interface {
 	isRunEvent_Payload()
 }
@@ -1120,6 +1148,10 @@ type RunEvent_AgentProgram struct {
 	AgentProgram *AgentProgram `protobuf:"bytes,25,opt,name=agent_program,json=agentProgram,proto3,oneof"`
 }
 
+type RunEvent_Checkpoint struct {
+	Checkpoint *Checkpoint `protobuf:"bytes,26,opt,name=checkpoint,proto3,oneof"`
+}
+
 func (*RunEvent_RunCreated) isRunEvent_Payload() {}
 
 func (*RunEvent_ModelResponse) isRunEvent_Payload() {}
@@ -1152,6 +1184,111 @@ func (*RunEvent_Egress) isRunEvent_Payload() {}
 
 func (*RunEvent_AgentProgram) isRunEvent_Payload() {}
 
+func (*RunEvent_Checkpoint) isRunEvent_Payload() {}
+
+// Checkpoint is a saved workspace of one of a run's sandboxes: its files
+// as they were after event seq, as the snapshot digest (usable as the
+// image snapshot:DIGEST by the run's tenant).
+type Checkpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"` // the run's name for it
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Digest        string                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	Seq           int64                  `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	Files         int64                  `protobuf:"varint,5,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes         int64                  `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Reason        string                 `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"` // what took it: every N mutating calls, a park, a suspend
+	Error         string                 `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`   // checkpoint_failed: why none was taken
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Checkpoint) Reset() {
+	*x = Checkpoint{}
+	mi := &file_reins_v1_run_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkpoint) ProtoMessage() {}
+
+func (x *Checkpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
+func (*Checkpoint) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Checkpoint) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // AgentProgram is an agent run's program in its sandbox. env names the
 // variables it was given; their values (the gateway's token among them)
 // are not logged.
@@ -1169,7 +1306,7 @@ type AgentProgram struct {
 
 func (x *AgentProgram) Reset() {
 	*x = AgentProgram{}
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1318,7 @@ func (x *AgentProgram) String() string {
 func (*AgentProgram) ProtoMessage() {}
 
 func (x *AgentProgram) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1331,7 @@ func (x *AgentProgram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentProgram.ProtoReflect.Descriptor instead.
 func (*AgentProgram) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AgentProgram) GetSandbox() string {
@@ -1258,7 +1395,7 @@ type Egress struct {
 
 func (x *Egress) Reset() {
 	*x = Egress{}
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1407,7 @@ func (x *Egress) String() string {
 func (*Egress) ProtoMessage() {}
 
 func (x *Egress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1420,7 @@ func (x *Egress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Egress.ProtoReflect.Descriptor instead.
 func (*Egress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Egress) GetSandbox() string {
@@ -1345,7 +1482,7 @@ type RunCreated struct {
 
 func (x *RunCreated) Reset() {
 	*x = RunCreated{}
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1494,7 @@ func (x *RunCreated) String() string {
 func (*RunCreated) ProtoMessage() {}
 
 func (x *RunCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1507,7 @@ func (x *RunCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCreated.ProtoReflect.Descriptor instead.
 func (*RunCreated) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunCreated) GetSpec() *RunSpec {
@@ -1399,7 +1536,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1548,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1561,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Block) GetType() BlockType {
@@ -1515,7 +1652,7 @@ type ModelResponse struct {
 
 func (x *ModelResponse) Reset() {
 	*x = ModelResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1664,7 @@ func (x *ModelResponse) String() string {
 func (*ModelResponse) ProtoMessage() {}
 
 func (x *ModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1677,7 @@ func (x *ModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelResponse.ProtoReflect.Descriptor instead.
 func (*ModelResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ModelResponse) GetStep() int32 {
@@ -1615,7 +1752,7 @@ type GatewayCall struct {
 
 func (x *GatewayCall) Reset() {
 	*x = GatewayCall{}
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1764,7 @@ func (x *GatewayCall) String() string {
 func (*GatewayCall) ProtoMessage() {}
 
 func (x *GatewayCall) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1777,7 @@ func (x *GatewayCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayCall.ProtoReflect.Descriptor instead.
 func (*GatewayCall) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GatewayCall) GetSandbox() string {
@@ -1741,7 +1878,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1890,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1903,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolCall) GetStep() int32 {
@@ -1824,7 +1961,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +1973,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1986,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolResult) GetStep() int32 {
@@ -1932,20 +2069,24 @@ func (x *ToolResult) GetUntrusted() bool {
 // SandboxEvent records a run's sandbox coming, going, being suspended,
 // resumed or replaced.
 type SandboxEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	Image         string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
-	Previous      string                 `protobuf:"bytes,4,opt,name=previous,proto3" json:"previous,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // in words
-	Note          string                 `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id       string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Image    string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
+	Previous string                 `protobuf:"bytes,4,opt,name=previous,proto3" json:"previous,omitempty"`
+	Reason   string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // in words
+	Note     string                 `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	// snapshot is the saved workspace it started from (a fork's, a
+	// replacement's, a resume's) or was saved to (suspended).
+	Snapshot      string `protobuf:"bytes,7,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	From          string `protobuf:"bytes,8,opt,name=from,proto3" json:"from,omitempty"` // created, replaced: where its files came from: image, snapshot, disk
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SandboxEvent) Reset() {
 	*x = SandboxEvent{}
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2098,7 @@ func (x *SandboxEvent) String() string {
 func (*SandboxEvent) ProtoMessage() {}
 
 func (x *SandboxEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2111,7 @@ func (x *SandboxEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxEvent.ProtoReflect.Descriptor instead.
 func (*SandboxEvent) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SandboxEvent) GetName() string {
@@ -2015,6 +2156,20 @@ func (x *SandboxEvent) GetNote() string {
 	return ""
 }
 
+func (x *SandboxEvent) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *SandboxEvent) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
 // Waiting parks a run for a person.
 type Waiting struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2026,7 +2181,7 @@ type Waiting struct {
 
 func (x *Waiting) Reset() {
 	*x = Waiting{}
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2193,7 @@ func (x *Waiting) String() string {
 func (*Waiting) ProtoMessage() {}
 
 func (x *Waiting) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2206,7 @@ func (x *Waiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiting.ProtoReflect.Descriptor instead.
 func (*Waiting) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Waiting) GetCallId() string {
@@ -2080,7 +2235,7 @@ type HumanAnswer struct {
 
 func (x *HumanAnswer) Reset() {
 	*x = HumanAnswer{}
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2247,7 @@ func (x *HumanAnswer) String() string {
 func (*HumanAnswer) ProtoMessage() {}
 
 func (x *HumanAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2260,7 @@ func (x *HumanAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HumanAnswer.ProtoReflect.Descriptor instead.
 func (*HumanAnswer) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HumanAnswer) GetCallId() string {
@@ -2139,7 +2294,7 @@ type Note struct {
 
 func (x *Note) Reset() {
 	*x = Note{}
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2306,7 @@ func (x *Note) String() string {
 func (*Note) ProtoMessage() {}
 
 func (x *Note) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2319,7 @@ func (x *Note) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Note.ProtoReflect.Descriptor instead.
 func (*Note) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Note) GetMessage() string {
@@ -2189,7 +2344,7 @@ type Finished struct {
 
 func (x *Finished) Reset() {
 	*x = Finished{}
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2356,7 @@ func (x *Finished) String() string {
 func (*Finished) ProtoMessage() {}
 
 func (x *Finished) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2369,7 @@ func (x *Finished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finished.ProtoReflect.Descriptor instead.
 func (*Finished) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Finished) GetStatus() RunStatus {
@@ -2273,7 +2428,7 @@ type PolicyDecision struct {
 
 func (x *PolicyDecision) Reset() {
 	*x = PolicyDecision{}
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2440,7 @@ func (x *PolicyDecision) String() string {
 func (*PolicyDecision) ProtoMessage() {}
 
 func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2453,7 @@ func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
 func (*PolicyDecision) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PolicyDecision) GetCallId() string {
@@ -2350,7 +2505,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2517,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2530,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ApprovalRequested) GetCallId() string {
@@ -2428,7 +2583,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2595,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2608,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApprovalDecided) GetCallId() string {
@@ -2500,18 +2655,22 @@ func (x *ApprovalDecided) GetReason() string {
 
 // Forked opens a fork's own history.
 type Forked struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	AtSeq         int64                  `protobuf:"varint,2,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"`
-	Model         string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
-	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	From    string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	AtSeq   int64                  `protobuf:"varint,2,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"`
+	Model   string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Message string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// snapshots: sandbox name -> the checkpoint its first sandbox is made
+	// from (the newest at or before at_seq); one not named starts from its
+	// image.
+	Snapshots     map[string]string `protobuf:"bytes,5,rep,name=snapshots,proto3" json:"snapshots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Forked) Reset() {
 	*x = Forked{}
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2682,7 @@ func (x *Forked) String() string {
 func (*Forked) ProtoMessage() {}
 
 func (x *Forked) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2695,7 @@ func (x *Forked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forked.ProtoReflect.Descriptor instead.
 func (*Forked) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Forked) GetFrom() string {
@@ -2567,6 +2726,13 @@ func (x *Forked) GetMessage() string {
 	return ""
 }
 
+func (x *Forked) GetSnapshots() map[string]string {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
 type StartRunRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Spec          *RunSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -2576,7 +2742,7 @@ type StartRunRequest struct {
 
 func (x *StartRunRequest) Reset() {
 	*x = StartRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2754,7 @@ func (x *StartRunRequest) String() string {
 func (*StartRunRequest) ProtoMessage() {}
 
 func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2767,7 @@ func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunRequest.ProtoReflect.Descriptor instead.
 func (*StartRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StartRunRequest) GetSpec() *RunSpec {
@@ -2620,7 +2786,7 @@ type StartRunResponse struct {
 
 func (x *StartRunResponse) Reset() {
 	*x = StartRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2798,7 @@ func (x *StartRunResponse) String() string {
 func (*StartRunResponse) ProtoMessage() {}
 
 func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2811,7 @@ func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunResponse.ProtoReflect.Descriptor instead.
 func (*StartRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StartRunResponse) GetRun() *Run {
@@ -2664,7 +2830,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2842,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2855,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRunRequest) GetId() string {
@@ -2708,7 +2874,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2886,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2899,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -2753,7 +2919,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2931,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2944,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListRunsRequest) GetStatuses() []RunStatus {
@@ -2804,7 +2970,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2982,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +2995,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -2850,7 +3016,7 @@ type RunEventsRequest struct {
 
 func (x *RunEventsRequest) Reset() {
 	*x = RunEventsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2862,7 +3028,7 @@ func (x *RunEventsRequest) String() string {
 func (*RunEventsRequest) ProtoMessage() {}
 
 func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2875,7 +3041,7 @@ func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEventsRequest.ProtoReflect.Descriptor instead.
 func (*RunEventsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RunEventsRequest) GetId() string {
@@ -2908,7 +3074,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +3086,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3099,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelRunRequest) GetId() string {
@@ -2951,7 +3117,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2963,7 +3129,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2976,7 +3142,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
 }
 
 type AnswerRunRequest struct {
@@ -2989,7 +3155,7 @@ type AnswerRunRequest struct {
 
 func (x *AnswerRunRequest) Reset() {
 	*x = AnswerRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3167,7 @@ func (x *AnswerRunRequest) String() string {
 func (*AnswerRunRequest) ProtoMessage() {}
 
 func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3180,7 @@ func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AnswerRunRequest) GetId() string {
@@ -3039,7 +3205,7 @@ type AnswerRunResponse struct {
 
 func (x *AnswerRunResponse) Reset() {
 	*x = AnswerRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3217,7 @@ func (x *AnswerRunResponse) String() string {
 func (*AnswerRunResponse) ProtoMessage() {}
 
 func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3230,7 @@ func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunResponse.ProtoReflect.Descriptor instead.
 func (*AnswerRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
 }
 
 // Artifact is a file a run saved out of a sandbox (or a large output).
@@ -3080,7 +3246,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3258,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3271,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Artifact) GetName() string {
@@ -3145,7 +3311,7 @@ type ListArtifactsRequest struct {
 
 func (x *ListArtifactsRequest) Reset() {
 	*x = ListArtifactsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3323,7 @@ func (x *ListArtifactsRequest) String() string {
 func (*ListArtifactsRequest) ProtoMessage() {}
 
 func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3336,7 @@ func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsRequest.ProtoReflect.Descriptor instead.
 func (*ListArtifactsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListArtifactsRequest) GetId() string {
@@ -3189,7 +3355,7 @@ type ListArtifactsResponse struct {
 
 func (x *ListArtifactsResponse) Reset() {
 	*x = ListArtifactsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[35]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3201,7 +3367,7 @@ func (x *ListArtifactsResponse) String() string {
 func (*ListArtifactsResponse) ProtoMessage() {}
 
 func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[35]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3214,7 +3380,7 @@ func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsResponse.ProtoReflect.Descriptor instead.
 func (*ListArtifactsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{35}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListArtifactsResponse) GetArtifacts() []*Artifact {
@@ -3234,7 +3400,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[36]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3412,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[36]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3425,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{36}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetArtifactRequest) GetId() string {
@@ -3285,7 +3451,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[37]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3463,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[37]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3476,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{37}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetArtifactResponse) GetData() []byte {
@@ -3332,7 +3498,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[38]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3344,7 +3510,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[38]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3357,7 +3523,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{38}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ApproveRequest) GetId() string {
@@ -3396,7 +3562,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[39]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3574,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[39]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3587,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{39}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{40}
 }
 
 type DenyRequest struct {
@@ -3435,7 +3601,7 @@ type DenyRequest struct {
 
 func (x *DenyRequest) Reset() {
 	*x = DenyRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[40]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3613,7 @@ func (x *DenyRequest) String() string {
 func (*DenyRequest) ProtoMessage() {}
 
 func (x *DenyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[40]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3626,7 @@ func (x *DenyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
 func (*DenyRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{40}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DenyRequest) GetId() string {
@@ -3492,7 +3658,7 @@ type DenyResponse struct {
 
 func (x *DenyResponse) Reset() {
 	*x = DenyResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[41]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3670,7 @@ func (x *DenyResponse) String() string {
 func (*DenyResponse) ProtoMessage() {}
 
 func (x *DenyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[41]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3683,7 @@ func (x *DenyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
 func (*DenyResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{41}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{42}
 }
 
 type PauseRunRequest struct {
@@ -3529,7 +3695,7 @@ type PauseRunRequest struct {
 
 func (x *PauseRunRequest) Reset() {
 	*x = PauseRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[42]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +3707,7 @@ func (x *PauseRunRequest) String() string {
 func (*PauseRunRequest) ProtoMessage() {}
 
 func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[42]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +3720,7 @@ func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunRequest.ProtoReflect.Descriptor instead.
 func (*PauseRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{42}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PauseRunRequest) GetId() string {
@@ -3572,7 +3738,7 @@ type PauseRunResponse struct {
 
 func (x *PauseRunResponse) Reset() {
 	*x = PauseRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[43]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3584,7 +3750,7 @@ func (x *PauseRunResponse) String() string {
 func (*PauseRunResponse) ProtoMessage() {}
 
 func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[43]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3597,7 +3763,7 @@ func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunResponse.ProtoReflect.Descriptor instead.
 func (*PauseRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{43}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{44}
 }
 
 type ResumeRunRequest struct {
@@ -3609,7 +3775,7 @@ type ResumeRunRequest struct {
 
 func (x *ResumeRunRequest) Reset() {
 	*x = ResumeRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[44]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3787,7 @@ func (x *ResumeRunRequest) String() string {
 func (*ResumeRunRequest) ProtoMessage() {}
 
 func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[44]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3800,7 @@ func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{44}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResumeRunRequest) GetId() string {
@@ -3652,7 +3818,7 @@ type ResumeRunResponse struct {
 
 func (x *ResumeRunResponse) Reset() {
 	*x = ResumeRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[45]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3664,7 +3830,7 @@ func (x *ResumeRunResponse) String() string {
 func (*ResumeRunResponse) ProtoMessage() {}
 
 func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[45]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3677,7 +3843,7 @@ func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunResponse.ProtoReflect.Descriptor instead.
 func (*ResumeRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{45}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{46}
 }
 
 type ForkRunRequest struct {
@@ -3692,7 +3858,7 @@ type ForkRunRequest struct {
 
 func (x *ForkRunRequest) Reset() {
 	*x = ForkRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[46]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3704,7 +3870,7 @@ func (x *ForkRunRequest) String() string {
 func (*ForkRunRequest) ProtoMessage() {}
 
 func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[46]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3717,7 +3883,7 @@ func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunRequest.ProtoReflect.Descriptor instead.
 func (*ForkRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{46}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ForkRunRequest) GetId() string {
@@ -3757,7 +3923,7 @@ type ForkRunResponse struct {
 
 func (x *ForkRunResponse) Reset() {
 	*x = ForkRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[47]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3935,7 @@ func (x *ForkRunResponse) String() string {
 func (*ForkRunResponse) ProtoMessage() {}
 
 func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[47]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3948,7 @@ func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunResponse.ProtoReflect.Descriptor instead.
 func (*ForkRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{47}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ForkRunResponse) GetRun() *Run {
@@ -3801,7 +3967,7 @@ type VerifyRunRequest struct {
 
 func (x *VerifyRunRequest) Reset() {
 	*x = VerifyRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[48]
+	mi := &file_reins_v1_run_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3813,7 +3979,7 @@ func (x *VerifyRunRequest) String() string {
 func (*VerifyRunRequest) ProtoMessage() {}
 
 func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[48]
+	mi := &file_reins_v1_run_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3826,7 +3992,7 @@ func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{48}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *VerifyRunRequest) GetId() string {
@@ -3845,7 +4011,7 @@ type VerifyRunResponse struct {
 
 func (x *VerifyRunResponse) Reset() {
 	*x = VerifyRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[49]
+	mi := &file_reins_v1_run_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3857,7 +4023,7 @@ func (x *VerifyRunResponse) String() string {
 func (*VerifyRunResponse) ProtoMessage() {}
 
 func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[49]
+	mi := &file_reins_v1_run_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3870,7 +4036,7 @@ func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunResponse.ProtoReflect.Descriptor instead.
 func (*VerifyRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{49}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *VerifyRunResponse) GetRun() *Run {
@@ -3890,7 +4056,7 @@ type CompareRunsRequest struct {
 
 func (x *CompareRunsRequest) Reset() {
 	*x = CompareRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[50]
+	mi := &file_reins_v1_run_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3902,7 +4068,7 @@ func (x *CompareRunsRequest) String() string {
 func (*CompareRunsRequest) ProtoMessage() {}
 
 func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[50]
+	mi := &file_reins_v1_run_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3915,7 +4081,7 @@ func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsRequest.ProtoReflect.Descriptor instead.
 func (*CompareRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{50}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CompareRunsRequest) GetRecorded() string {
@@ -3946,7 +4112,7 @@ type CompareRunsResponse struct {
 
 func (x *CompareRunsResponse) Reset() {
 	*x = CompareRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[51]
+	mi := &file_reins_v1_run_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3958,7 +4124,7 @@ func (x *CompareRunsResponse) String() string {
 func (*CompareRunsResponse) ProtoMessage() {}
 
 func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[51]
+	mi := &file_reins_v1_run_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3971,7 +4137,7 @@ func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsResponse.ProtoReflect.Descriptor instead.
 func (*CompareRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{51}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CompareRunsResponse) GetSame() bool {
@@ -4020,7 +4186,7 @@ var File_reins_v1_run_proto protoreflect.FileDescriptor
 
 const file_reins_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12reins/v1/run.proto\x12\breins.v1\x1a\x16reins/v1/sandbox.proto\"\xf2\x03\n" +
+	"\x12reins/v1/run.proto\x12\breins.v1\x1a\x16reins/v1/sandbox.proto\"\xb7\x04\n" +
 	"\aRunSpec\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -4039,10 +4205,12 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x06script\x18\v \x01(\tR\x06script\x12+\n" +
 	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x12\x14\n" +
 	"\x05agent\x18\r \x01(\tR\x05agent\x12!\n" +
-	"\fmemory_bytes\x18\x0e \x01(\x03R\vmemoryBytes\x1a<\n" +
+	"\fmemory_bytes\x18\x0e \x01(\x03R\vmemoryBytes\x12.\n" +
+	"\x10checkpoint_every\x18\x0f \x01(\x05H\x00R\x0fcheckpointEvery\x88\x01\x01\x1a<\n" +
 	"\x0eSandboxesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x13\n" +
+	"\x11_checkpoint_every\"\xa9\x01\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
@@ -4071,7 +4239,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\tR\x05input\x12\x12\n" +
 	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xa1\b\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xd9\b\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12'\n" +
@@ -4095,8 +4263,21 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x06forked\x18\x16 \x01(\v2\x10.reins.v1.ForkedH\x00R\x06forked\x120\n" +
 	"\bartifact\x18\x17 \x01(\v2\x12.reins.v1.ArtifactH\x00R\bartifact\x12*\n" +
 	"\x06egress\x18\x18 \x01(\v2\x10.reins.v1.EgressH\x00R\x06egress\x12=\n" +
-	"\ragent_program\x18\x19 \x01(\v2\x16.reins.v1.AgentProgramH\x00R\fagentProgramB\t\n" +
-	"\apayloadJ\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\x04data\"\x8f\x01\n" +
+	"\ragent_program\x18\x19 \x01(\v2\x16.reins.v1.AgentProgramH\x00R\fagentProgram\x126\n" +
+	"\n" +
+	"checkpoint\x18\x1a \x01(\v2\x14.reins.v1.CheckpointH\x00R\n" +
+	"checkpointB\t\n" +
+	"\apayloadJ\x04\b\x03\x10\x04J\x04\b\x05\x10\x06R\x04data\"\xba\x01\n" +
+	"\n" +
+	"Checkpoint\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x03R\x03seq\x12\x14\n" +
+	"\x05files\x18\x05 \x01(\x03R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\x8f\x01\n" +
 	"\fAgentProgram\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x12\n" +
 	"\x04argv\x18\x02 \x03(\tR\x04argv\x12\x10\n" +
@@ -4177,14 +4358,16 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"durationMs\x12\x18\n" +
 	"\aunknown\x18\n" +
 	" \x01(\bR\aunknown\x12\x1c\n" +
-	"\tuntrusted\x18\v \x01(\bR\tuntrusted\"\x90\x01\n" +
+	"\tuntrusted\x18\v \x01(\bR\tuntrusted\"\xc0\x01\n" +
 	"\fSandboxEvent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x1a\n" +
 	"\bprevious\x18\x04 \x01(\tR\bprevious\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
-	"\x04note\x18\x06 \x01(\tR\x04note\">\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\x12\x1a\n" +
+	"\bsnapshot\x18\a \x01(\tR\bsnapshot\x12\x12\n" +
+	"\x04from\x18\b \x01(\tR\x04from\">\n" +
 	"\aWaiting\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bquestion\x18\x02 \x01(\tR\bquestion\"P\n" +
@@ -4220,12 +4403,16 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x05actor\x18\x03 \x01(\tR\x05actor\x12*\n" +
 	"\x11edited_input_json\x18\x04 \x01(\tR\x0feditedInputJson\x12\x16\n" +
 	"\x06always\x18\x05 \x01(\bR\x06always\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason\"c\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"\xe0\x01\n" +
 	"\x06Forked\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x15\n" +
 	"\x06at_seq\x18\x02 \x01(\x03R\x05atSeq\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"8\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12=\n" +
+	"\tsnapshots\x18\x05 \x03(\v2\x1f.reins.v1.Forked.SnapshotsEntryR\tsnapshots\x1a<\n" +
+	"\x0eSnapshotsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
 	"\x0fStartRunRequest\x12%\n" +
 	"\x04spec\x18\x01 \x01(\v2\x11.reins.v1.RunSpecR\x04spec\"3\n" +
 	"\x10StartRunResponse\x12\x1f\n" +
@@ -4310,7 +4497,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x11RUN_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14RUN_STATUS_SUCCEEDED\x10\x05\x12\x15\n" +
 	"\x11RUN_STATUS_FAILED\x10\x06\x12\x18\n" +
-	"\x14RUN_STATUS_CANCELLED\x10\a*\xb7\x05\n" +
+	"\x14RUN_STATUS_CANCELLED\x10\a*\xf4\x05\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EVENT_TYPE_RUN_CREATED\x10\x01\x12\x1d\n" +
@@ -4336,7 +4523,9 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x13EVENT_TYPE_ARTIFACT\x10\x14\x12\x15\n" +
 	"\x11EVENT_TYPE_EGRESS\x10\x15\x12\x1d\n" +
 	"\x19EVENT_TYPE_AGENT_STARTING\x10\x16\x12\x1c\n" +
-	"\x18EVENT_TYPE_AGENT_STARTED\x10\x17*y\n" +
+	"\x18EVENT_TYPE_AGENT_STARTED\x10\x17\x12\x19\n" +
+	"\x15EVENT_TYPE_CHECKPOINT\x10\x18\x12 \n" +
+	"\x1cEVENT_TYPE_CHECKPOINT_FAILED\x10\x19*y\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -4385,7 +4574,7 @@ func file_reins_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_reins_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: reins.v1.RunStatus
 	(EventType)(0),                // 1: reins.v1.EventType
@@ -4397,138 +4586,142 @@ var file_reins_v1_run_proto_goTypes = []any{
 	(*Run)(nil),                   // 7: reins.v1.Run
 	(*PendingCall)(nil),           // 8: reins.v1.PendingCall
 	(*RunEvent)(nil),              // 9: reins.v1.RunEvent
-	(*AgentProgram)(nil),          // 10: reins.v1.AgentProgram
-	(*Egress)(nil),                // 11: reins.v1.Egress
-	(*RunCreated)(nil),            // 12: reins.v1.RunCreated
-	(*Block)(nil),                 // 13: reins.v1.Block
-	(*ModelResponse)(nil),         // 14: reins.v1.ModelResponse
-	(*GatewayCall)(nil),           // 15: reins.v1.GatewayCall
-	(*ToolCall)(nil),              // 16: reins.v1.ToolCall
-	(*ToolResult)(nil),            // 17: reins.v1.ToolResult
-	(*SandboxEvent)(nil),          // 18: reins.v1.SandboxEvent
-	(*Waiting)(nil),               // 19: reins.v1.Waiting
-	(*HumanAnswer)(nil),           // 20: reins.v1.HumanAnswer
-	(*Note)(nil),                  // 21: reins.v1.Note
-	(*Finished)(nil),              // 22: reins.v1.Finished
-	(*PolicyDecision)(nil),        // 23: reins.v1.PolicyDecision
-	(*ApprovalRequested)(nil),     // 24: reins.v1.ApprovalRequested
-	(*ApprovalDecided)(nil),       // 25: reins.v1.ApprovalDecided
-	(*Forked)(nil),                // 26: reins.v1.Forked
-	(*StartRunRequest)(nil),       // 27: reins.v1.StartRunRequest
-	(*StartRunResponse)(nil),      // 28: reins.v1.StartRunResponse
-	(*GetRunRequest)(nil),         // 29: reins.v1.GetRunRequest
-	(*GetRunResponse)(nil),        // 30: reins.v1.GetRunResponse
-	(*ListRunsRequest)(nil),       // 31: reins.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 32: reins.v1.ListRunsResponse
-	(*RunEventsRequest)(nil),      // 33: reins.v1.RunEventsRequest
-	(*CancelRunRequest)(nil),      // 34: reins.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),     // 35: reins.v1.CancelRunResponse
-	(*AnswerRunRequest)(nil),      // 36: reins.v1.AnswerRunRequest
-	(*AnswerRunResponse)(nil),     // 37: reins.v1.AnswerRunResponse
-	(*Artifact)(nil),              // 38: reins.v1.Artifact
-	(*ListArtifactsRequest)(nil),  // 39: reins.v1.ListArtifactsRequest
-	(*ListArtifactsResponse)(nil), // 40: reins.v1.ListArtifactsResponse
-	(*GetArtifactRequest)(nil),    // 41: reins.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),   // 42: reins.v1.GetArtifactResponse
-	(*ApproveRequest)(nil),        // 43: reins.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 44: reins.v1.ApproveResponse
-	(*DenyRequest)(nil),           // 45: reins.v1.DenyRequest
-	(*DenyResponse)(nil),          // 46: reins.v1.DenyResponse
-	(*PauseRunRequest)(nil),       // 47: reins.v1.PauseRunRequest
-	(*PauseRunResponse)(nil),      // 48: reins.v1.PauseRunResponse
-	(*ResumeRunRequest)(nil),      // 49: reins.v1.ResumeRunRequest
-	(*ResumeRunResponse)(nil),     // 50: reins.v1.ResumeRunResponse
-	(*ForkRunRequest)(nil),        // 51: reins.v1.ForkRunRequest
-	(*ForkRunResponse)(nil),       // 52: reins.v1.ForkRunResponse
-	(*VerifyRunRequest)(nil),      // 53: reins.v1.VerifyRunRequest
-	(*VerifyRunResponse)(nil),     // 54: reins.v1.VerifyRunResponse
-	(*CompareRunsRequest)(nil),    // 55: reins.v1.CompareRunsRequest
-	(*CompareRunsResponse)(nil),   // 56: reins.v1.CompareRunsResponse
-	nil,                           // 57: reins.v1.RunSpec.SandboxesEntry
-	nil,                           // 58: reins.v1.Run.SandboxesEntry
-	(*Network)(nil),               // 59: reins.v1.Network
-	(*EgressLogEntry)(nil),        // 60: reins.v1.EgressLogEntry
+	(*Checkpoint)(nil),            // 10: reins.v1.Checkpoint
+	(*AgentProgram)(nil),          // 11: reins.v1.AgentProgram
+	(*Egress)(nil),                // 12: reins.v1.Egress
+	(*RunCreated)(nil),            // 13: reins.v1.RunCreated
+	(*Block)(nil),                 // 14: reins.v1.Block
+	(*ModelResponse)(nil),         // 15: reins.v1.ModelResponse
+	(*GatewayCall)(nil),           // 16: reins.v1.GatewayCall
+	(*ToolCall)(nil),              // 17: reins.v1.ToolCall
+	(*ToolResult)(nil),            // 18: reins.v1.ToolResult
+	(*SandboxEvent)(nil),          // 19: reins.v1.SandboxEvent
+	(*Waiting)(nil),               // 20: reins.v1.Waiting
+	(*HumanAnswer)(nil),           // 21: reins.v1.HumanAnswer
+	(*Note)(nil),                  // 22: reins.v1.Note
+	(*Finished)(nil),              // 23: reins.v1.Finished
+	(*PolicyDecision)(nil),        // 24: reins.v1.PolicyDecision
+	(*ApprovalRequested)(nil),     // 25: reins.v1.ApprovalRequested
+	(*ApprovalDecided)(nil),       // 26: reins.v1.ApprovalDecided
+	(*Forked)(nil),                // 27: reins.v1.Forked
+	(*StartRunRequest)(nil),       // 28: reins.v1.StartRunRequest
+	(*StartRunResponse)(nil),      // 29: reins.v1.StartRunResponse
+	(*GetRunRequest)(nil),         // 30: reins.v1.GetRunRequest
+	(*GetRunResponse)(nil),        // 31: reins.v1.GetRunResponse
+	(*ListRunsRequest)(nil),       // 32: reins.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 33: reins.v1.ListRunsResponse
+	(*RunEventsRequest)(nil),      // 34: reins.v1.RunEventsRequest
+	(*CancelRunRequest)(nil),      // 35: reins.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),     // 36: reins.v1.CancelRunResponse
+	(*AnswerRunRequest)(nil),      // 37: reins.v1.AnswerRunRequest
+	(*AnswerRunResponse)(nil),     // 38: reins.v1.AnswerRunResponse
+	(*Artifact)(nil),              // 39: reins.v1.Artifact
+	(*ListArtifactsRequest)(nil),  // 40: reins.v1.ListArtifactsRequest
+	(*ListArtifactsResponse)(nil), // 41: reins.v1.ListArtifactsResponse
+	(*GetArtifactRequest)(nil),    // 42: reins.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),   // 43: reins.v1.GetArtifactResponse
+	(*ApproveRequest)(nil),        // 44: reins.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 45: reins.v1.ApproveResponse
+	(*DenyRequest)(nil),           // 46: reins.v1.DenyRequest
+	(*DenyResponse)(nil),          // 47: reins.v1.DenyResponse
+	(*PauseRunRequest)(nil),       // 48: reins.v1.PauseRunRequest
+	(*PauseRunResponse)(nil),      // 49: reins.v1.PauseRunResponse
+	(*ResumeRunRequest)(nil),      // 50: reins.v1.ResumeRunRequest
+	(*ResumeRunResponse)(nil),     // 51: reins.v1.ResumeRunResponse
+	(*ForkRunRequest)(nil),        // 52: reins.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),       // 53: reins.v1.ForkRunResponse
+	(*VerifyRunRequest)(nil),      // 54: reins.v1.VerifyRunRequest
+	(*VerifyRunResponse)(nil),     // 55: reins.v1.VerifyRunResponse
+	(*CompareRunsRequest)(nil),    // 56: reins.v1.CompareRunsRequest
+	(*CompareRunsResponse)(nil),   // 57: reins.v1.CompareRunsResponse
+	nil,                           // 58: reins.v1.RunSpec.SandboxesEntry
+	nil,                           // 59: reins.v1.Run.SandboxesEntry
+	nil,                           // 60: reins.v1.Forked.SnapshotsEntry
+	(*Network)(nil),               // 61: reins.v1.Network
+	(*EgressLogEntry)(nil),        // 62: reins.v1.EgressLogEntry
 }
 var file_reins_v1_run_proto_depIdxs = []int32{
-	57, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
-	59, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
+	58, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
+	61, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
 	0,  // 2: reins.v1.Run.status:type_name -> reins.v1.RunStatus
 	5,  // 3: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
 	6,  // 4: reins.v1.Run.usage:type_name -> reins.v1.Usage
-	58, // 5: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
+	59, // 5: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
 	8,  // 6: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
 	1,  // 7: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
-	12, // 8: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
-	14, // 9: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
-	16, // 10: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
-	17, // 11: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
-	18, // 12: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
-	19, // 13: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
-	20, // 14: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
-	21, // 15: reins.v1.RunEvent.note:type_name -> reins.v1.Note
-	22, // 16: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
-	23, // 17: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
-	24, // 18: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
-	25, // 19: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
-	26, // 20: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
-	38, // 21: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
-	11, // 22: reins.v1.RunEvent.egress:type_name -> reins.v1.Egress
-	10, // 23: reins.v1.RunEvent.agent_program:type_name -> reins.v1.AgentProgram
-	60, // 24: reins.v1.Egress.entries:type_name -> reins.v1.EgressLogEntry
-	5,  // 25: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
-	3,  // 26: reins.v1.Block.type:type_name -> reins.v1.BlockType
-	13, // 27: reins.v1.Block.content:type_name -> reins.v1.Block
-	13, // 28: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
-	2,  // 29: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
-	6,  // 30: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
-	15, // 31: reins.v1.ModelResponse.gateway:type_name -> reins.v1.GatewayCall
-	13, // 32: reins.v1.GatewayCall.new:type_name -> reins.v1.Block
-	0,  // 33: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
-	6,  // 34: reins.v1.Finished.usage:type_name -> reins.v1.Usage
-	4,  // 35: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
-	5,  // 36: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
-	7,  // 37: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
-	7,  // 38: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
-	0,  // 39: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
-	7,  // 40: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
-	38, // 41: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
-	7,  // 42: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
-	7,  // 43: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
-	27, // 44: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
-	29, // 45: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
-	31, // 46: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
-	33, // 47: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
-	34, // 48: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
-	36, // 49: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
-	43, // 50: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
-	45, // 51: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
-	47, // 52: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
-	49, // 53: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
-	51, // 54: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
-	53, // 55: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
-	55, // 56: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
-	39, // 57: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
-	41, // 58: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
-	28, // 59: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
-	30, // 60: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
-	32, // 61: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
-	9,  // 62: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
-	35, // 63: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
-	37, // 64: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
-	44, // 65: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
-	46, // 66: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
-	48, // 67: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
-	50, // 68: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
-	52, // 69: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
-	54, // 70: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
-	56, // 71: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
-	40, // 72: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
-	42, // 73: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
-	59, // [59:74] is the sub-list for method output_type
-	44, // [44:59] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	13, // 8: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
+	15, // 9: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
+	17, // 10: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
+	18, // 11: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
+	19, // 12: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
+	20, // 13: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
+	21, // 14: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
+	22, // 15: reins.v1.RunEvent.note:type_name -> reins.v1.Note
+	23, // 16: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
+	24, // 17: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
+	25, // 18: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
+	26, // 19: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
+	27, // 20: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
+	39, // 21: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
+	12, // 22: reins.v1.RunEvent.egress:type_name -> reins.v1.Egress
+	11, // 23: reins.v1.RunEvent.agent_program:type_name -> reins.v1.AgentProgram
+	10, // 24: reins.v1.RunEvent.checkpoint:type_name -> reins.v1.Checkpoint
+	62, // 25: reins.v1.Egress.entries:type_name -> reins.v1.EgressLogEntry
+	5,  // 26: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
+	3,  // 27: reins.v1.Block.type:type_name -> reins.v1.BlockType
+	14, // 28: reins.v1.Block.content:type_name -> reins.v1.Block
+	14, // 29: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
+	2,  // 30: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
+	6,  // 31: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
+	16, // 32: reins.v1.ModelResponse.gateway:type_name -> reins.v1.GatewayCall
+	14, // 33: reins.v1.GatewayCall.new:type_name -> reins.v1.Block
+	0,  // 34: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
+	6,  // 35: reins.v1.Finished.usage:type_name -> reins.v1.Usage
+	4,  // 36: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
+	60, // 37: reins.v1.Forked.snapshots:type_name -> reins.v1.Forked.SnapshotsEntry
+	5,  // 38: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
+	7,  // 39: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
+	7,  // 40: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
+	0,  // 41: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
+	7,  // 42: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
+	39, // 43: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
+	7,  // 44: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
+	7,  // 45: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
+	28, // 46: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
+	30, // 47: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
+	32, // 48: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
+	34, // 49: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
+	35, // 50: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
+	37, // 51: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
+	44, // 52: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
+	46, // 53: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
+	48, // 54: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
+	50, // 55: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
+	52, // 56: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
+	54, // 57: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
+	56, // 58: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
+	40, // 59: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
+	42, // 60: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
+	29, // 61: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
+	31, // 62: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
+	33, // 63: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
+	9,  // 64: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
+	36, // 65: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
+	38, // 66: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
+	45, // 67: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
+	47, // 68: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
+	49, // 69: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
+	51, // 70: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
+	53, // 71: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
+	55, // 72: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
+	57, // 73: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
+	41, // 74: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
+	43, // 75: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
+	61, // [61:76] is the sub-list for method output_type
+	46, // [46:61] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_run_proto_init() }
@@ -4537,6 +4730,7 @@ func file_reins_v1_run_proto_init() {
 		return
 	}
 	file_reins_v1_sandbox_proto_init()
+	file_reins_v1_run_proto_msgTypes[0].OneofWrappers = []any{}
 	file_reins_v1_run_proto_msgTypes[4].OneofWrappers = []any{
 		(*RunEvent_RunCreated)(nil),
 		(*RunEvent_ModelResponse)(nil),
@@ -4554,6 +4748,7 @@ func file_reins_v1_run_proto_init() {
 		(*RunEvent_Artifact)(nil),
 		(*RunEvent_Egress)(nil),
 		(*RunEvent_AgentProgram)(nil),
+		(*RunEvent_Checkpoint)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4561,7 +4756,7 @@ func file_reins_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_run_proto_rawDesc), len(file_reins_v1_run_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,18 +23,21 @@ func Network() egress.Rules {
 		Secrets:    []egress.SecretRef{{Name: "GITHUB_TOKEN", Hosts: []string{"*.github.com", "api.github.com"}}}}
 }
 
+// checkpointEvery is the sample spec's.
+var checkpointEvery = 7
+
 // Samples returns a payload for each event type (runlog.Event*), every
 // field set to a value that can be told apart.
 func Samples() map[string]any {
 	sb := func(note string) runlog.SandboxEvent {
 		return runlog.SandboxEvent{Name: "default", ID: "sbx" + note, Image: "busybox", Previous: "sbxold",
-			Reason: "it vanished " + note, Note: "files restored " + note}
+			Reason: "it vanished " + note, Note: "files restored " + note, Snapshot: "sha256:" + note, From: runlog.FromSnapshot}
 	}
 	return map[string]any{
 		runlog.EventRunCreated: runlog.RunCreated{Spec: runlog.Spec{Task: "fix the test", Model: "script:x", System: "be brief",
 			Sandboxes: map[string]string{"default": "busybox"}, MaxSteps: 7, MaxCost: 1.5, MaxTokens: 9000,
 			Timeout: runlog.Duration(90 * time.Second), Tools: []string{"bash"}, Policy: "tools: {bash: ask}", Script: `{"turns":[]}`,
-			Network: Network(), Agent: "codex", Memory: 3 << 30}},
+			Network: Network(), Agent: "codex", Memory: 3 << 30, CheckpointEvery: &checkpointEvery}},
 		runlog.EventModelResponse: runlog.ModelResponse{Step: 2, Content: []model.Block{
 			{Type: model.BlockText, Text: "Checking the disk."},
 			{Type: model.BlockToolUse, ToolCallID: "call_1_0", ToolName: "bash", Input: json.RawMessage(`{"command":"df -h"}`)},
@@ -74,7 +77,12 @@ func Samples() map[string]any {
 			Rule: "trifecta", Reason: "untrusted content was read"},
 		runlog.EventApprovalDecided: runlog.ApprovalDecided{CallID: "call_5_0", Approved: true, Actor: "admin",
 			Edited: json.RawMessage(`{"to":"b@example.com"}`), Always: true, Reason: "fine"},
-		runlog.EventForked:   runlog.Forked{From: "run_orig", AtSeq: 4, Model: "script:y", Message: "forked from run_orig at 4"},
+		runlog.EventForked: runlog.Forked{From: "run_orig", AtSeq: 4, Model: "script:y", Message: "forked from run_orig at 4",
+			Snapshots: map[string]string{"default": "sha256:dd"}},
+		runlog.EventCheckpoint: runlog.Checkpoint{Sandbox: "default", ID: "sbx1", Digest: "sha256:ee", Seq: 41, Files: 12, Bytes: 3456,
+			Reason: "every 10 mutating calls", Error: "unset on a taken one; set here to carry every field"},
+		runlog.EventCheckpointFailed: runlog.Checkpoint{Sandbox: "db", ID: "sbx2", Digest: "sha256:none", Seq: 42, Files: 1, Bytes: 2,
+			Reason: "before the run parks", Error: "no space left on the snapshot store"},
 		runlog.EventArtifact: runlog.Artifact{Name: "report.txt", Digest: "sha256:cc", Size: 1234, Source: "default:/workspace/report.txt"},
 	}
 }
