@@ -49,6 +49,8 @@ type Server struct {
 	// expiries, when set, serves Extend.
 	expiries Expiries
 	egress   EgressLogs
+	// templates, when set, serves the template calls (templates.go).
+	templates Templates
 	// ports, when set, serves port URLs (ports.go) through portProxy,
 	// at most PortConnsPerSandbox at once per sandbox.
 	ports     *Ports

@@ -88,6 +88,12 @@ func (b *Builder) Build(ctx context.Context, tenant string, spec Spec, progress 
 	return t, err
 }
 
+// List returns tenant's templates (Store.List).
+func (b *Builder) List(tenant string) ([]Template, error) { return b.Store.List(tenant) }
+
+// Delete removes tenant's template name (Store.Delete).
+func (b *Builder) Delete(tenant, name string) error { return b.Store.Delete(tenant, name) }
+
 func (b *Builder) claim(tenant, name string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -179,7 +185,7 @@ func (r *build) run(ctx context.Context) (Template, error) {
 		s.Tar = nil
 		t.Steps = append(t.Steps, s)
 	}
-	if err := r.b.Store.put(t); err != nil {
+	if err := r.b.Store.Put(t); err != nil {
 		return Template{}, err
 	}
 	return t, nil

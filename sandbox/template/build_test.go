@@ -327,11 +327,11 @@ func TestDeleteRefusedWhileNeeded(t *testing.T) {
 	if err := f.store.Delete("t1", "d"); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "sandbox:ab12") {
 		t.Errorf("delete of a needed template: %v", err)
 	}
-	if got := f.store.NeededBy("t1", tm.Snapshot); len(got) == 0 || got[0] != "template:d" {
-		t.Errorf("NeededBy = %q", got)
+	if got := f.store.SnapshotUsers("t1", tm.Snapshot); len(got) == 0 || got[0] != "template:d" {
+		t.Errorf("SnapshotUsers = %q", got)
 	}
-	if got := f.store.NeededBy("t2", tm.Snapshot); len(got) != 0 {
-		t.Errorf("another tenant's NeededBy = %q", got)
+	if got := f.store.SnapshotUsers("t2", tm.Snapshot); len(got) != 0 {
+		t.Errorf("another tenant's SnapshotUsers = %q", got)
 	}
 	if err := f.store.Delete("t2", "d"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant's delete: %v", err)

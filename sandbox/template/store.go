@@ -114,8 +114,12 @@ func (s *Store) List(tenant string) ([]Template, error) {
 	return out, nil
 }
 
-// put writes t's record, replacing the one of the same name.
-func (s *Store) put(t Template) error {
+// Put writes t's record, replacing the one of the same name (a build
+// does; tests seed records with it).
+func (s *Store) Put(t Template) error {
+	if err := CheckName(t.Name); err != nil {
+		return err
+	}
 	t.Version = recordVersion
 	return writeJSON(s.recordPath(t.Tenant, t.Name), t)
 }
@@ -145,11 +149,11 @@ func (s *Store) Delete(tenant, name string) error {
 	return nil
 }
 
-// NeededBy names tenant's templates that start from snapshot digest
+// SnapshotUsers names tenant's templates that start from snapshot digest
 // ("template:web"), and says "template build cache" when a cached step
-// result is that snapshot: the snapshot store keeps what this returns
-// anything for.
-func (s *Store) NeededBy(tenant, digest string) []string {
+// result is that snapshot: the snapshot store keeps (and refuses to
+// delete) what this returns anything for (manager.SnapshotUsers).
+func (s *Store) SnapshotUsers(tenant, digest string) []string {
 	var who []string
 	ts, _ := s.List(tenant)
 	for _, t := range ts {
