@@ -60,6 +60,10 @@ type serveConfig struct {
 	EgressResolve  []string // NAME=IP
 	EgressDNS      string
 	PortDomain     string
+	// ExpiryWarning and SuspendedRetention: the lifecycle's defaults
+	// (manager.Config).
+	ExpiryWarning      time.Duration
+	SuspendedRetention time.Duration
 }
 
 func serveCmd() *cobra.Command {
@@ -116,6 +120,8 @@ are read from this process's environment:
 	f.StringVar(&cfg.EgressDNS, "egress-dns", "", "HOST:PORT of the DNS server the egress proxy asks for allowed names (default: this host's resolver)")
 	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
 	f.StringVar(&cfg.PortDomain, "port-domain", "localhost", "domain of the URLs that reach ports in sandboxes (PORT-ID.DOMAIN, on this service's port); its names must resolve to this service")
+	f.DurationVar(&cfg.ExpiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's TTL runs out its expiring event fires, for sandboxes that set none")
+	f.DurationVar(&cfg.SuspendedRetention, "suspended-retention", 7*24*time.Hour, "how long a suspended sandbox is kept (from its suspend, or an extend) before it is deleted with its saved workspace")
 	return c
 }
 
@@ -214,18 +220,20 @@ func serve(cfg serveConfig) error {
 		http.Error(w, "reins serve is starting: retry", http.StatusServiceUnavailable)
 	})
 	m, err = manager.New(manager.Config{
-		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
-		ExecutorPath:   cfg.ExecutorPath,
-		Backends:       backends,
-		DefaultBackend: cfg.DefaultBackend,
-		Images:         manager.ImageStore(images),
-		Defaults:       cfg.Defaults,
-		TenantMax:      cfg.TenantMax,
-		CheckInterval:  cfg.CheckInterval,
-		AnswerTimeout:  cfg.AnswerTimeout,
-		MaxSandboxes:   tenants.MaxSandboxes,
-		Network:        bnd,
-		Gateway:        gw,
+		Dir:                filepath.Join(cfg.DataDir, "sandboxes"),
+		ExecutorPath:       cfg.ExecutorPath,
+		Backends:           backends,
+		DefaultBackend:     cfg.DefaultBackend,
+		Images:             manager.ImageStore(images),
+		Defaults:           cfg.Defaults,
+		TenantMax:          cfg.TenantMax,
+		CheckInterval:      cfg.CheckInterval,
+		AnswerTimeout:      cfg.AnswerTimeout,
+		MaxSandboxes:       tenants.MaxSandboxes,
+		Network:            bnd,
+		Gateway:            gw,
+		ExpiryWarning:      cfg.ExpiryWarning,
+		SuspendedRetention: cfg.SuspendedRetention,
 		Removed: func(id string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -303,7 +311,7 @@ func serve(cfg serveConfig) error {
 	}
 	srv := &http.Server{
 		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).
-			WithNetworks(m).WithExpiries(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
+			WithNetworks(m).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).WithPorts(ports).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -47,11 +47,20 @@ func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }
 
 func writeRecord(dir string, r *Record) error {
 	r.Version = recordVersion
-	data, err := json.MarshalIndent(r, "", "  ")
+	if err := writeJSON(recordPath(dir), r); err != nil {
+		return fmt.Errorf("writing sandbox record: %w", err)
+	}
+	return nil
+}
+
+// writeJSON writes v to path atomically and durably: a temporary file,
+// synced, renamed over it.
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := recordPath(dir) + ".tmp"
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -65,9 +74,9 @@ func writeRecord(dir string, r *Record) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing sandbox record: %w", err)
+		return err
 	}
-	return os.Rename(tmp, recordPath(dir))
+	return os.Rename(tmp, path)
 }
 
 func readRecord(dir string) (*Record, error) {
