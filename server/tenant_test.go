@@ -133,10 +133,11 @@ func newEnvSeeds(t *testing.T, defaults store.Quota, seeds []seed) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.UseTemplates(templates)
 	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
 		WithTemplates(&template.Builder{Store: templates}).
 		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).
-		WithNetworks(nets).WithExpiries(m).WithEgressLogs(eg).
+		WithNetworks(nets).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithEgressLogs(eg).
 		WithPorts(&server.Ports{Domain: "localhost", Key: make([]byte, 32)}).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
@@ -566,6 +567,10 @@ func TestIsolation(t *testing.T) {
 	}
 	tplCalls := map[string]func(name string) error{
 		"DeleteTemplate": func(name string) error { return beta.DeleteTemplate(ctx, name) },
+		"Create from it": func(name string) error {
+			_, err := beta.Create(ctx, &reinsv1.SandboxSpec{Image: template.Prefix + name}, nil)
+			return err
+		},
 		"BuildTemplate from it": func(name string) error {
 			_, err := beta.BuildTemplate(ctx, &reinsv1.BuildTemplateRequest{Name: "mine", From: template.Prefix + name}, nil)
 			return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,6 +171,32 @@ func (s *Store) SnapshotUsers(tenant, digest string) []string {
 		}
 	}
 	return who
+}
+
+// LiveWorkspaces lists the snapshot digests every tenant's templates and
+// cached steps stand on, so that a collection of saved workspaces keeps
+// them (manager.SnapshotUsers).
+func (s *Store) LiveWorkspaces() []string {
+	seen := map[string]bool{}
+	tenants, _ := os.ReadDir(s.dir)
+	for _, td := range tenants {
+		if !strings.HasPrefix(td.Name(), "t-") {
+			continue
+		}
+		for _, sub := range []string{"templates", "cache"} {
+			dir := filepath.Join(s.dir, td.Name(), sub)
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				var rec struct {
+					Snapshot string `json:"snapshot"`
+				}
+				if strings.HasSuffix(e.Name(), ".json") && readJSON(filepath.Join(dir, e.Name()), &rec) == nil && rec.Snapshot != "" {
+					seen[rec.Snapshot] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // cached returns the cached result of the step with key.
