@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -260,60 +259,18 @@ func (b *buildPrinter) progress(p *reinsv1.TemplateProgress) {
 }
 
 func templateLsCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List your templates",
-		Args:    usageArgs(cobra.NoArgs),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
+	return listCmd("List your templates", "NAME\tFROM\tSTEPS\tSIZE\tSTART\tBUILT", (*client.Client).ListTemplates,
+		func(t *reinsv1.Template) string {
+			start := t.Start
+			if start == "" {
+				start = "-"
 			}
-			defer cancel()
-			ts, err := cl.ListTemplates(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSONList(c.OutOrStdout(), ts)
-			}
-			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tFROM\tSTEPS\tSIZE\tSTART\tBUILT")
-			for _, t := range ts {
-				start := t.Start
-				if start == "" {
-					start = "-"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", t.Name, t.From, len(t.Steps), humanBytes(t.Bytes), truncateText(start, 40), ago(t.CreatedUnixNano))
-			}
-			return w.Flush()
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return c
+			return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", t.Name, t.From, len(t.Steps), humanBytes(t.Bytes), truncateText(start, 40), ago(t.CreatedUnixNano))
+		})
 }
 
 func templateRmCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "rm NAME...",
-		Short: "Remove templates (refused while a sandbox or a pool needs one)",
-		Args:  usageArgs(cobra.MinimumNArgs(1)),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			for _, name := range args {
-				if err := cl.DeleteTemplate(ctx, name); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}
+	return removeCmd("Remove templates (refused while a sandbox or a pool needs one)", (*client.Client).DeleteTemplate)
 }
 
 func truncateText(s string, n int) string {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/internal/jsonfile"
 )
 
 // recordVersion is bumped when Template changes in a way old code can't read.
@@ -228,33 +229,12 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// writeJSON writes v to path atomically and durably: a crash leaves the
-// old file or the new one.
+// writeJSON writes v to path atomically and durably, making its directory.
 func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := jsonfile.Write(path, v); err != nil {
 		return fmt.Errorf("writing template record: %w", err)
 	}
 	return nil
