@@ -35,6 +35,7 @@ import (
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/runc"
 	"github.com/reinsdev/reins/sandbox/template"
+	"github.com/reinsdev/reins/sandbox/workspace"
 	"github.com/reinsdev/reins/secret"
 	"github.com/reinsdev/reins/server"
 	"github.com/reinsdev/reins/store"
@@ -127,6 +128,9 @@ are read from this process's environment:
 }
 
 func serve(cfg serveConfig) error {
+	if cfg.ExpiryWarning < 0 || cfg.SuspendedRetention < 0 {
+		return usageError{errors.New("--expiry-warning and --suspended-retention must not be negative")}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return usageError{fmt.Errorf("--log-level %q: use debug, info, warn or error", cfg.LogLevel)}
@@ -220,6 +224,10 @@ func serve(cfg serveConfig) error {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "reins serve is starting: retry", http.StatusServiceUnavailable)
 	})
+	workspaces, err := workspace.Open(filepath.Join(cfg.DataDir, "workspaces"))
+	if err != nil {
+		return err
+	}
 	m, err = manager.New(manager.Config{
 		Dir:                filepath.Join(cfg.DataDir, "sandboxes"),
 		ExecutorPath:       cfg.ExecutorPath,
@@ -233,6 +241,7 @@ func serve(cfg serveConfig) error {
 		MaxSandboxes:       tenants.MaxSandboxes,
 		Network:            bnd,
 		Gateway:            gw,
+		Workspaces:         manager.WorkspaceStore(workspaces),
 		ExpiryWarning:      cfg.ExpiryWarning,
 		SuspendedRetention: cfg.SuspendedRetention,
 		Removed: func(id string) {

@@ -141,10 +141,8 @@ type Manager struct {
 	// templates resolves template:NAME images (templates.go).
 	templates Templates
 
-	events events
-	// gc keeps captures (read-held) and a collection of saved workspaces
-	// (write-held) apart.
-	gc           sync.RWMutex
+	events       events
+	collecting   sync.Mutex // one collection of saved workspaces at a time
 	lastMaintain time.Time
 
 	// life ends the goroutines that wait on sandboxes (see watchDeath);
@@ -536,7 +534,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	if o.from != nil {
 		// Its workspace is the snapshot until it saves its own: the
 		// fresh disk gets it at the start (localRoot).
-		b.rec.Origin, b.rec.Workspace = o.origin, o.from.Digest
+		b.rec.Origin, b.rec.Workspace, b.rec.Base = o.origin, o.from.Digest, o.from.Digest
 	}
 	if spec.Gateway != nil {
 		b.rec.GatewayToken = newGatewayToken() // recorded below, before the sandbox (or anyone) sees it

@@ -42,6 +42,9 @@ type Record struct {
 	// gateway (gateway.TokenPrefix…), "" without one; written before it
 	// is handed out.
 	GatewayToken string `json:"gateway_token,omitempty"`
+	// Base is the digest of the snapshot it was made from (a create from
+	// snapshot:, a fork), which it needs while it is not stopped.
+	Base string `json:"base,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }

@@ -188,15 +188,17 @@ func (m *Manager) AddSnapshotUsers(u SnapshotUsers) {
 	m.users = append(m.users, u)
 }
 
-// neededBy names who needs tenant's snapshot of digest: a suspended or
-// paused sandbox resuming on it, and what AddSnapshotUsers registered.
+// neededBy names who needs tenant's snapshot of digest: a sandbox made
+// from it that is not stopped (its origin), a suspended or paused sandbox
+// resuming on it, and what AddSnapshotUsers registered.
 func (m *Manager) neededBy(tenant, digest string) []string {
 	var out []string
 	for _, b := range m.tenantBoxes(tenant) {
 		b.mu.Lock()
 		r := b.rec
 		b.mu.Unlock()
-		if r.Workspace == digest && (r.State == sandbox.StateSuspended || r.State == sandbox.StatePaused) {
+		resumesOn := r.Workspace == digest && (r.State == sandbox.StateSuspended || r.State == sandbox.StatePaused)
+		if resumesOn || r.Base == digest && r.State != sandbox.StateStopped {
 			out = append(out, "sandbox:"+r.ID)
 		}
 	}
@@ -299,9 +301,9 @@ func (m *Manager) captureLocked(ctx context.Context, b *box) (Saved, error) {
 }
 
 // captureUpper saves b's upper layer as it is on its disk; b.mu is held.
+// (A collection running meanwhile keeps what the capture references: the
+// store sees to that.)
 func (m *Manager) captureUpper(ctx context.Context, b *box) (Saved, error) {
-	m.gc.RLock()
-	defer m.gc.RUnlock()
 	saved, err := m.cfg.Workspaces.Capture(ctx, rootfs.Layout{Dir: b.dir}.Upper(), b.rec.Workspace, nil)
 	if err != nil {
 		return Saved{}, fmt.Errorf("saving sandbox %s's workspace failed, and the sandbox is as it was: %w", b.rec.ID, err)
@@ -345,7 +347,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, tenant, name string) error
 		return err
 	}
 	if users := m.neededBy(tenant, s.Digest); len(users) > 0 {
-		return fmt.Errorf("snapshot %s is needed by %s: remove or resume those first: %w", name, strings.Join(users, ", "), errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("snapshot %s is needed by %s (made from it, or resuming on it): remove those first: %w", name, strings.Join(users, ", "), errdefs.ErrFailedPrecondition)
 	}
 	if err := os.Remove(path); err != nil {
 		return err
@@ -373,10 +375,10 @@ func (m *Manager) collectSoon() {
 var errBusy = errors.New("a sandbox is busy")
 
 func (m *Manager) collect(ctx context.Context) error {
-	// No capture runs while the live set is taken and collected: a
-	// capture's new data is referenced only once it is recorded.
-	m.gc.Lock()
-	defer m.gc.Unlock()
+	// One collection at a time; captures go on meanwhile (the store
+	// keeps what they reference, and their new manifests a while).
+	m.collecting.Lock()
+	defer m.collecting.Unlock()
 	live := map[string]bool{}
 	all, err := m.allSnapshots()
 	if err != nil {
@@ -390,8 +392,9 @@ func (m *Manager) collect(ctx context.Context) error {
 	users := slices.Clone(m.users)
 	m.mu.Unlock()
 	for _, b := range boxes {
-		// Never wait on a sandbox here: its action may be a capture
-		// waiting for m.gc. A busy one puts the collection off.
+		// A busy sandbox (a resume restoring its workspace, a suspend)
+		// puts the collection off rather than hold it up: its workspace
+		// must be counted live.
 		if !b.mu.TryLock() {
 			return errBusy
 		}
