@@ -52,6 +52,8 @@ type Server struct {
 	suspender Suspender
 	snapshots Snapshots
 	egress    EgressLogs
+	// templates, when set, serves the template calls (templates.go).
+	templates Templates
 	// ports, when set, serves port URLs (ports.go) through portProxy,
 	// at most PortConnsPerSandbox at once per sandbox.
 	ports     *Ports

@@ -29,6 +29,7 @@ import (
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/fake"
 	"github.com/reinsdev/reins/sandbox/manager"
+	"github.com/reinsdev/reins/sandbox/template"
 	"github.com/reinsdev/reins/server"
 	"github.com/reinsdev/reins/server/wire"
 	"github.com/reinsdev/reins/store"
@@ -49,6 +50,8 @@ type env struct {
 	t      *testing.T
 	nets   *fakeNetworks
 	egress *fakeEgress
+	// templates holds the tenants' template records.
+	templates *template.Store
 }
 
 // openStores opens a SQLite store and a blob store in dir, closed when
@@ -126,7 +129,13 @@ func newEnvSeeds(t *testing.T, defaults store.Quota, seeds []seed) *env {
 	t.Cleanup(eng.Close)
 
 	nets, eg := &fakeNetworks{m: m}, newFakeEgress(st)
+	templates, err := template.NewStore(filepath.Join(dir, "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.UseTemplates(templates)
 	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
+		WithTemplates(&template.Builder{Store: templates}).
 		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).
 		WithNetworks(nets).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithEgressLogs(eg).
 		WithPorts(&server.Ports{Domain: "localhost", Key: make([]byte, 32)}).Handler())
@@ -135,7 +144,7 @@ func newEnvSeeds(t *testing.T, defaults store.Quota, seeds []seed) *env {
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{url: srv.URL, st: st, t: t, nets: nets, egress: eg}
+	return &env{url: srv.URL, st: st, t: t, nets: nets, egress: eg, templates: templates}
 }
 
 type noImages struct{}
@@ -496,10 +505,6 @@ func TestIsolation(t *testing.T) {
 			_, err := beta.Extend(ctx, id, time.Hour)
 			return err
 		},
-		"Pause": func(id string) error {
-			_, err := sc.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: true}))
-			return raw(err)
-		},
 		"Suspend": func(id string) error { _, err := beta.Suspend(ctx, id); return err },
 		"Resume":  func(id string) error { _, err := beta.Resume(ctx, id); return err },
 		"Snapshot": func(id string) error {
@@ -514,7 +519,11 @@ func TestIsolation(t *testing.T) {
 		// missing (test/e2e TestTenantIsolation makes a real one).
 		"DeleteSnapshot": func(id string) error { return beta.DeleteSnapshot(ctx, id) },
 		"ListSnapshots":  nil, // below
-		// Helpers pause and tmpl cover theirs.
+		"Pause": func(id string) error {
+			_, err := sc.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: true}))
+			return raw(err)
+		},
+		// Templates are named, not sandboxes: below, by name.
 		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // below; Create has no id
 		"Version": nil, // below; it names no tenant's things
@@ -545,6 +554,33 @@ func TestIsolation(t *testing.T) {
 	}
 	_, err = client.Unary(ctx, beta.Sandbox(sbx), beta.Sandbox(sbx).RPC().Stat, &executorv1.StatRequest{Path: "/"})
 	wantKind(t, "Stat through the client with beta's token", err, errdefs.ErrNotFound)
+
+	// Templates: another tenant's is answered as a missing one, by
+	// every call that names one, and never listed.
+	const acmeTpl, missingTpl = "acmeweb", "nosuchweb"
+	if err := e.templates.Put(template.Template{Tenant: "acme", Name: acmeTpl, From: "busybox", Snapshot: "sha256:" + strings.Repeat("ab", 32)}); err != nil {
+		t.Fatal(err)
+	}
+	tplCalls := map[string]func(name string) error{
+		"DeleteTemplate": func(name string) error { return beta.DeleteTemplate(ctx, name) },
+		"Create from it": func(name string) error {
+			_, err := beta.Create(ctx, &reinsv1.SandboxSpec{Image: template.Prefix + name}, nil)
+			return err
+		},
+		"BuildTemplate from it": func(name string) error {
+			_, err := beta.BuildTemplate(ctx, &reinsv1.BuildTemplateRequest{Name: "mine", From: template.Prefix + name}, nil)
+			return err
+		},
+	}
+	for what, call := range tplCalls {
+		sameAsMissing(t, "SandboxService."+what, call(acmeTpl), call(missingTpl), acmeTpl, missingTpl)
+	}
+	if ts, err := beta.ListTemplates(ctx); err != nil || len(ts) != 0 {
+		t.Errorf("SandboxService.ListTemplates with beta's token: %v, %v; want none", ts, err)
+	}
+	if ts, err := acme.ListTemplates(ctx); err != nil || len(ts) != 1 || ts[0].Name != acmeTpl {
+		t.Errorf("acme's ListTemplates: %v, %v; want its one", ts, err)
+	}
 
 	// acme still sees its own; the admin sees everything.
 	for name, c := range map[string]*client.Client{"acme": acme, "admin": e.client(adminToken)} {

@@ -6,12 +6,12 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/client"
 )
 
 // The lifecycle of short-lived sandboxes: suspend, resume, snapshot, fork,
@@ -243,64 +243,20 @@ func snapshotCmd() *cobra.Command {
 }
 
 func snapshotLsCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List your snapshots, newest first, with who needs each",
-		Args:    usageArgs(cobra.NoArgs),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
+	return listCmd("List your snapshots, newest first, with who needs each", "NAME\tDIGEST\tSANDBOX\tIMAGE\tCREATED\tFILES\tSIZE\tNEEDED BY",
+		(*client.Client).ListSnapshots, func(s *reinsv1.Snapshot) string {
+			name := s.Name
+			if name == "" {
+				name = "-"
 			}
-			defer cancel()
-			list, err := cl.ListSnapshots(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSONList(c.OutOrStdout(), list)
-			}
-			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tDIGEST\tSANDBOX\tIMAGE\tCREATED\tFILES\tSIZE\tNEEDED BY")
-			for _, s := range list {
-				name := s.Name
-				if name == "" {
-					name = "-"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, shortDigest(s.Digest), s.Sandbox, s.Image,
-					ago(s.CreatedUnixNano), s.Files, humanBytes(s.Bytes), strings.Join(s.NeededBy, ","))
-			}
-			return w.Flush()
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return c
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s", name, shortDigest(s.Digest), s.Sandbox, s.Image,
+				ago(s.CreatedUnixNano), s.Files, humanBytes(s.Bytes), strings.Join(s.NeededBy, ","))
+		})
 }
 
 func snapshotRmCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "rm NAME...",
-		Short: "Remove snapshots (a name, or an unnamed one's sha256:… digest); refused while a sandbox or template needs one",
-		Args:  usageArgs(cobra.MinimumNArgs(1)),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			var errs []error
-			for _, name := range args {
-				if err := cl.DeleteSnapshot(ctx, name); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				fmt.Fprintln(c.OutOrStdout(), name)
-			}
-			return errors.Join(errs...)
-		},
-	}
+	return removeCmd("Remove snapshots (a name, or an unnamed one's sha256:… digest); refused while a sandbox or template needs one",
+		(*client.Client).DeleteSnapshot)
 }
 
 // onExpireArg is the API's action for --on-expire.

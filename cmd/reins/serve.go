@@ -34,6 +34,7 @@ import (
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/runc"
+	"github.com/reinsdev/reins/sandbox/template"
 	"github.com/reinsdev/reins/sandbox/workspace"
 	"github.com/reinsdev/reins/secret"
 	"github.com/reinsdev/reins/server"
@@ -256,6 +257,15 @@ func serve(cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	templates, err := template.NewStore(filepath.Join(cfg.DataDir, "templates"))
+	if err != nil {
+		return err
+	}
+	// template:NAME images, the snapshots templates stand on, and the
+	// sandboxes a template's removal must wait for.
+	m.UseTemplates(templates)
+	m.AddSnapshotUsers(templates)
+	templates.UseBy(m.TemplateUsers)
 	ctx, cancel := cmdContext()
 	defer cancel()
 	if err := m.Recover(ctx); err != nil {
@@ -320,7 +330,8 @@ func serve(cfg serveConfig) error {
 	}
 	srv := &http.Server{
 		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).
-			WithNetworks(m).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
+			WithNetworks(m).WithExpiries(m).WithSuspender(m).WithSnapshots(m).
+			WithTemplates(&template.Builder{Store: templates, Sandboxes: manager.TemplateBuilds{M: m}}).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).WithPorts(ports).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -138,6 +138,8 @@ type Manager struct {
 	// by tenant, so that the quota holds for all of them at once.
 	reserved map[string]int
 	users    []SnapshotUsers
+	// templates resolves template:NAME images (templates.go).
+	templates Templates
 
 	events       events
 	collecting   sync.Mutex // one collection of saved workspaces at a time
@@ -471,7 +473,11 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	if progress == nil {
 		progress = func(sandbox.Progress) {}
 	}
-	spec, err := m.normalize(spec)
+	warm, err := m.fromTemplate(tenant, &spec, &o)
+	if err != nil {
+		return Record{}, false, err
+	}
+	spec, err = m.normalize(spec)
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -557,7 +563,11 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	log := m.log.With("sandbox", b.rec.ID, "tenant", tenant)
 	restored := oldID != "" && m.takeDisk(oldID, b.dir)
 	progress(sandbox.Progress{Phase: sandbox.PhaseBoot, Message: "starting " + spec.Backend + " sandbox"})
-	if err := m.start(ctx, b, img); err != nil {
+	err = m.start(ctx, b, img)
+	if err == nil {
+		err = m.warmLocked(ctx, b, warm) // a template's start, ready before the sandbox is handed over
+	}
+	if err != nil {
 		log.Warn("create failed", "err", err)
 		m.stopLocked(b, sandbox.ReasonError, err.Error())
 		m.cleanup(b, true)

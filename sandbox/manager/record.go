@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/reinsdev/reins/internal/jsonfile"
 	"github.com/reinsdev/reins/sandbox"
 )
 
@@ -56,31 +57,8 @@ func writeRecord(dir string, r *Record) error {
 	return nil
 }
 
-// writeJSON writes v to path atomically and durably: a temporary file,
-// synced, renamed over it.
-func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+// writeJSON writes v to path atomically and durably (jsonfile.Write).
+func writeJSON(path string, v any) error { return jsonfile.Write(path, v) }
 
 func readRecord(dir string) (*Record, error) {
 	data, err := os.ReadFile(recordPath(dir))

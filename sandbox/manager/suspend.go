@@ -171,6 +171,7 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 		}
 		return false, fmt.Errorf("resuming sandbox %s failed, and it stays suspended (try again): %w", id, err)
 	}
+	m.rewarmLocked(ctx, b)
 	m.emit(b, LifecycleEvent{Kind: EventResumed, Snapshot: b.rec.Workspace, Message: "resumed on a fresh guest"})
 	m.log.Info("sandbox resumed", "sandbox", id, "workspace", b.rec.Workspace)
 	return true, nil

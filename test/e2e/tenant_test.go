@@ -291,7 +291,7 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		// Snapshots are named by their tenant: acme's acme-snap (made
 		// above) is missing to another tenant, as one that never was.
 		"DeleteSnapshot": nil, "ListSnapshots": nil, // by name, above
-		// Helpers pause and tmpl cover theirs.
+		// Templates are named by their tenant: TestTenantIsolation, by name.
 		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // Create names no id; List below
 		"Version": nil, // below: it names no tenant's things

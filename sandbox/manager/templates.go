@@ -1,0 +1,141 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/sandbox/template"
+)
+
+// Templates is what the manager needs of the templates to make a
+// sandbox from "template:NAME": *template.Store is one.
+type Templates interface {
+	Get(tenant, name string) (template.Template, error)
+}
+
+// UseTemplates lets sandboxes be made from template:NAME: the template's
+// snapshot restored, its env added to the image's, and its start command
+// launched (create returns once its ready command exits 0).
+func (m *Manager) UseTemplates(t Templates) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.templates = t
+}
+
+func (m *Manager) templateStore() Templates {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.templates
+}
+
+// fromTemplate resolves spec's image when it is template:NAME of tenant's:
+// o.from becomes the template's snapshot (with the template's env over the
+// image's), the spec takes the template's backend unless it names one, and
+// the template is returned for its start command. Another tenant's
+// template is not found, as a missing one.
+func (m *Manager) fromTemplate(tenant string, spec *sandbox.Spec, o *createOpts) (*template.Template, error) {
+	name, ok := strings.CutPrefix(spec.Image, template.Prefix)
+	if !ok || o.from != nil {
+		return nil, nil
+	}
+	ts := m.templateStore()
+	if ts == nil {
+		return nil, fmt.Errorf("template %s not found: this service keeps no templates: %w", truncate(name, 80), errdefs.ErrNotFound)
+	}
+	t, err := ts.Get(tenant, name)
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.resolveSnapshot(tenant, t.Snapshot)
+	if err != nil {
+		return nil, fmt.Errorf("template %s: its snapshot is gone (%w): build it again", name, err)
+	}
+	s.ImageEnv = append(slices.Clip(s.ImageEnv), t.Env...)
+	o.from, o.origin = &s, spec.Image
+	if spec.Backend == "" {
+		spec.Backend = t.Backend
+	}
+	return &t, nil
+}
+
+// warmLocked runs a template's start command in new sandbox b and waits
+// for its ready command; b.mu is held. Nothing for a nil template or one
+// without a start.
+func (m *Manager) warmLocked(ctx context.Context, b *box, t *template.Template) error {
+	if t == nil || t.Start == "" {
+		return nil
+	}
+	if err := template.Warm(ctx, b.client, nil, t.Start, t.Ready, t.ReadyTimeout); err != nil {
+		return fmt.Errorf("template %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// rewarmLocked starts again the start command of a sandbox made from a
+// template, after a resume on a fresh guest (its processes did not
+// survive); b.mu is held. A template gone or a start that does not get
+// ready is logged: the sandbox runs, with its files.
+func (m *Manager) rewarmLocked(ctx context.Context, b *box) {
+	name, ok := strings.CutPrefix(b.rec.Origin, template.Prefix)
+	ts := m.templateStore()
+	if !ok || ts == nil {
+		return
+	}
+	t, err := ts.Get(b.rec.Tenant, name)
+	if err == nil {
+		err = m.warmLocked(ctx, b, &t)
+	}
+	if err != nil {
+		m.log.Warn("the template's start command did not come back after a resume", "sandbox", b.rec.ID, "template", name, "err", err)
+	}
+}
+
+// TemplateUsers names the sandboxes that are not stopped and were made
+// from tenant's template name ("sandbox:ID"), for template.Store.UseBy: a
+// suspended one runs the template's start again when it resumes.
+func (m *Manager) TemplateUsers(tenant, name string) []string {
+	var out []string
+	for _, b := range m.tenantBoxes(tenant) {
+		b.mu.Lock()
+		r := b.rec
+		b.mu.Unlock()
+		if r.Origin == template.Prefix+name && r.State != sandbox.StateStopped {
+			out = append(out, "sandbox:"+r.ID)
+		}
+	}
+	return out
+}
+
+// TemplateBuilds runs template builds on M's sandboxes (template.Sandboxes):
+// each step's result is an unnamed snapshot of the build sandbox's tenant.
+type TemplateBuilds struct{ M *Manager }
+
+var _ template.Sandboxes = TemplateBuilds{}
+
+func (t TemplateBuilds) Create(ctx context.Context, tenant string, spec sandbox.Spec, progress func(sandbox.Progress)) (sandbox.Info, error) {
+	return t.M.Create(ctx, tenant, spec, progress)
+}
+
+func (t TemplateBuilds) Executor(ctx context.Context, tenant, id string) (template.Executor, error) {
+	c, err := t.M.Client(ctx, tenant, id)
+	if err != nil {
+		return nil, err // never a typed nil in the interface
+	}
+	return c, nil
+}
+
+func (t TemplateBuilds) SaveWorkspace(ctx context.Context, tenant, id string, progress func(sandbox.Progress)) (template.Saved, error) {
+	s, err := t.M.Snapshot(ctx, tenant, id, "")
+	if err != nil {
+		return template.Saved{}, err
+	}
+	return template.Saved{Digest: s.Digest, Files: s.Files, Bytes: s.Bytes, Stored: s.StoredBytes}, nil
+}
+
+func (t TemplateBuilds) Delete(ctx context.Context, tenant, id string) error {
+	return t.M.Delete(ctx, tenant, id)
+}
