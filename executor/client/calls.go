@@ -378,3 +378,10 @@ func (c *Client) CopyFrom(ctx context.Context, path, dst string) (files int, byt
 	}
 	return files, bytes, err
 }
+
+// SetDefaults replaces the environment of the processes started after it
+// and, when workdir is not "", their working directory (made if missing).
+func (c *Client) SetDefaults(ctx context.Context, env []string, workdir string) error {
+	_, err := c.rpc.SetDefaults(ctx, connect.NewRequest(&executorv1.SetDefaultsRequest{Env: env, Workdir: workdir}))
+	return err
+}

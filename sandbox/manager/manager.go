@@ -103,7 +103,12 @@ type Config struct {
 	// Removed is told of each sandbox whose record is gone (rm, or a
 	// stopped one forgotten), so what is kept of it elsewhere goes too.
 	Removed func(id string)
-	Logger  *slog.Logger
+	// Pool is the warm pool: per image, how many sandboxes wait ready
+	// (pool.go; RunPool fills it). PoolWorkers is how many of them are
+	// made at once: 1 (the default) or 2.
+	Pool        []PoolSize
+	PoolWorkers int
+	Logger      *slog.Logger
 }
 
 // Manager runs sandboxes. Its methods are safe for concurrent use.
@@ -112,6 +117,7 @@ type Manager struct {
 	log *slog.Logger
 
 	pool *rootfs.DiskPool
+	warm *warmPool
 
 	mu    sync.Mutex
 	boxes map[string]*box
@@ -197,6 +203,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}}
 	m.life, m.endLife = context.WithCancel(context.Background())
+	var err error
+	if m.warm, err = m.newWarmPool(cfg.Pool, cfg.PoolWorkers); err != nil {
+		return nil, err
+	}
 	if cfg.DiskPool > 0 {
 		spec, err := m.normalize(sandbox.Spec{})
 		if err != nil {
@@ -429,6 +439,13 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		if err := m.cfg.Network.Check(ctx, tenant, spec.Network); err != nil {
 			return Record{}, false, err
 		}
+	}
+	if _, ok := spec.Labels[LabelPool]; !ok && oldID == "" {
+		if rec, ok, err := m.fromPool(ctx, tenant, spec, limit); ok || err != nil {
+			return rec, false, err
+		}
+	} else if ok && tenant != "" {
+		return Record{}, false, fmt.Errorf("label %s is the warm pool's: %w", LabelPool, errdefs.ErrInvalidArgument)
 	}
 	rctx := ctx
 	if tenant != "" {
@@ -670,20 +687,30 @@ func (m *Manager) limit(ctx context.Context, tenant string) (int, error) {
 func (m *Manager) admit(tenant string, limit int, b *box) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if limit > 0 {
-		n := 0
-		for _, o := range m.boxes {
-			if o.tenant == tenant && !o.stopped.Load() {
-				n++
-			}
-		}
-		if n >= limit {
-			return fmt.Errorf("tenant %s has %d running sandboxes, its limit: remove some (reins sandbox rm) or raise the quota: %w",
-				tenant, n, errdefs.ErrResourceExhausted)
-		}
+	if err := m.quotaLocked(tenant, limit); err != nil {
+		return err
 	}
 	if b != nil {
 		m.boxes[b.rec.ID] = b
+	}
+	return nil
+}
+
+// quotaLocked refuses one more sandbox of tenant when it has limit (> 0)
+// sandboxes that are not stopped; m.mu is held.
+func (m *Manager) quotaLocked(tenant string, limit int) error {
+	if limit <= 0 {
+		return nil
+	}
+	n := 0
+	for _, o := range m.boxes {
+		if o.tenant == tenant && !o.stopped.Load() {
+			n++
+		}
+	}
+	if n >= limit {
+		return fmt.Errorf("tenant %s has %d running sandboxes, its limit: remove some (reins sandbox rm) or raise the quota: %w",
+			tenant, n, errdefs.ErrResourceExhausted)
 	}
 	return nil
 }
@@ -694,8 +721,12 @@ func (m *Manager) admit(tenant string, limit int, b *box) error {
 func (m *Manager) lookup(tenant, id string) (*box, error) {
 	m.mu.Lock()
 	b, ok := m.boxes[id]
+	owner := ""
+	if ok {
+		owner = b.tenant // a pool sandbox's changes at its hand-out, under m.mu
+	}
 	m.mu.Unlock()
-	if !ok || tenant != "" && b.tenant != tenant {
+	if !ok || tenant != "" && owner != tenant {
 		return nil, fmt.Errorf("sandbox %s not found: %w", truncate(id, 64), errdefs.ErrNotFound)
 	}
 	return b, nil
@@ -743,13 +774,15 @@ func (m *Manager) measureLocked(ctx context.Context, b *box) sandbox.Info {
 // every label given.
 func (m *Manager) List(ctx context.Context, tenant string, labels map[string]string) []sandbox.Info {
 	m.mu.Lock()
-	boxes := slices.Collect(maps.Values(m.boxes))
+	var boxes []*box
+	for _, b := range m.boxes {
+		if tenant == "" || b.tenant == tenant {
+			boxes = append(boxes, b)
+		}
+	}
 	m.mu.Unlock()
 	var out []sandbox.Info
 	for _, b := range boxes {
-		if tenant != "" && b.tenant != tenant {
-			continue
-		}
 		b.mu.Lock()
 		r := b.rec.Info
 		b.mu.Unlock()

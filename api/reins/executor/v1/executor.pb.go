@@ -3331,6 +3331,94 @@ func (x *DownloadResponse) GetSha256() string {
 	return ""
 }
 
+type SetDefaultsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Env           []string               `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty"`         // K=V: the whole environment, not added to it
+	Workdir       string                 `protobuf:"bytes,2,opt,name=workdir,proto3" json:"workdir,omitempty"` // absolute, inside the sandbox; "": unchanged
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetDefaultsRequest) Reset() {
+	*x = SetDefaultsRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetDefaultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetDefaultsRequest) ProtoMessage() {}
+
+func (x *SetDefaultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetDefaultsRequest.ProtoReflect.Descriptor instead.
+func (*SetDefaultsRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SetDefaultsRequest) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *SetDefaultsRequest) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+type SetDefaultsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetDefaultsResponse) Reset() {
+	*x = SetDefaultsResponse{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetDefaultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetDefaultsResponse) ProtoMessage() {}
+
+func (x *SetDefaultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetDefaultsResponse.ProtoReflect.Descriptor instead.
+func (*SetDefaultsResponse) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{57}
+}
+
 var File_reins_executor_v1_executor_proto protoreflect.FileDescriptor
 
 const file_reins_executor_v1_executor_proto_rawDesc = "" +
@@ -3548,13 +3636,17 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\">\n" +
 	"\x10DownloadResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\tR\x06sha256*x\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"@\n" +
+	"\x12SetDefaultsRequest\x12\x10\n" +
+	"\x03env\x18\x01 \x03(\tR\x03env\x12\x18\n" +
+	"\aworkdir\x18\x02 \x01(\tR\aworkdir\"\x15\n" +
+	"\x13SetDefaultsResponse*x\n" +
 	"\bFileType\x12\x19\n" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x11\n" +
 	"\rFILE_TYPE_DIR\x10\x02\x12\x15\n" +
 	"\x11FILE_TYPE_SYMLINK\x10\x03\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\x042\x9c\x0f\n" +
+	"\x0fFILE_TYPE_OTHER\x10\x042\xfa\x0f\n" +
 	"\bExecutor\x12J\n" +
 	"\x05Hello\x12\x1f.reins.executor.v1.HelloRequest\x1a .reins.executor.v1.HelloResponse\x12M\n" +
 	"\x06Health\x12 .reins.executor.v1.HealthRequest\x1a!.reins.executor.v1.HealthResponse\x12J\n" +
@@ -3580,7 +3672,8 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x06Upload\x12 .reins.executor.v1.UploadRequest\x1a!.reins.executor.v1.UploadResponse(\x01\x12U\n" +
 	"\bDownload\x12\".reins.executor.v1.DownloadRequest\x1a#.reins.executor.v1.DownloadResponse0\x01\x12J\n" +
 	"\x05Stage\x12\x1f.reins.executor.v1.StageRequest\x1a .reins.executor.v1.StageResponse\x12J\n" +
-	"\x05Place\x12\x1f.reins.executor.v1.PlaceRequest\x1a .reins.executor.v1.PlaceResponseB<Z:github.com/reinsdev/reins/api/reins/executor/v1;executorv1b\x06proto3"
+	"\x05Place\x12\x1f.reins.executor.v1.PlaceRequest\x1a .reins.executor.v1.PlaceResponse\x12\\\n" +
+	"\vSetDefaults\x12%.reins.executor.v1.SetDefaultsRequest\x1a&.reins.executor.v1.SetDefaultsResponseB<Z:github.com/reinsdev/reins/api/reins/executor/v1;executorv1b\x06proto3"
 
 var (
 	file_reins_executor_v1_executor_proto_rawDescOnce sync.Once
@@ -3595,7 +3688,7 @@ func file_reins_executor_v1_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_executor_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(FileType)(0),                 // 0: reins.executor.v1.FileType
 	(*ErrorDetail)(nil),           // 1: reins.executor.v1.ErrorDetail
@@ -3654,6 +3747,8 @@ var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(*PlaceResponse)(nil),         // 54: reins.executor.v1.PlaceResponse
 	(*DownloadRequest)(nil),       // 55: reins.executor.v1.DownloadRequest
 	(*DownloadResponse)(nil),      // 56: reins.executor.v1.DownloadResponse
+	(*SetDefaultsRequest)(nil),    // 57: reins.executor.v1.SetDefaultsRequest
+	(*SetDefaultsResponse)(nil),   // 58: reins.executor.v1.SetDefaultsResponse
 }
 var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	10, // 0: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
@@ -3691,32 +3786,34 @@ var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	55, // 32: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
 	51, // 33: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
 	53, // 34: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
-	3,  // 35: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
-	5,  // 36: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
-	7,  // 37: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
-	9,  // 38: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
-	9,  // 39: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
-	15, // 40: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
-	17, // 41: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
-	19, // 42: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
-	21, // 43: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
-	25, // 44: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
-	27, // 45: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
-	29, // 46: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
-	31, // 47: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
-	34, // 48: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
-	36, // 49: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
-	38, // 50: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
-	40, // 51: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
-	42, // 52: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
-	44, // 53: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
-	46, // 54: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
-	50, // 55: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
-	56, // 56: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
-	52, // 57: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
-	54, // 58: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
-	35, // [35:59] is the sub-list for method output_type
-	11, // [11:35] is the sub-list for method input_type
+	57, // 35: reins.executor.v1.Executor.SetDefaults:input_type -> reins.executor.v1.SetDefaultsRequest
+	3,  // 36: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
+	5,  // 37: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
+	7,  // 38: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
+	9,  // 39: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
+	9,  // 40: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
+	15, // 41: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
+	17, // 42: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
+	19, // 43: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
+	21, // 44: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
+	25, // 45: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
+	27, // 46: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
+	29, // 47: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
+	31, // 48: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
+	34, // 49: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
+	36, // 50: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
+	38, // 51: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
+	40, // 52: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
+	42, // 53: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
+	44, // 54: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
+	46, // 55: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
+	50, // 56: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
+	56, // 57: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
+	52, // 58: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
+	54, // 59: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
+	58, // 60: reins.executor.v1.Executor.SetDefaults:output_type -> reins.executor.v1.SetDefaultsResponse
+	36, // [36:61] is the sub-list for method output_type
+	11, // [11:36] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -3744,7 +3841,7 @@ func file_reins_executor_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_executor_v1_executor_proto_rawDesc), len(file_reins_executor_v1_executor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
