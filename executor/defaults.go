@@ -26,8 +26,8 @@ const (
 )
 
 // SetDefaults replaces the base environment of later processes and, when
-// asked, their working directory (made if missing): the warm pool's
-// hand-out (docs/decisions/0037-pool-hand-out.md).
+// asked, their working directory (made if missing), and forgets exited
+// processes: the warm pool's hand-out (docs/decisions/0037-pool-hand-out.md).
 func (s *Server) SetDefaults(ctx context.Context, req *connect.Request[executorv1.SetDefaultsRequest]) (*connect.Response[executorv1.SetDefaultsResponse], error) {
 	env := req.Msg.Env
 	if err := checkEnv(env); err != nil {
@@ -46,7 +46,12 @@ func (s *Server) SetDefaults(ctx context.Context, req *connect.Request[executorv
 			}
 		}
 	}
-	s.setEnv(env)
+	if len(env) > 0 {
+		s.setEnv(env)
+	}
+	if req.Msg.ForgetExited {
+		s.procs.ForgetExited()
+	}
 	return connect.NewResponse(&executorv1.SetDefaultsResponse{}), nil
 }
 

@@ -15,22 +15,22 @@ func TestSetDefaultsRefusals(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	big := "BIG=" + strings.Repeat("x", executor.MaxDefaultEnvBytes)
-	wantKind(t, e.c.SetDefaults(ctx, []string{big}, ""), errdefs.ErrInvalidArgument, "at most")
+	wantKind(t, e.c.SetDefaults(ctx, []string{big}, "", false), errdefs.ErrInvalidArgument, "at most")
 	many := make([]string, executor.MaxDefaultEnv+1)
 	for i := range many {
 		many[i] = "V=1"
 	}
-	wantKind(t, e.c.SetDefaults(ctx, many, ""), errdefs.ErrInvalidArgument, "at most")
-	wantKind(t, e.c.SetDefaults(ctx, []string{"NOEQUALS"}, ""), errdefs.ErrInvalidArgument, "KEY=VALUE")
-	wantKind(t, e.c.SetDefaults(ctx, []string{"A=b\x00c"}, ""), errdefs.ErrInvalidArgument, "NUL")
-	wantKind(t, e.c.SetDefaults(ctx, nil, "../../etc"), errdefs.ErrInvalidArgument, "absolute")
+	wantKind(t, e.c.SetDefaults(ctx, many, "", false), errdefs.ErrInvalidArgument, "at most")
+	wantKind(t, e.c.SetDefaults(ctx, []string{"NOEQUALS"}, "", false), errdefs.ErrInvalidArgument, "KEY=VALUE")
+	wantKind(t, e.c.SetDefaults(ctx, []string{"A=b\x00c"}, "", false), errdefs.ErrInvalidArgument, "NUL")
+	wantKind(t, e.c.SetDefaults(ctx, nil, "../../etc", false), errdefs.ErrInvalidArgument, "absolute")
 
 	wrong, err := client.Dial(ctx, e.sock, "wrong-token")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wrong.Close()
-	wantKind(t, wrong.SetDefaults(ctx, []string{"LC_ALL=evil"}, "/evil"), errdefs.ErrUnauthenticated)
+	wantKind(t, wrong.SetDefaults(ctx, []string{"LC_ALL=evil"}, "/evil", false), errdefs.ErrUnauthenticated)
 
 	out, _, _, err := e.c.Run(ctx, "sh", "-c", `echo $LC_ALL; pwd`)
 	if err != nil {

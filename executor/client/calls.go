@@ -380,8 +380,10 @@ func (c *Client) CopyFrom(ctx context.Context, path, dst string) (files int, byt
 }
 
 // SetDefaults replaces the environment of the processes started after it
-// and, when workdir is not "", their working directory (made if missing).
-func (c *Client) SetDefaults(ctx context.Context, env []string, workdir string) error {
-	_, err := c.rpc.SetDefaults(ctx, connect.NewRequest(&executorv1.SetDefaultsRequest{Env: env, Workdir: workdir}))
+// (nil: unchanged) and, when workdir is not "", their working directory
+// (made if missing); with forgetExited the processes that have exited are
+// forgotten.
+func (c *Client) SetDefaults(ctx context.Context, env []string, workdir string, forgetExited bool) error {
+	_, err := c.rpc.SetDefaults(ctx, connect.NewRequest(&executorv1.SetDefaultsRequest{Env: env, Workdir: workdir, ForgetExited: forgetExited}))
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor"
 	"github.com/reinsdev/reins/internal/testenv"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/fake"
@@ -44,6 +45,7 @@ func newPoolManager(t *testing.T, ready map[string]int, limits map[string]int) (
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(m.Close)
 	for k, n := range ready {
 		for i := range n {
 			id := fmt.Sprintf("pool%s%d", strings.NewReplacer(":", "", "/", "").Replace(k), i)
@@ -52,11 +54,32 @@ func newPoolManager(t *testing.T, ready map[string]int, limits map[string]int) (
 			if err := os.MkdirAll(b.dir, 0o700); err != nil {
 				t.Fatal(err)
 			}
+			b.rec.Endpoint.Unix = hostExecutor(t, b.rec.Token)
 			m.boxes[id] = b
 			m.warm.add(k, b, false)
 		}
 	}
 	return m, images
+}
+
+// hostExecutor serves an executor in this process, confined to a
+// directory of its own, on a unix socket it returns; the test's end stops
+// it.
+func hostExecutor(t *testing.T, token string) string {
+	t.Helper()
+	srv, err := executor.New(executor.Config{Root: t.TempDir(), Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "x.sock")
+	l, err := executor.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(l); close(done) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return sock
 }
 
 // 50 creates at once for a pool of 50: each that is admitted gets a
@@ -252,6 +275,10 @@ func TestPoolGvisor(t *testing.T) {
 		c, err := m.Client(ctx, "acme", info.ID)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The pool's warm-up exec is not the new user's to see.
+		if procs, err := c.ListProcesses(ctx); err != nil || len(procs) != 0 {
+			t.Errorf("a handed-out sandbox lists processes %v (%v), want none", procs, err)
 		}
 		out, _, _, err := c.Run(ctx, "sh", "-c", `echo "$POOLVAR $HOME"; pwd; echo mine > own.txt`)
 		if err != nil {

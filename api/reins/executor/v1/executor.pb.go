@@ -3333,8 +3333,9 @@ func (x *DownloadResponse) GetSha256() string {
 
 type SetDefaultsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Env           []string               `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty"`         // K=V: the whole environment, not added to it
+	Env           []string               `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty"`         // K=V: the whole environment, not added to it; none: unchanged
 	Workdir       string                 `protobuf:"bytes,2,opt,name=workdir,proto3" json:"workdir,omitempty"` // absolute, inside the sandbox; "": unchanged
+	ForgetExited  bool                   `protobuf:"varint,3,opt,name=forget_exited,json=forgetExited,proto3" json:"forget_exited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3381,6 +3382,13 @@ func (x *SetDefaultsRequest) GetWorkdir() string {
 		return x.Workdir
 	}
 	return ""
+}
+
+func (x *SetDefaultsRequest) GetForgetExited() bool {
+	if x != nil {
+		return x.ForgetExited
+	}
+	return false
 }
 
 type SetDefaultsResponse struct {
@@ -3636,10 +3644,11 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\">\n" +
 	"\x10DownloadResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"@\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"e\n" +
 	"\x12SetDefaultsRequest\x12\x10\n" +
 	"\x03env\x18\x01 \x03(\tR\x03env\x12\x18\n" +
-	"\aworkdir\x18\x02 \x01(\tR\aworkdir\"\x15\n" +
+	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12#\n" +
+	"\rforget_exited\x18\x03 \x01(\bR\fforgetExited\"\x15\n" +
 	"\x13SetDefaultsResponse*x\n" +
 	"\bFileType\x12\x19\n" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\x12\n" +

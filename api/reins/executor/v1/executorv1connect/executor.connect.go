@@ -155,11 +155,13 @@ type ExecutorClient interface {
 	// the executor's user, with mode.
 	Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error)
 	// SetDefaults replaces the environment of the processes started after
-	// it (a PATH is added when it has none) and, when workdir is set, makes
-	// that directory (and its parents) and starts those processes and
-	// relative paths there. Bounded like a sandbox's spec: at most 2048
-	// variables and 512 KiB in all. It is how a sandbox waiting ready in the
-	// warm pool is made to look freshly created when it is handed out.
+	// it (a PATH is added when it has none; none given: unchanged) and,
+	// when workdir is set, makes that directory (and its parents) and
+	// starts those processes and relative paths there; with forget_exited,
+	// the processes that have exited are forgotten (ListProcesses, Attach).
+	// Bounded like a sandbox's spec: at most 2048 variables and 512 KiB in
+	// all. It is how a sandbox waiting ready in the warm pool (warmed by a
+	// first exec) is made to look freshly created when it is handed out.
 	SetDefaults(context.Context, *connect.Request[v1.SetDefaultsRequest]) (*connect.Response[v1.SetDefaultsResponse], error)
 }
 
@@ -542,11 +544,13 @@ type ExecutorHandler interface {
 	// the executor's user, with mode.
 	Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error)
 	// SetDefaults replaces the environment of the processes started after
-	// it (a PATH is added when it has none) and, when workdir is set, makes
-	// that directory (and its parents) and starts those processes and
-	// relative paths there. Bounded like a sandbox's spec: at most 2048
-	// variables and 512 KiB in all. It is how a sandbox waiting ready in the
-	// warm pool is made to look freshly created when it is handed out.
+	// it (a PATH is added when it has none; none given: unchanged) and,
+	// when workdir is set, makes that directory (and its parents) and
+	// starts those processes and relative paths there; with forget_exited,
+	// the processes that have exited are forgotten (ListProcesses, Attach).
+	// Bounded like a sandbox's spec: at most 2048 variables and 512 KiB in
+	// all. It is how a sandbox waiting ready in the warm pool (warmed by a
+	// first exec) is made to look freshly created when it is handed out.
 	SetDefaults(context.Context, *connect.Request[v1.SetDefaultsRequest]) (*connect.Response[v1.SetDefaultsResponse], error)
 }
 
