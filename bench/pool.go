@@ -55,21 +55,22 @@ func (b *bench) pool(n int) error {
 		return &reinsv1.SandboxSpec{Image: "busybox", Labels: map[string]string{"round": fmt.Sprint(i)},
 			Env: []string{"ROUND=" + fmt.Sprint(i)}, TtlMs: 600_000}
 	}
-	var ours, coldT, raw []time.Duration
+	var ours, coldT, raw, creates, firsts, seconds []time.Duration
 	for i := 0; i < n; i++ {
 		if err := waitReady(b.ctx, m, 1); err != nil {
 			return err
 		}
-		d, err := createExec(b.ctx, wc, spec(i))
+		p, err := createExec(b.ctx, wc, spec(i))
 		if err != nil {
 			return fmt.Errorf("pool: %w", err)
 		}
-		ours = append(ours, d)
-		if d, err = createExec(b.ctx, cc, spec(i)); err != nil {
+		ours, creates, firsts, seconds = append(ours, p.total()), append(creates, p.create), append(firsts, p.first), append(seconds, p.second)
+		if p, err = createExec(b.ctx, cc, spec(i)); err != nil {
 			return fmt.Errorf("cold: %w", err)
 		}
-		coldT = append(coldT, d)
-		if d, err = b.rawRun(fmt.Sprintf("poolraw%d", i), nil); err != nil {
+		coldT = append(coldT, p.total())
+		d, err := b.rawRun(fmt.Sprintf("poolraw%d", i), nil)
+		if err != nil {
 			return err
 		}
 		raw = append(raw, d)
@@ -84,6 +85,8 @@ func (b *bench) pool(n int) error {
 		b.add(fmt.Sprintf("warm pool: create → first exec via the API (p%d) beside raw runsc", p), ms(po),
 			ms(pct(raw, p))+" raw `runsc run` true, bare busybox bundle", ratio(po, pct(raw, p)), "")
 	}
+	b.add("warm pool phases (p50): Create call, first exec; ratio: first exec / a second one", fmt.Sprintf("create %s, first exec %s", ms(pct(creates, 50)), ms(pct(firsts, 50))),
+		ms(pct(seconds, 50))+" second exec", ratio(pct(firsts, 50), pct(seconds, 50)), "")
 	h := pct(took.all(), 50)
 	b.add("warm pool: the manager's hand-out alone (p50; record fsync, rules, SetDefaults)", ms(h), ms(pct(ours, 50))+" create → first exec via the API", ratio(h, pct(ours, 50)), "")
 	return nil
@@ -99,21 +102,33 @@ func apiServer(m *manager.Manager) *httptest.Server {
 	return srv
 }
 
-// createExec times Create and the first exec of `true` through c, then
-// removes the sandbox (untimed).
-func createExec(ctx context.Context, c *client.Client, spec *reinsv1.SandboxSpec) (time.Duration, error) {
+// phases are one create → first exec's parts: the Create call, the first
+// exec, and (untimed in the total) a second exec, for what a first costs
+// more.
+type phases struct{ create, first, second time.Duration }
+
+func (p phases) total() time.Duration { return p.create + p.first }
+
+// createExec times Create and the first exec of `true` through c, then a
+// second exec, and removes the sandbox (untimed).
+func createExec(ctx context.Context, c *client.Client, spec *reinsv1.SandboxSpec) (phases, error) {
+	var p phases
 	t0 := time.Now()
 	sb, err := c.Create(ctx, spec, nil)
 	if err != nil {
-		return 0, err
+		return p, err
 	}
-	x, err := c.Sandbox(sb.Id).Exec(ctx, &executorv1.ExecRequest{Argv: []string{"true"}}, nil)
-	d := time.Since(t0)
 	defer c.Delete(ctx, sb.Id)
-	if err != nil || x == nil || x.ExitCode != 0 {
-		return 0, fmt.Errorf("first exec: %v %v", x, err)
+	p.create = time.Since(t0)
+	for _, d := range []*time.Duration{&p.first, &p.second} {
+		t := time.Now()
+		x, err := c.Sandbox(sb.Id).Exec(ctx, &executorv1.ExecRequest{Argv: []string{"true"}}, nil)
+		if err != nil || x == nil || x.ExitCode != 0 {
+			return p, fmt.Errorf("exec: %v %v", x, err)
+		}
+		*d = time.Since(t)
 	}
-	return d, nil
+	return p, nil
 }
 
 func waitReady(ctx context.Context, m *manager.Manager, n int) error {

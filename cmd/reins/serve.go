@@ -252,7 +252,10 @@ func serve(cfg serveConfig) error {
 		return fmt.Errorf("recovering sandboxes: %w", err)
 	}
 	go m.Run(ctx)
-	go m.RunPool(ctx)
+	// Waited for at shutdown: a refill cut short cleans up after itself
+	// before the process exits (no half-made disk or mount is left).
+	poolDone := make(chan struct{})
+	go func() { m.RunPool(ctx); close(poolDone) }()
 
 	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
@@ -332,6 +335,7 @@ func serve(cfg serveConfig) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	srv.Shutdown(sctx)
+	<-poolDone
 	m.Close()
 	return nil
 }
