@@ -65,7 +65,7 @@ func (s *Server) spec(m *executorv1.ExecRequest) (process.Spec, error) {
 	}
 	return process.Spec{
 		Argv:    m.Argv,
-		Env:     mergeEnv(s.env, m.Env),
+		Env:     mergeEnv(*s.env.Load(), m.Env),
 		Dir:     s.fs.HostPath(dir),
 		Stdin:   m.Stdin,
 		PTY:     m.Pty,

@@ -46,7 +46,7 @@ const APIVersion = 1
 
 // Capabilities lists what this executor can do (HelloResponse.capabilities).
 var Capabilities = []string{"exec", "stdin", "pty", "background", "attach", "idempotency", "signal",
-	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port", "gateway", "sync"}
+	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port", "gateway", "sync", "defaults"}
 
 // Config is the executor's configuration. Root and Token are required: there
 // is no default that would be safe.
@@ -92,7 +92,7 @@ type Server struct {
 	procs   *process.Table
 	log     *slog.Logger
 	token   [sha256.Size]byte
-	env     []string
+	env     atomic.Pointer[[]string] // the base environment (SetDefaults replaces it)
 	started time.Time
 	// activity is when anything last happened (process.MonoNow).
 	activity atomic.Int64
@@ -122,10 +122,7 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.env = cfg.BaseEnv
-	if !hasKey(s.env, "PATH") {
-		s.env = append(s.env[:len(s.env):len(s.env)], "PATH="+process.DefaultPath)
-	}
+	s.setEnv(cfg.BaseEnv)
 	s.procs, err = process.NewTable(process.Options{
 		RingBytes:        cfg.RingBytes,
 		MaxExited:        cfg.MaxExited,

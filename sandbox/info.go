@@ -78,3 +78,7 @@ type BackendInfo struct {
 	Name    string
 	Runtime string
 }
+
+// LabelPool is the label of a sandbox waiting in the service's warm pool
+// (its value: the pool's image); no spec may set it.
+const LabelPool = "reins.pool"

@@ -256,6 +256,9 @@ func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
+	if _, ok := p.Labels[sandbox.LabelPool]; ok {
+		return sandbox.Spec{}, fmt.Errorf("label %s marks the service's warm pool sandboxes: choose another: %w", sandbox.LabelPool, errdefs.ErrInvalidArgument)
+	}
 	if p.ExpiryWarningMs < 0 {
 		return sandbox.Spec{}, fmt.Errorf("expiry warning must not be negative: %w", errdefs.ErrInvalidArgument)
 	}

@@ -10,14 +10,11 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -93,14 +90,9 @@ func run() error {
 		}
 		// So is TMPDIR (the service sets /var/tmp) if the image lacks
 		// it, made as /tmp is: anyone may write, only owners remove.
-		if d := os.Getenv("TMPDIR"); filepath.IsAbs(d) {
-			if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
-				if err := os.MkdirAll(d, 0o755); err == nil {
-					err = os.Chmod(d, 0o777|fs.ModeSticky)
-				}
-				if err != nil {
-					log.Warn("cannot make TMPDIR", "dir", d, "err", err)
-				}
+		if d := os.Getenv("TMPDIR"); d != "" {
+			if err := executor.MakeTmpdir(d); err != nil {
+				log.Warn("cannot make TMPDIR", "dir", d, "err", err)
 			}
 		}
 	}

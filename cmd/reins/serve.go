@@ -66,6 +66,7 @@ type serveConfig struct {
 	// (manager.Config).
 	ExpiryWarning      time.Duration
 	SuspendedRetention time.Duration
+	Pool           []string // IMAGE=N
 }
 
 func serveCmd() *cobra.Command {
@@ -121,6 +122,7 @@ are read from this process's environment:
 	f.StringArrayVar(&cfg.EgressResolve, "egress-resolve", nil, "NAME=IP[:PORT]: the egress proxy resolves NAME to IP without DNS and trusts it (the address may be private or loopback): on PORT only, or with no port on every port; repeat for more names, addresses or ports (split-horizon DNS, a mirror, tests)")
 	f.StringVar(&cfg.EgressDNS, "egress-dns", "", "HOST:PORT of the DNS server the egress proxy asks for allowed names (default: this host's resolver)")
 	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
+	f.StringArrayVar(&cfg.Pool, "pool", nil, "IMAGE=N: keep N sandboxes of IMAGE (an image, snapshot:NAME or template:NAME) ready, so that a create of it with the default limits and backend returns in milliseconds; repeat for more images")
 	f.StringVar(&cfg.PortDomain, "port-domain", "localhost", "domain of the URLs that reach ports in sandboxes (PORT-ID.DOMAIN, on this service's port); its names must resolve to this service")
 	f.DurationVar(&cfg.ExpiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's TTL runs out its expiring event fires, for sandboxes that set none")
 	f.DurationVar(&cfg.SuspendedRetention, "suspended-retention", 7*24*time.Hour, "how long a suspended sandbox is kept (from its suspend, or an extend) before it is deleted with its saved workspace")
@@ -146,6 +148,10 @@ func serve(cfg serveConfig) error {
 		return err
 	}
 	defer closeTools()
+	pool, err := parsePool(cfg.Pool)
+	if err != nil {
+		return err
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("reins serve needs root: it mounts sandbox disks and runs runsc/runc; run it with sudo")
 	}
@@ -252,6 +258,7 @@ func serve(cfg serveConfig) error {
 				eng.SandboxGone(ctx, id, "it was removed")
 			}
 		},
+		Pool:   pool,
 		Logger: log,
 	})
 	if err != nil {
@@ -272,6 +279,10 @@ func serve(cfg serveConfig) error {
 		return fmt.Errorf("recovering sandboxes: %w", err)
 	}
 	go m.Run(ctx)
+	// Waited for at shutdown: a refill cut short cleans up after itself
+	// before the process exits (no half-made disk or mount is left).
+	poolDone := make(chan struct{})
+	go func() { m.RunPool(ctx); close(poolDone) }()
 
 	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
 	if err != nil {
@@ -352,6 +363,7 @@ func serve(cfg serveConfig) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	srv.Shutdown(sctx)
+	<-poolDone
 	m.Close()
 	return nil
 }
@@ -479,4 +491,32 @@ func prices(over agent.Prices) agent.Prices {
 		p[k] = v
 	}
 	return p
+}
+
+// parsePool reads --pool IMAGE=N flags: the operator's, so an image may
+// name a host path (a tenant's create is still refused one, before the
+// pool is looked at).
+func parsePool(flags []string) ([]manager.PoolSize, error) {
+	var out []manager.PoolSize
+	seen := map[string]bool{}
+	for _, f := range flags {
+		i := strings.LastIndexByte(f, '=')
+		if i <= 0 {
+			return nil, usageError{fmt.Errorf("--pool %q: want IMAGE=N, e.g. --pool busybox=2", f)}
+		}
+		img, n := f[:i], f[i+1:]
+		size, err := strconv.Atoi(n)
+		if err != nil || size < 1 || size > manager.MaxPoolSize {
+			return nil, usageError{fmt.Errorf("--pool %q: N must be a whole number from 1 to %d", f, manager.MaxPoolSize)}
+		}
+		if strings.TrimSpace(img) != img || strings.ContainsAny(img, " \t\n") {
+			return nil, usageError{fmt.Errorf("--pool %q: the image must have no spaces", f)}
+		}
+		if seen[img] {
+			return nil, usageError{fmt.Errorf("--pool %q: %s is given twice; give each image once", f, img)}
+		}
+		seen[img] = true
+		out = append(out, manager.PoolSize{Image: img, Size: size})
+	}
+	return out, nil
 }

@@ -274,7 +274,8 @@ func (b *Boundary) secrets(ctx context.Context, req sandbox.NetworkRequest) ([]p
 }
 
 // Update gives a running sandbox new rules (its secrets' values read
-// again); open connections they deny are closed.
+// again) and, for one handed out of the warm pool, its tenant; open
+// connections the rules deny are closed.
 func (b *Boundary) Update(ctx context.Context, req sandbox.NetworkRequest) error {
 	if _, ok := b.router.Link(req.ID); !ok {
 		if req.Rules.Mode == egress.ModeNone {
@@ -286,7 +287,15 @@ func (b *Boundary) Update(ctx context.Context, req sandbox.NetworkRequest) error
 	if err != nil {
 		return err
 	}
-	return b.proxy.Update(req.ID, req.Rules, secrets)
+	if err := b.proxy.Update(req.ID, req.Rules, secrets); err != nil {
+		return err
+	}
+	// A warm pool's sandbox changes hands: its egress is logged as its
+	// new tenant's from now on.
+	b.mu.Lock()
+	b.tenants[req.ID] = req.Tenant
+	b.mu.Unlock()
+	return nil
 }
 
 // Detach removes a sandbox's network: its connections close.

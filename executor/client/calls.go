@@ -385,3 +385,12 @@ func (c *Client) CopyFrom(ctx context.Context, path, dst string) (files int, byt
 	}
 	return files, bytes, err
 }
+
+// SetDefaults replaces the environment of the processes started after it
+// (nil: unchanged) and, when workdir is not "", their working directory
+// (made if missing); with forgetExited the processes that have exited are
+// forgotten.
+func (c *Client) SetDefaults(ctx context.Context, env []string, workdir string, forgetExited bool) error {
+	_, err := c.rpc.SetDefaults(ctx, connect.NewRequest(&executorv1.SetDefaultsRequest{Env: env, Workdir: workdir, ForgetExited: forgetExited}))
+	return err
+}

@@ -23,6 +23,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/reinsdev/reins/errdefs"
@@ -35,8 +36,8 @@ const MaxRead = 16 << 20
 // FS is a confined view of a directory tree. It is safe for concurrent use.
 type FS struct {
 	rootDir string
-	workdir string   // absolute, clean, inside the sandbox
-	root    *os.Root // nil when rootDir is "/"
+	workdir atomic.Pointer[string] // absolute, clean, inside the sandbox (SetWorkdir changes it)
+	root    *os.Root               // nil when rootDir is "/"
 	tree    tree
 	isRoot  bool // the executor runs as uid 0 and may keep files' owners
 }
@@ -78,7 +79,9 @@ func New(root, workdir string) (*FS, error) {
 		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument,
 			fmt.Sprintf("files: the working directory %q must be an absolute path inside the sandbox", workdir))
 	}
-	f := &FS{rootDir: filepath.Clean(root), workdir: path.Clean(workdir), isRoot: os.Geteuid() == 0}
+	f := &FS{rootDir: filepath.Clean(root), isRoot: os.Geteuid() == 0}
+	w := path.Clean(workdir)
+	f.workdir.Store(&w)
 	if f.rootDir == "/" {
 		f.tree = plainTree{}
 		return f, nil
@@ -100,7 +103,26 @@ func (f *FS) Close() error {
 }
 
 // Workdir is the sandbox's working directory.
-func (f *FS) Workdir() string { return f.workdir }
+func (f *FS) Workdir() string { return *f.workdir.Load() }
+
+// SetWorkdir makes the directory p (and its parents) when it is missing
+// and makes it the working directory of relative paths and processes
+// from now on. It refuses what is not a directory there.
+func (f *FS) SetWorkdir(p string) error {
+	if !path.IsAbs(p) {
+		return errdefs.WithMessage(errdefs.ErrInvalidArgument,
+			fmt.Sprintf("the working directory %q must be an absolute path inside the sandbox", p))
+	}
+	if err := f.MakeDir(p, true, 0); err != nil {
+		return err
+	}
+	_, abs, err := f.resolve(p)
+	if err != nil {
+		return err
+	}
+	f.workdir.Store(&abs)
+	return nil
+}
 
 // Confined reports whether paths go through an os.Root (Root is not "/").
 func (f *FS) Confined() bool { return f.root != nil }
@@ -141,7 +163,7 @@ func (f *FS) resolve(p string) (name, abs string, err error) {
 	}
 	full := p
 	if !path.IsAbs(full) {
-		full = f.workdir + "/" + full
+		full = f.Workdir() + "/" + full
 	}
 	if climbsAboveRoot(full) {
 		return "", "", errdefs.WithMessage(errdefs.ErrPermissionDenied,

@@ -26,7 +26,7 @@ func (f *FS) Glob(ctx context.Context, pattern, dir string, limit int) (paths []
 	}
 	start := dir
 	if start == "" {
-		start = f.workdir
+		start = f.Workdir()
 	}
 	if path.IsAbs(pattern) {
 		start = "/"

@@ -51,7 +51,7 @@ func (f *FS) Grep(ctx context.Context, pattern, p string, o GrepOptions) (matche
 		}
 	}
 	if p == "" {
-		p = f.workdir
+		p = f.Workdir()
 	}
 	name, abs, err := f.resolve(p)
 	if err != nil {

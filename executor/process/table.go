@@ -368,6 +368,21 @@ func (t *Table) finished(p *Process) {
 	t.touch()
 }
 
+// ForgetExited forgets every process that has exited (its output too):
+// the sandbox changes hands (the warm pool), and its new user sees none
+// of what ran before. Processes still running are kept.
+func (t *Table) ForgetExited() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.exited {
+		if t.procs[p.pid] == p {
+			delete(t.procs, p.pid)
+		}
+		t.retained -= p.release()
+	}
+	t.exited = nil
+}
+
 // release frees a finished process's output and returns the bytes freed.
 func (p *Process) release() int {
 	p.mu.Lock()

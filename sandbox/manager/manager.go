@@ -122,7 +122,12 @@ type Config struct {
 	// CheckpointRetention is how long an unnamed snapshot (a run's
 	// checkpoint) is kept. Default 7 days.
 	CheckpointRetention time.Duration
-	Logger              *slog.Logger
+	// Pool is the warm pool: per image, how many sandboxes wait ready
+	// (pool.go; RunPool fills it). PoolWorkers is how many of them are
+	// made at once: 1 (the default) or 2.
+	Pool        []PoolSize
+	PoolWorkers int
+	Logger      *slog.Logger
 }
 
 // Manager runs sandboxes. Its methods are safe for concurrent use.
@@ -131,6 +136,7 @@ type Manager struct {
 	log *slog.Logger
 
 	pool *rootfs.DiskPool
+	warm *warmPool
 
 	mu    sync.Mutex
 	boxes map[string]*box
@@ -238,6 +244,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}, reserved: map[string]int{}}
 	m.life, m.endLife = context.WithCancel(context.Background())
+	var err error
+	if m.warm, err = m.newWarmPool(cfg.Pool, cfg.PoolWorkers); err != nil {
+		return nil, err
+	}
 	if cfg.DiskPool > 0 {
 		spec, err := m.normalize(sandbox.Spec{})
 		if err != nil {
@@ -498,6 +508,13 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		if err := m.cfg.Network.Check(ctx, tenant, spec.Network); err != nil {
 			return Record{}, false, err
 		}
+	}
+	if _, ok := spec.Labels[LabelPool]; !ok && oldID == "" {
+		if rec, ok, err := m.fromPool(ctx, tenant, spec, limit); ok || err != nil {
+			return rec, false, err
+		}
+	} else if ok && tenant != "" {
+		return Record{}, false, fmt.Errorf("label %s is the warm pool's: %w", LabelPool, errdefs.ErrInvalidArgument)
 	}
 	rctx := ctx
 	if tenant != "" {
@@ -793,21 +810,8 @@ func (m *Manager) admitReserved(tenant string, _ int, b *box) error {
 func (m *Manager) reserve(tenant string, limit, n int, b *box) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if limit > 0 {
-		have := m.reserved[tenant]
-		for _, o := range m.boxes {
-			if o.tenant == tenant && !o.stopped.Load() {
-				have++
-			}
-		}
-		if have+max(n, 1) > limit {
-			if n > 1 {
-				return fmt.Errorf("tenant %s has %d sandboxes of its limit of %d: %d more would pass it: remove some (reins sandbox rm) or raise the quota: %w",
-					tenant, have, limit, n, errdefs.ErrResourceExhausted)
-			}
-			return fmt.Errorf("tenant %s has %d running sandboxes, its limit: remove some (reins sandbox rm) or raise the quota: %w",
-				tenant, have, errdefs.ErrResourceExhausted)
-		}
+	if err := m.quotaForLocked(tenant, limit, n); err != nil {
+		return err
 	}
 	m.reserved[tenant] += n
 	if b != nil {
@@ -823,14 +827,48 @@ func (m *Manager) unreserve(tenant string, n int) {
 	m.reserved[tenant] -= n
 }
 
+// quotaLocked refuses one more sandbox of tenant when it has limit (> 0)
+// sandboxes that are not stopped (or reserved); m.mu is held.
+func (m *Manager) quotaLocked(tenant string, limit int) error {
+	return m.quotaForLocked(tenant, limit, 1)
+}
+
+// quotaForLocked refuses n more sandboxes of tenant (at least one) when
+// they would take it past limit (> 0), counting the places reserved;
+// m.mu is held.
+func (m *Manager) quotaForLocked(tenant string, limit, n int) error {
+	if limit <= 0 {
+		return nil
+	}
+	have := m.reserved[tenant]
+	for _, o := range m.boxes {
+		if o.tenant == tenant && !o.stopped.Load() {
+			have++
+		}
+	}
+	if have+max(n, 1) > limit {
+		if n > 1 {
+			return fmt.Errorf("tenant %s has %d sandboxes of its limit of %d: %d more would pass it: remove some (reins sandbox rm) or raise the quota: %w",
+				tenant, have, limit, n, errdefs.ErrResourceExhausted)
+		}
+		return fmt.Errorf("tenant %s has %d running sandboxes, its limit: remove some (reins sandbox rm) or raise the quota: %w",
+			tenant, have, errdefs.ErrResourceExhausted)
+	}
+	return nil
+}
+
 // lookup returns the sandbox with id if tenant may see it ("" sees every
 // sandbox), or else a not-found error that names it: another tenant's
 // sandbox is answered exactly as one that does not exist.
 func (m *Manager) lookup(tenant, id string) (*box, error) {
 	m.mu.Lock()
 	b, ok := m.boxes[id]
+	owner := ""
+	if ok {
+		owner = b.tenant // a pool sandbox's changes at its hand-out, under m.mu
+	}
 	m.mu.Unlock()
-	if !ok || tenant != "" && b.tenant != tenant {
+	if !ok || tenant != "" && owner != tenant {
 		return nil, fmt.Errorf("sandbox %s not found: %w", truncate(id, 64), errdefs.ErrNotFound)
 	}
 	return b, nil
@@ -878,13 +916,15 @@ func (m *Manager) measureLocked(ctx context.Context, b *box) sandbox.Info {
 // every label given.
 func (m *Manager) List(ctx context.Context, tenant string, labels map[string]string) []sandbox.Info {
 	m.mu.Lock()
-	boxes := slices.Collect(maps.Values(m.boxes))
+	var boxes []*box
+	for _, b := range m.boxes {
+		if tenant == "" || b.tenant == tenant {
+			boxes = append(boxes, b)
+		}
+	}
 	m.mu.Unlock()
 	var out []sandbox.Info
 	for _, b := range boxes {
-		if tenant != "" && b.tenant != tenant {
-			continue
-		}
 		b.mu.Lock()
 		r := b.rec.Info
 		b.mu.Unlock()

@@ -53,6 +53,7 @@ func (m *Manager) attachNetwork(ctx context.Context, b *box, bundle *sandbox.Bun
 	bundle.Args = append(bundle.Args, nc.ExecutorArgs...)
 	b.rec.Placeholders = nc.Placeholders
 	b.rec.NetAddr = nc.Addr
+	b.rec.NetEnv = nc.Env
 	return nil
 }
 

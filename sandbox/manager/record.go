@@ -38,6 +38,10 @@ type Record struct {
 	// its address on its network, as the boundary gave it.
 	Placeholders map[string]string `json:"placeholders,omitempty"`
 	NetAddr      string            `json:"net_addr,omitempty"`
+	// NetEnv is what the boundary put in its environment at its last
+	// start (proxy variables, placeholders), for a warm pool's hand-out
+	// to give the environment a cold create would have.
+	NetEnv []string `json:"net_env,omitempty"`
 	// GatewayToken is the placeholder token of the sandbox's model
 	// gateway (gateway.TokenPrefix…), "" without one; written before it
 	// is handed out.

@@ -3403,6 +3403,102 @@ func (x *DownloadResponse) GetSha256() string {
 	return ""
 }
 
+type SetDefaultsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Env           []string               `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty"`         // K=V: the whole environment, not added to it; none: unchanged
+	Workdir       string                 `protobuf:"bytes,2,opt,name=workdir,proto3" json:"workdir,omitempty"` // absolute, inside the sandbox; "": unchanged
+	ForgetExited  bool                   `protobuf:"varint,3,opt,name=forget_exited,json=forgetExited,proto3" json:"forget_exited,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetDefaultsRequest) Reset() {
+	*x = SetDefaultsRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetDefaultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetDefaultsRequest) ProtoMessage() {}
+
+func (x *SetDefaultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetDefaultsRequest.ProtoReflect.Descriptor instead.
+func (*SetDefaultsRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *SetDefaultsRequest) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *SetDefaultsRequest) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+func (x *SetDefaultsRequest) GetForgetExited() bool {
+	if x != nil {
+		return x.ForgetExited
+	}
+	return false
+}
+
+type SetDefaultsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetDefaultsResponse) Reset() {
+	*x = SetDefaultsResponse{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetDefaultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetDefaultsResponse) ProtoMessage() {}
+
+func (x *SetDefaultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetDefaultsResponse.ProtoReflect.Descriptor instead.
+func (*SetDefaultsResponse) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{59}
+}
+
 var File_reins_executor_v1_executor_proto protoreflect.FileDescriptor
 
 const file_reins_executor_v1_executor_proto_rawDesc = "" +
@@ -3622,13 +3718,18 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\">\n" +
 	"\x10DownloadResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\tR\x06sha256*x\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"e\n" +
+	"\x12SetDefaultsRequest\x12\x10\n" +
+	"\x03env\x18\x01 \x03(\tR\x03env\x12\x18\n" +
+	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12#\n" +
+	"\rforget_exited\x18\x03 \x01(\bR\fforgetExited\"\x15\n" +
+	"\x13SetDefaultsResponse*x\n" +
 	"\bFileType\x12\x19\n" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x11\n" +
 	"\rFILE_TYPE_DIR\x10\x02\x12\x15\n" +
 	"\x11FILE_TYPE_SYMLINK\x10\x03\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\x042\xe5\x0f\n" +
+	"\x0fFILE_TYPE_OTHER\x10\x042\xc3\x10\n" +
 	"\bExecutor\x12J\n" +
 	"\x05Hello\x12\x1f.reins.executor.v1.HelloRequest\x1a .reins.executor.v1.HelloResponse\x12M\n" +
 	"\x06Health\x12 .reins.executor.v1.HealthRequest\x1a!.reins.executor.v1.HealthResponse\x12J\n" +
@@ -3655,7 +3756,8 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x06Upload\x12 .reins.executor.v1.UploadRequest\x1a!.reins.executor.v1.UploadResponse(\x01\x12U\n" +
 	"\bDownload\x12\".reins.executor.v1.DownloadRequest\x1a#.reins.executor.v1.DownloadResponse0\x01\x12J\n" +
 	"\x05Stage\x12\x1f.reins.executor.v1.StageRequest\x1a .reins.executor.v1.StageResponse\x12J\n" +
-	"\x05Place\x12\x1f.reins.executor.v1.PlaceRequest\x1a .reins.executor.v1.PlaceResponseB<Z:github.com/reinsdev/reins/api/reins/executor/v1;executorv1b\x06proto3"
+	"\x05Place\x12\x1f.reins.executor.v1.PlaceRequest\x1a .reins.executor.v1.PlaceResponse\x12\\\n" +
+	"\vSetDefaults\x12%.reins.executor.v1.SetDefaultsRequest\x1a&.reins.executor.v1.SetDefaultsResponseB<Z:github.com/reinsdev/reins/api/reins/executor/v1;executorv1b\x06proto3"
 
 var (
 	file_reins_executor_v1_executor_proto_rawDescOnce sync.Once
@@ -3670,7 +3772,7 @@ func file_reins_executor_v1_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_executor_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(FileType)(0),                 // 0: reins.executor.v1.FileType
 	(*ErrorDetail)(nil),           // 1: reins.executor.v1.ErrorDetail
@@ -3731,6 +3833,8 @@ var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(*PlaceResponse)(nil),         // 56: reins.executor.v1.PlaceResponse
 	(*DownloadRequest)(nil),       // 57: reins.executor.v1.DownloadRequest
 	(*DownloadResponse)(nil),      // 58: reins.executor.v1.DownloadResponse
+	(*SetDefaultsRequest)(nil),    // 59: reins.executor.v1.SetDefaultsRequest
+	(*SetDefaultsResponse)(nil),   // 60: reins.executor.v1.SetDefaultsResponse
 }
 var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	12, // 0: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
@@ -3769,33 +3873,35 @@ var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	57, // 33: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
 	53, // 34: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
 	55, // 35: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
-	3,  // 36: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
-	5,  // 37: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
-	9,  // 38: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
-	7,  // 39: reins.executor.v1.Executor.Sync:output_type -> reins.executor.v1.SyncResponse
-	11, // 40: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
-	11, // 41: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
-	17, // 42: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
-	19, // 43: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
-	21, // 44: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
-	23, // 45: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
-	27, // 46: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
-	29, // 47: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
-	31, // 48: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
-	33, // 49: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
-	36, // 50: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
-	38, // 51: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
-	40, // 52: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
-	42, // 53: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
-	44, // 54: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
-	46, // 55: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
-	48, // 56: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
-	52, // 57: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
-	58, // 58: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
-	54, // 59: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
-	56, // 60: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
-	36, // [36:61] is the sub-list for method output_type
-	11, // [11:36] is the sub-list for method input_type
+	59, // 36: reins.executor.v1.Executor.SetDefaults:input_type -> reins.executor.v1.SetDefaultsRequest
+	3,  // 37: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
+	5,  // 38: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
+	9,  // 39: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
+	7,  // 40: reins.executor.v1.Executor.Sync:output_type -> reins.executor.v1.SyncResponse
+	11, // 41: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
+	11, // 42: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
+	17, // 43: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
+	19, // 44: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
+	21, // 45: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
+	23, // 46: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
+	27, // 47: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
+	29, // 48: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
+	31, // 49: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
+	33, // 50: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
+	36, // 51: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
+	38, // 52: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
+	40, // 53: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
+	42, // 54: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
+	44, // 55: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
+	46, // 56: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
+	48, // 57: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
+	52, // 58: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
+	58, // 59: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
+	54, // 60: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
+	56, // 61: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
+	60, // 62: reins.executor.v1.Executor.SetDefaults:output_type -> reins.executor.v1.SetDefaultsResponse
+	37, // [37:63] is the sub-list for method output_type
+	11, // [11:37] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -3823,7 +3929,7 @@ func file_reins_executor_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_executor_v1_executor_proto_rawDesc), len(file_reins_executor_v1_executor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   58,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

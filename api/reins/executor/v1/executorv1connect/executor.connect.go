@@ -92,6 +92,8 @@ const (
 	ExecutorStageProcedure = "/reins.executor.v1.Executor/Stage"
 	// ExecutorPlaceProcedure is the fully-qualified name of the Executor's Place RPC.
 	ExecutorPlaceProcedure = "/reins.executor.v1.Executor/Place"
+	// ExecutorSetDefaultsProcedure is the fully-qualified name of the Executor's SetDefaults RPC.
+	ExecutorSetDefaultsProcedure = "/reins.executor.v1.Executor/SetDefaults"
 )
 
 // ExecutorClient is a client for the reins.executor.v1.Executor service.
@@ -158,6 +160,15 @@ type ExecutorClient interface {
 	// under name to path (parents made; an existing file replaced), owned by
 	// the executor's user, with mode.
 	Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error)
+	// SetDefaults replaces the environment of the processes started after
+	// it (a PATH is added when it has none; none given: unchanged) and,
+	// when workdir is set, makes that directory (and its parents) and
+	// starts those processes and relative paths there; with forget_exited,
+	// the processes that have exited are forgotten (ListProcesses, Attach).
+	// Bounded like a sandbox's spec: at most 2048 variables and 512 KiB in
+	// all. It is how a sandbox waiting ready in the warm pool (warmed by a
+	// first exec) is made to look freshly created when it is handed out.
+	SetDefaults(context.Context, *connect.Request[v1.SetDefaultsRequest]) (*connect.Response[v1.SetDefaultsResponse], error)
 }
 
 // NewExecutorClient constructs a client for the reins.executor.v1.Executor service. By default, it
@@ -321,6 +332,12 @@ func NewExecutorClient(httpClient connect.HTTPClient, baseURL string, opts ...co
 			connect.WithSchema(executorMethods.ByName("Place")),
 			connect.WithClientOptions(opts...),
 		),
+		setDefaults: connect.NewClient[v1.SetDefaultsRequest, v1.SetDefaultsResponse](
+			httpClient,
+			baseURL+ExecutorSetDefaultsProcedure,
+			connect.WithSchema(executorMethods.ByName("SetDefaults")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -351,6 +368,7 @@ type executorClient struct {
 	download      *connect.Client[v1.DownloadRequest, v1.DownloadResponse]
 	stage         *connect.Client[v1.StageRequest, v1.StageResponse]
 	place         *connect.Client[v1.PlaceRequest, v1.PlaceResponse]
+	setDefaults   *connect.Client[v1.SetDefaultsRequest, v1.SetDefaultsResponse]
 }
 
 // Hello calls reins.executor.v1.Executor.Hello.
@@ -478,6 +496,11 @@ func (c *executorClient) Place(ctx context.Context, req *connect.Request[v1.Plac
 	return c.place.CallUnary(ctx, req)
 }
 
+// SetDefaults calls reins.executor.v1.Executor.SetDefaults.
+func (c *executorClient) SetDefaults(ctx context.Context, req *connect.Request[v1.SetDefaultsRequest]) (*connect.Response[v1.SetDefaultsResponse], error) {
+	return c.setDefaults.CallUnary(ctx, req)
+}
+
 // ExecutorHandler is an implementation of the reins.executor.v1.Executor service.
 type ExecutorHandler interface {
 	// Hello is the handshake: version and capabilities.
@@ -542,6 +565,15 @@ type ExecutorHandler interface {
 	// under name to path (parents made; an existing file replaced), owned by
 	// the executor's user, with mode.
 	Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error)
+	// SetDefaults replaces the environment of the processes started after
+	// it (a PATH is added when it has none; none given: unchanged) and,
+	// when workdir is set, makes that directory (and its parents) and
+	// starts those processes and relative paths there; with forget_exited,
+	// the processes that have exited are forgotten (ListProcesses, Attach).
+	// Bounded like a sandbox's spec: at most 2048 variables and 512 KiB in
+	// all. It is how a sandbox waiting ready in the warm pool (warmed by a
+	// first exec) is made to look freshly created when it is handed out.
+	SetDefaults(context.Context, *connect.Request[v1.SetDefaultsRequest]) (*connect.Response[v1.SetDefaultsResponse], error)
 }
 
 // NewExecutorHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -701,6 +733,12 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 		connect.WithSchema(executorMethods.ByName("Place")),
 		connect.WithHandlerOptions(opts...),
 	)
+	executorSetDefaultsHandler := connect.NewUnaryHandler(
+		ExecutorSetDefaultsProcedure,
+		svc.SetDefaults,
+		connect.WithSchema(executorMethods.ByName("SetDefaults")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.executor.v1.Executor/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ExecutorHelloProcedure:
@@ -753,6 +791,8 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 			executorStageHandler.ServeHTTP(w, r)
 		case ExecutorPlaceProcedure:
 			executorPlaceHandler.ServeHTTP(w, r)
+		case ExecutorSetDefaultsProcedure:
+			executorSetDefaultsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -860,4 +900,8 @@ func (UnimplementedExecutorHandler) Stage(context.Context, *connect.Request[v1.S
 
 func (UnimplementedExecutorHandler) Place(context.Context, *connect.Request[v1.PlaceRequest]) (*connect.Response[v1.PlaceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.Place is not implemented"))
+}
+
+func (UnimplementedExecutorHandler) SetDefaults(context.Context, *connect.Request[v1.SetDefaultsRequest]) (*connect.Response[v1.SetDefaultsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.SetDefaults is not implemented"))
 }
