@@ -613,9 +613,12 @@ type dirent struct {
 	typ  uint8
 }
 
-// readDir reads the names in the directory fd, sorted, refusing more
-// than max of them.
+// readDir reads the names in the directory fd, from its start, sorted,
+// refusing more than max of them.
 func readDir(fd int, max int64, buf []byte) ([]dirent, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, osErr(err)
+	}
 	var out []dirent
 	for {
 		n, err := unix.Getdents(fd, buf)

@@ -428,9 +428,6 @@ func removeContents(fd, depth int) {
 	if depth > MaxDepth+1 {
 		return
 	}
-	if _, err := unix.Seek(fd, 0, 0); err != nil {
-		return
-	}
 	ents, err := readDir(fd, 1<<62, make([]byte, 16<<10))
 	if err != nil {
 		return
