@@ -12,10 +12,16 @@ import (
 )
 
 func (s *Server) Snapshot(ctx context.Context, req *connect.Request[reinsv1.SnapshotSandboxRequest]) (*connect.Response[reinsv1.SnapshotSandboxResponse], error) {
+	if _, err := s.m.Get(ctx, tenant(ctx), req.Msg.Id); err != nil {
+		return nil, err
+	}
 	return nil, errdefs.WithMessage(errdefs.ErrUnimplemented, "this service cannot Snapshot yet")
 }
 
 func (s *Server) Fork(ctx context.Context, req *connect.Request[reinsv1.ForkSandboxRequest]) (*connect.Response[reinsv1.ForkSandboxResponse], error) {
+	if _, err := s.m.Get(ctx, tenant(ctx), req.Msg.Id); err != nil {
+		return nil, err
+	}
 	return nil, errdefs.WithMessage(errdefs.ErrUnimplemented, "this service cannot Fork yet")
 }
 

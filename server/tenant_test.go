@@ -380,6 +380,8 @@ func TestIsolation(t *testing.T) {
 	acme := e.client(e.tenant(t, "acme", nil))
 	betaToken := e.tenant(t, "beta", nil)
 	beta, rb := e.client(betaToken), e.rawRuns(betaToken)
+	sc := reinsv1connect.NewSandboxServiceClient(&http.Client{Transport: bearer(betaToken)}, e.url)
+	raw := func(err error) error { return errdefs.FromConnect(err) }
 
 	run, err := acme.StartRun(ctx, &reinsv1.RunSpec{Task: "say hi", Model: "script:hi"})
 	if err != nil {
@@ -494,6 +496,33 @@ func TestIsolation(t *testing.T) {
 			_, err := beta.Extend(ctx, id, time.Hour)
 			return err
 		},
+		"Suspend": func(id string) error {
+			_, err := sc.Suspend(ctx, connect.NewRequest(&reinsv1.SuspendSandboxRequest{Id: id}))
+			return raw(err)
+		},
+		"Resume": func(id string) error {
+			_, err := sc.Resume(ctx, connect.NewRequest(&reinsv1.ResumeSandboxRequest{Id: id}))
+			return raw(err)
+		},
+		"Pause": func(id string) error {
+			_, err := sc.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: true}))
+			return raw(err)
+		},
+		"Snapshot": func(id string) error {
+			_, err := sc.Snapshot(ctx, connect.NewRequest(&reinsv1.SnapshotSandboxRequest{Id: id, Name: "stolen"}))
+			return raw(err)
+		},
+		"Fork": func(id string) error {
+			_, err := sc.Fork(ctx, connect.NewRequest(&reinsv1.ForkSandboxRequest{Id: id, Count: 1}))
+			return raw(err)
+		},
+		"Events": func(id string) error {
+			return raw(drain(sc.Events(ctx, connect.NewRequest(&reinsv1.SandboxEventsRequest{Id: id}))))
+		},
+		// Snapshots and templates are named, not sandboxes: their own
+		// isolation tests cover them.
+		"ListSnapshots": nil, "DeleteSnapshot": nil,
+		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // below; Create has no id
 		"Version": nil, // below; it names no tenant's things
 	}

@@ -246,6 +246,29 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"Extend": func(id string) error {
 			return unary(sc.Extend(ctx, connect.NewRequest(&reinsv1.ExtendSandboxRequest{Id: id, TtlMs: 3_600_000})))
 		},
+		// Nor suspend, resume, pause, snapshot, fork or watch it.
+		"Suspend": func(id string) error {
+			return unary(sc.Suspend(ctx, connect.NewRequest(&reinsv1.SuspendSandboxRequest{Id: id})))
+		},
+		"Resume": func(id string) error {
+			return unary(sc.Resume(ctx, connect.NewRequest(&reinsv1.ResumeSandboxRequest{Id: id})))
+		},
+		"Pause": func(id string) error {
+			return unary(sc.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: true})))
+		},
+		"Snapshot": func(id string) error {
+			return unary(sc.Snapshot(ctx, connect.NewRequest(&reinsv1.SnapshotSandboxRequest{Id: id, Name: "stolen"})))
+		},
+		"Fork": func(id string) error {
+			return unary(sc.Fork(ctx, connect.NewRequest(&reinsv1.ForkSandboxRequest{Id: id, Count: 1})))
+		},
+		"Events": func(id string) error {
+			return drain(sc.Events(ctx, connect.NewRequest(&reinsv1.SandboxEventsRequest{Id: id})))
+		},
+		// Snapshots and templates are named, not sandboxes: their own
+		// isolation tests cover them.
+		"ListSnapshots": nil, "DeleteSnapshot": nil,
+		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // Create names no id; List below
 		"Version": nil, // below: it names no tenant's things
 	}
