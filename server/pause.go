@@ -12,5 +12,8 @@ import (
 )
 
 func (s *Server) Pause(ctx context.Context, req *connect.Request[reinsv1.PauseSandboxRequest]) (*connect.Response[reinsv1.PauseSandboxResponse], error) {
+	if _, err := s.m.Get(ctx, tenant(ctx), req.Msg.Id); err != nil {
+		return nil, err
+	}
 	return nil, errdefs.WithMessage(errdefs.ErrUnimplemented, "this service cannot Pause yet")
 }
