@@ -382,20 +382,7 @@ func rmCmd() *cobra.Command {
 		Short:   "Stop sandboxes and remove everything they had",
 		Args:    usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			var errs []error
-			for _, id := range args {
-				if err := cl.Delete(ctx, id); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				fmt.Fprintln(c.OutOrStdout(), id)
-			}
-			return errors.Join(errs...)
+			return removeEach(c, args, (*client.Client).Delete)
 		},
 	}
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -95,10 +96,8 @@ func (m *Manager) suspendLocked(ctx context.Context, b *box, why sandbox.Reason)
 	if err := m.markSuspended(b, why, ""); err != nil {
 		return Saved{}, err
 	}
-	for _, p := range []string{l.DiskImage(), l.Disk(), l.Rootfs(), l.Run()} {
-		if err := os.RemoveAll(p); err != nil {
-			m.log.Warn("removing a suspended sandbox's disk failed", "sandbox", b.rec.ID, "err", err)
-		}
+	if err := removeDisk(l); err != nil {
+		m.log.Warn("removing a suspended sandbox's disk failed", "sandbox", b.rec.ID, "err", err)
 	}
 	final.StoredBytes += first.StoredBytes
 	return final, nil
@@ -160,10 +159,7 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 		// the start took, keep the saved workspace for another try.
 		m.releaseLocked(b)
 		if b.rec.Workspace != "" && m.cfg.Workspaces != nil {
-			l := rootfs.Layout{Dir: b.dir}
-			for _, p := range []string{l.DiskImage(), l.Disk(), l.Rootfs(), l.Run()} {
-				os.RemoveAll(p)
-			}
+			removeDisk(rootfs.Layout{Dir: b.dir})
 		}
 		b.rec.ExpiresAt, b.rec.SuspendedReason = prevExpiry, prevWhy
 		if werr := writeRecord(b.dir, &b.rec); werr != nil {
@@ -174,4 +170,16 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 	m.emit(b, LifecycleEvent{Kind: EventResumed, Snapshot: b.rec.Workspace, Message: "resumed on a fresh guest"})
 	m.log.Info("sandbox resumed", "sandbox", id, "workspace", b.rec.Workspace)
 	return true, nil
+}
+
+// removeDisk deletes an unmounted sandbox's disk image and the directories
+// its mounts used; the record and the rest of its directory stay.
+func removeDisk(l rootfs.Layout) error {
+	var errs []error
+	for _, p := range []string{l.DiskImage(), l.Disk(), l.Rootfs(), l.Run()} {
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
