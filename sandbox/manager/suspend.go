@@ -67,6 +67,7 @@ func (m *Manager) ownSave(b *box) SnapshotInfo {
 func (m *Manager) suspendLocked(ctx context.Context, b *box, why sandbox.Reason) (Saved, error) {
 	if m.cfg.Workspaces == nil {
 		m.releaseLocked(b)
+		b.rec.DiskKept = true
 		return Saved{}, m.markSuspended(b, why, "its disk is kept")
 	}
 	first, err := m.captureLocked(ctx, b)
@@ -89,9 +90,10 @@ func (m *Manager) suspendLocked(ctx context.Context, b *box, why sandbox.Reason)
 	m.detachNetwork(b)
 	if err != nil {
 		m.log.Warn("the last save of a suspend failed: its disk is kept", "sandbox", b.rec.ID, "err", err)
+		b.rec.DiskKept = true
 		return first, m.markSuspended(b, why, "its last save failed, so its disk is kept")
 	}
-	b.rec.Workspace = final.Digest
+	b.rec.Workspace, b.rec.DiskKept = final.Digest, false
 	// The record says which workspace before the disk goes.
 	if err := m.markSuspended(b, why, ""); err != nil {
 		return Saved{}, err
@@ -146,6 +148,17 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 		return false, nil
 	}
 	img := Image{Digest: b.rec.ImageDigest, Layers: b.rec.Layers, Env: b.rec.ImageEnv, WorkingDir: b.rec.ImageWorkdir}
+	if restore := b.rec.Workspace != "" && !b.rec.DiskKept && m.cfg.Workspaces != nil; restore {
+		// A disk here is what a crash left of an earlier wake's restore:
+		// start over on a fresh one.
+		l := rootfs.Layout{Dir: b.dir}
+		if err := rootfs.Unmount(l); err != nil {
+			return false, fmt.Errorf("resuming sandbox %s: %w", id, err)
+		}
+		if err := removeDisk(l); err != nil {
+			return false, fmt.Errorf("resuming sandbox %s: %w", id, err)
+		}
+	}
 	b.activity = time.Now()
 	prevExpiry, prevWhy := b.rec.ExpiresAt, b.rec.SuspendedReason
 	// A fresh TTL from now; the reason it was suspended goes with the
@@ -158,7 +171,7 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 		// Still suspended (start records running last): give back what
 		// the start took, keep the saved workspace for another try.
 		m.releaseLocked(b)
-		if b.rec.Workspace != "" && m.cfg.Workspaces != nil {
+		if b.rec.Workspace != "" && !b.rec.DiskKept && m.cfg.Workspaces != nil {
 			removeDisk(rootfs.Layout{Dir: b.dir})
 		}
 		b.rec.ExpiresAt, b.rec.SuspendedReason = prevExpiry, prevWhy
@@ -166,6 +179,12 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 			m.log.Warn("writing record failed", "sandbox", id, "err", werr)
 		}
 		return false, fmt.Errorf("resuming sandbox %s failed, and it stays suspended (try again): %w", id, err)
+	}
+	if b.rec.DiskKept {
+		b.rec.DiskKept = false
+		if err := writeRecord(b.dir, &b.rec); err != nil {
+			m.log.Warn("writing record failed", "sandbox", id, "err", err)
+		}
 	}
 	m.emit(b, LifecycleEvent{Kind: EventResumed, Snapshot: b.rec.Workspace, Message: "resumed on a fresh guest"})
 	m.log.Info("sandbox resumed", "sandbox", id, "workspace", b.rec.Workspace)
