@@ -82,7 +82,11 @@ func (m *Manager) suspendLocked(ctx context.Context, b *box, why sandbox.Reason)
 		}
 	}
 	m.haltLocked(b)
-	final, err := m.captureUpper(ctx, b)
+	// Once halted the save is finished even if the caller goes: a kept
+	// disk is the worse outcome.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), expireTimeout)
+	final, err := m.captureUpper(fctx, b)
+	cancel()
 	l := rootfs.Layout{Dir: b.dir}
 	if uerr := rootfs.Unmount(l); uerr != nil {
 		m.log.Warn("unmount failed", "sandbox", b.rec.ID, "err", uerr)
