@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -61,20 +60,7 @@ func removeCmd(short string, del func(*client.Client, context.Context, string) e
 		Short: short,
 		Args:  usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			var errs []error
-			for _, name := range args {
-				if err := del(cl, ctx, name); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				fmt.Fprintln(c.OutOrStdout(), name)
-			}
-			return errors.Join(errs...)
+			return removeEach(c, args, del)
 		},
 	}
 }

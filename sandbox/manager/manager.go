@@ -149,6 +149,7 @@ type Manager struct {
 
 	events       events
 	collecting   sync.Mutex // one collection of saved workspaces at a time
+	snapMu       sync.Mutex // a named snapshot's check and write, as one
 	lastMaintain time.Time
 
 	// life ends the goroutines that wait on sandboxes (see watchDeath);
@@ -1012,6 +1013,9 @@ func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
 	defer b.mu.Unlock()
 	switch b.rec.State {
 	case sandbox.StateRunning:
+		if reason == sandbox.ReasonTTLExpired && (b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt)) {
+			return // extended meanwhile
+		}
 	case sandbox.StateSuspended:
 		if b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt) {
 			return // resumed or extended meanwhile, or just suspended
