@@ -66,7 +66,7 @@ type serveConfig struct {
 	// (manager.Config).
 	ExpiryWarning      time.Duration
 	SuspendedRetention time.Duration
-	Pool           []string // IMAGE=N
+	Pool               []string // IMAGE=N
 }
 
 func serveCmd() *cobra.Command {
