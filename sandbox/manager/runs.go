@@ -141,14 +141,20 @@ func (r Runs) ExecutorStarted(ctx context.Context, id string) (time.Time, error)
 	return time.Unix(0, h.StartedUnixNano), nil
 }
 
+const goneWhy = "it was removed (reins sandbox rm) or is no longer known"
+
 // Gone reports whether sandbox id ended, and why. A call asks after its
 // executor went away: a death on its way to be recorded is waited for.
 func (r Runs) Gone(ctx context.Context, id string) (bool, string) {
 	if _, err := r.M.Get(ctx, "", id); errors.Is(err, errdefs.ErrNotFound) {
-		return true, "it was removed (reins sandbox rm) or is no longer known"
+		return true, goneWhy
 	}
 	rec, ended := r.M.Ended(ctx, "", id)
 	if !ended {
+		// Removed while the wait looked (an rm stops, then forgets it).
+		if _, err := r.M.Get(ctx, "", id); errors.Is(err, errdefs.ErrNotFound) {
+			return true, goneWhy
+		}
 		return false, ""
 	}
 	return true, rec.EndedWhy()
