@@ -496,25 +496,35 @@ func TestIsolation(t *testing.T) {
 			_, err := beta.Extend(ctx, id, time.Hour)
 			return err
 		},
+		"Suspend": func(id string) error {
+			_, err := sc.Suspend(ctx, connect.NewRequest(&reinsv1.SuspendSandboxRequest{Id: id}))
+			return raw(err)
+		},
+		"Resume": func(id string) error {
+			_, err := sc.Resume(ctx, connect.NewRequest(&reinsv1.ResumeSandboxRequest{Id: id}))
+			return raw(err)
+		},
 		"Pause": func(id string) error {
 			_, err := sc.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: true}))
 			return raw(err)
 		},
-		"Suspend": func(id string) error { _, err := beta.Suspend(ctx, id); return err },
-		"Resume":  func(id string) error { _, err := beta.Resume(ctx, id); return err },
 		"Snapshot": func(id string) error {
-			_, err := beta.Snapshot(ctx, id, "snap")
-			return err
+			_, err := sc.Snapshot(ctx, connect.NewRequest(&reinsv1.SnapshotSandboxRequest{Id: id, Name: "stolen"}))
+			return raw(err)
 		},
-		"Fork": func(id string) error { _, err := beta.Fork(ctx, id, 1); return err },
+		"Fork": func(id string) error {
+			_, err := sc.Fork(ctx, connect.NewRequest(&reinsv1.ForkSandboxRequest{Id: id, Count: 1}))
+			return raw(err)
+		},
 		"Events": func(id string) error {
-			return beta.Events(ctx, id, 0, false, func(*reinsv1.SandboxLifecycleEvent) error { return errors.New("an event of another tenant's") })
+			return raw(drain(sc.Events(ctx, connect.NewRequest(&reinsv1.SandboxEventsRequest{Id: id}))))
 		},
 		// A snapshot is named by its tenant's name: another tenant's is
 		// missing (test/e2e TestTenantIsolation makes a real one).
 		"DeleteSnapshot": func(id string) error { return beta.DeleteSnapshot(ctx, id) },
 		"ListSnapshots":  nil, // below
-		// Helpers pause and tmpl cover theirs.
+		// Templates are named, not sandboxes: their own isolation tests
+		// cover them.
 		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // below; Create has no id
 		"Version": nil, // below; it names no tenant's things

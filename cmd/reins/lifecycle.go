@@ -173,7 +173,7 @@ func forkCmd() *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&count, "count", 1, "how many sandboxes (1 to 64)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the sandboxes as JSON, one per line")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the sandboxes as a JSON array")
 	return c
 }
 

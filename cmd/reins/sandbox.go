@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,6 +230,9 @@ func lsCmd() *cobra.Command {
 			fmt.Fprintln(w, "ID\tIMAGE\tBACKEND\tSTATE\tCREATED\tLABELS\tREASON")
 			for _, sb := range sbs {
 				reason := sandboxReasonName(sb.Reason)
+				if sb.State == reinsv1.SandboxState_SANDBOX_STATE_SUSPENDED {
+					reason = sandboxReasonName(sb.SuspendedReason)
+				}
 				if sb.Message != "" {
 					reason += ": " + sb.Message
 				}
@@ -268,6 +272,16 @@ func showCmd() *cobra.Command {
 			if sb.Reason != reinsv1.SandboxReason_SANDBOX_REASON_UNSPECIFIED {
 				fmt.Fprintf(w, "reason\t%s: %s\n", sandboxReasonName(sb.Reason), sb.Message)
 			}
+			if sb.State == reinsv1.SandboxState_SANDBOX_STATE_SUSPENDED {
+				fmt.Fprintf(w, "suspended\t%s (reins sandbox resume %s brings it back)\n",
+					cmp.Or(sandboxReasonName(sb.SuspendedReason), "on request"), sb.Id)
+			}
+			if sb.Origin != "" {
+				fmt.Fprintf(w, "origin\t%s\n", sb.Origin)
+			}
+			if sb.Workspace != "" {
+				fmt.Fprintf(w, "workspace\t%s\n", sb.Workspace)
+			}
 			fmt.Fprintf(w, "image\t%s %s\nbackend\t%s\ncpus\t%g\nmemory\t%s\npids\t%d\ndisk\t%s\ncreated\t%s\n",
 				s.Image, sb.ImageDigest, s.Backend, s.Cpus, sandbox.FormatBytes(s.MemoryBytes), s.Pids,
 				sandbox.FormatBytes(s.DiskBytes), ago(sb.CreatedUnixNano))
@@ -278,7 +292,14 @@ func showCmd() *cobra.Command {
 				fmt.Fprintf(w, "runtime\t%s\n", sb.Runtime)
 			}
 			if sb.ExpiresUnixNano != 0 {
-				fmt.Fprintf(w, "expires\t%s\n", time.Unix(0, sb.ExpiresUnixNano).Format(time.RFC3339))
+				then := "suspended (--on-expire suspend)"
+				switch {
+				case sb.State == reinsv1.SandboxState_SANDBOX_STATE_SUSPENDED:
+					then = "deleted with its workspace unless resumed or extended"
+				case s.OnExpire == reinsv1.ExpireAction_EXPIRE_ACTION_DELETE:
+					then = "stopped (--on-expire delete)"
+				}
+				fmt.Fprintf(w, "expires\t%s, then %s\n", time.Unix(0, sb.ExpiresUnixNano).Format(time.RFC3339), then)
 			}
 			if s.IdleTimeoutMs != 0 {
 				fmt.Fprintf(w, "idle timeout\t%s\n", time.Duration(s.IdleTimeoutMs)*time.Millisecond)

@@ -16,8 +16,10 @@ import (
 const MaxFork = 64
 
 // forkParallel bounds the creates of a fork that run at once: each is a
-// disk, a mount, a boot and a restore, and the machine's cores are few.
-const forkParallel = 4
+// disk, a mount, a boot and a restore. A boot waits on its executor much
+// of its time, so even on two cores ten at once beat four (bench fork:
+// 1.35 s against 1.67 s for ten).
+const forkParallel = 10
 
 // Fork makes n new sandboxes (1..MaxFork; 0 is 1) of running sandbox id's
 // current state: its workspace is saved once (an unnamed snapshot) and

@@ -962,6 +962,9 @@ func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
 	defer b.mu.Unlock()
 	switch b.rec.State {
 	case sandbox.StateRunning:
+		if reason == sandbox.ReasonTTLExpired && (b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt)) {
+			return // extended meanwhile
+		}
 	case sandbox.StateSuspended:
 		if b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt) {
 			return // resumed or extended meanwhile, or just suspended

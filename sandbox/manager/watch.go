@@ -168,10 +168,10 @@ func (m *Manager) checkAll(ctx context.Context) {
 		switch {
 		case !alive:
 		case !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt):
-			m.expire(b, sandbox.ReasonTTLExpired, fmt.Sprintf("its TTL of %s ran out", rec.Spec.TTL))
+			m.expireSoon(b, sandbox.ReasonTTLExpired, fmt.Sprintf("its TTL of %s ran out", rec.Spec.TTL))
 		case rec.Spec.IdleTimeout > 0 && idleFor > rec.Spec.IdleTimeout:
 			if m.idle(ctx, b, rec.Spec.IdleTimeout) {
-				m.expire(b, sandbox.ReasonIdleTimeout, fmt.Sprintf("nothing ran in it for %s", rec.Spec.IdleTimeout))
+				m.expireSoon(b, sandbox.ReasonIdleTimeout, fmt.Sprintf("nothing ran in it for %s", rec.Spec.IdleTimeout))
 			}
 		}
 	}
@@ -180,6 +180,14 @@ func (m *Manager) checkAll(ctx context.Context) {
 		m.pruneEvents(now)
 		m.pruneCheckpoints(now)
 	}
+}
+
+// expireSoon runs expire in the background: a suspend saves the
+// workspace, which must not hold up the checks of the other sandboxes.
+// (A second call for the same expiry finds it done: expire checks again
+// under the sandbox's lock.)
+func (m *Manager) expireSoon(b *box, reason sandbox.Reason, msg string) {
+	m.waits.Go(func() { m.expire(b, reason, msg) })
 }
 
 // maintainEvery is how often forgotten sandboxes' events and old unnamed

@@ -269,7 +269,7 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"Extend": func(id string) error {
 			return unary(sc.Extend(ctx, connect.NewRequest(&reinsv1.ExtendSandboxRequest{Id: id, TtlMs: 3_600_000})))
 		},
-		// Nor suspend, resume, save, fork it or read its lifecycle.
+		// Nor suspend, resume, pause, snapshot, fork or watch it.
 		"Suspend": func(id string) error {
 			return unary(sc.Suspend(ctx, connect.NewRequest(&reinsv1.SuspendSandboxRequest{Id: id})))
 		},
@@ -280,7 +280,7 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 			return unary(sc.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: true})))
 		},
 		"Snapshot": func(id string) error {
-			return unary(sc.Snapshot(ctx, connect.NewRequest(&reinsv1.SnapshotSandboxRequest{Id: id, Name: "beta-snap"})))
+			return unary(sc.Snapshot(ctx, connect.NewRequest(&reinsv1.SnapshotSandboxRequest{Id: id, Name: "stolen"})))
 		},
 		"Fork": func(id string) error {
 			return unary(sc.Fork(ctx, connect.NewRequest(&reinsv1.ForkSandboxRequest{Id: id, Count: 1})))
@@ -291,7 +291,8 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		// Snapshots are named by their tenant: acme's acme-snap (made
 		// above) is missing to another tenant, as one that never was.
 		"DeleteSnapshot": nil, "ListSnapshots": nil, // by name, above
-		// Helpers pause and tmpl cover theirs.
+		// Templates are named, not sandboxes: their own isolation tests
+		// cover them.
 		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // Create names no id; List below
 		"Version": nil, // below: it names no tenant's things
