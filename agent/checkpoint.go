@@ -31,6 +31,7 @@ var mutatingTools = func() map[string]bool {
 // Reasons of checkpoints (runlog.Checkpoint.Reason).
 const (
 	reasonEvery = "every %d mutating calls"
+	reasonEach  = "after each mutating call"
 	reasonPark  = "before the run parks"
 )
 
@@ -72,6 +73,9 @@ func (e *Engine) checkpoints(ctx context.Context, r *run, park bool) error {
 			continue
 		}
 		reason := fmt.Sprintf(reasonEvery, every)
+		if every == 1 {
+			reason = reasonEach
+		}
 		if park {
 			reason = reasonPark
 		}
