@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 )
@@ -235,62 +233,6 @@ func TestForkRestoresTheCheckpointAtSeq(t *testing.T) {
 	last = created[len(created)-1]
 	if len(forked[0].Snapshots) != 0 || last.From != runlog.FromImage || !strings.Contains(forked[0].Message, "images") {
 		t.Errorf("a fork before any checkpoint: %+v, %+v; want it from the image, said", forked[0], last)
-	}
-}
-
-// A run parked on approval checkpoints before it parks; the release of
-// its sandbox records the suspend's saved workspace; the approved call
-// runs in the resumed sandbox (with the files), whose event names the
-// workspace.
-func TestParkedRunCheckpointsAndResumes(t *testing.T) {
-	e := newEnv(t)
-	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs, ReleaseAfter: 200 * time.Millisecond,
-		Models: e.engineModels()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go eng.Janitor(ctx)
-	model := e.script(
-		turn("", call("write_file", map[string]any{"path": "kept.txt", "content": "still here"})),
-		turn("", call("bash", map[string]any{"command": "cat kept.txt"})),
-		map[string]any{"expect": "still here", "text": "ok"},
-	)
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model, Policy: "tools:\n  bash: ask\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, evs := e.events(id)
-		if strings.Contains(strings.Join(types(evs), " "), runlog.EventSandboxSuspended) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the parked run's sandbox was not suspended: %v", types(evs))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := eng.Decide(context.Background(), "", id, runlog.ApprovalDecided{Approved: true, Actor: "t"}); err != nil {
-		t.Fatal(err)
-	}
-	row, evs := e.finish(eng, id)
-	if row.Status != "succeeded" {
-		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)
-	}
-	cps, _ := payloadsOf[runlog.Checkpoint](t, evs, runlog.EventCheckpoint)
-	sus, seqs := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxSuspended)
-	res, _ := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxResumed)
-	if len(cps) == 0 || cps[0].Reason != "before the run parks" || cps[0].Seq >= seqs[0] {
-		t.Fatalf("checkpoints %+v; want the first taken as the run parked, before the suspend", cps)
-	}
-	if len(sus) != 1 || sus[0].Snapshot == "" || !strings.Contains(sus[0].Note, sus[0].Snapshot) {
-		t.Errorf("suspended %+v; want the saved workspace named", sus)
-	}
-	if len(res) != 1 || res[0].Snapshot != sus[0].Snapshot || !strings.Contains(res[0].Note, sus[0].Snapshot) {
-		t.Errorf("resumed %+v; want it on workspace %s, named", res, sus[0].Snapshot)
 	}
 }
 

@@ -55,19 +55,7 @@ func (b *bench) checkpoint(n, rounds int) error {
 			"path": fmt.Sprintf("/workspace/w%d.txt", i), "content": content}}}})
 	}
 	turns = append(turns, map[string]any{"text": "done"})
-	data, _ := json.Marshal(map[string]any{"turns": turns})
-	p := filepath.Join(b.dir, "checkpoint", "script.json")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		return err
-	}
-	eng, err := agent.New(agent.Config{
-		Store: st, Blobs: blobs, Sandboxes: manager.Runs{M: m},
-		Models: func(spec agent.ModelSpec) (model.Model, string, error) {
-			m, err := script.Load(strings.TrimPrefix(spec.Model, "script:"))
-			return m, p, err
-		},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	eng, p, err := b.scripted("checkpoint", turns, agent.Config{Store: st, Blobs: blobs, Sandboxes: manager.Runs{M: m}})
 	if err != nil {
 		return err
 	}
@@ -145,4 +133,22 @@ func (b *bench) checkpoint(n, rounds int) error {
 			base.Round(10*time.Microsecond).String()+" (a step, checkpoints off)", float64(cp)/float64(base), "")
 	}
 	return nil
+}
+
+// scripted writes a script model's turns under the bench's directory
+// name and returns an engine of cfg that plays it (quietly), and the
+// script's path for a spec's script:PATH.
+func (b *bench) scripted(name string, turns []any, cfg agent.Config) (*agent.Engine, string, error) {
+	data, _ := json.Marshal(map[string]any{"turns": turns})
+	p := filepath.Join(b.dir, name, "script.json")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		return nil, "", err
+	}
+	cfg.Models = func(spec agent.ModelSpec) (model.Model, string, error) {
+		m, err := script.Load(strings.TrimPrefix(spec.Model, "script:"))
+		return m, p, err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := agent.New(cfg)
+	return eng, p, err
 }
