@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/reinsdev/reins/agent"
@@ -181,6 +182,12 @@ func (r Runs) Replace(ctx context.Context, runID, name, image, oldID, snapshot s
 	}
 	if snapshot == "" || r.M.diskSurvived(oldID) {
 		rec, restored, err := r.M.CreateFrom(ctx, tenant, spec, oldID)
+		if errors.Is(err, errdefs.ErrNotFound) && strings.HasPrefix(spec.Image, runlog.SnapshotImagePrefix) && spec.Image != image {
+			// The lost one was made from a snapshot since deleted (a
+			// fork's checkpoint past its retention): the run's image.
+			spec.Image = image
+			rec, restored, err = r.M.CreateFrom(ctx, tenant, spec, oldID)
+		}
 		if err != nil || restored || snapshot == "" {
 			return agent.Replacement{ID: rec.ID, From: fromOf(restored)}, err
 		}
