@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 )
@@ -248,4 +249,37 @@ func (e *env) events(id string) (store.Run, []store.Event) {
 		e.t.Fatal(err)
 	}
 	return row, evs
+}
+
+// A lifecycle event of a run's sandbox that the run did not cause (an
+// expiry warning) is logged with the run's next tool result; one of a
+// sandbox of no run is not.
+func TestSandboxNotesReachTheRunsLog(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(
+		turn("", call("bash", map[string]any{"command": "true"})),
+		turn("", call("bash", map[string]any{"command": "true"})),
+		map[string]any{"text": "done"},
+	)
+	results := 0
+	e.fail = func(name string) {
+		if name == "after_result" {
+			if results++; results == 1 {
+				eng.NoteSandbox(agent.SandboxNote{Sandbox: "sb1", Kind: "expiring", Message: "expires in 1m0s"})
+				eng.NoteSandbox(agent.SandboxNote{Sandbox: "elsewhere", Kind: "expiring", Message: "not this run's"})
+			}
+		}
+	}
+	id, _ := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model})
+	row, evs := e.finish(eng, id)
+	if row.Status != "succeeded" {
+		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)
+	}
+	notes, seqs := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxLifecycle)
+	res := resultSeqs(evs)
+	if len(notes) != 1 || notes[0].ID != "sb1" || notes[0].Name != "default" || notes[0].Reason != "expiring" ||
+		notes[0].Note != "expires in 1m0s" || seqs[0] < res[0] || seqs[0] > res[1] {
+		t.Errorf("lifecycle events %+v at %v; want sb1's expiring, with the second result (%v)", notes, seqs, res)
+	}
 }
