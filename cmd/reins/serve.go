@@ -488,4 +488,3 @@ func noteRunSandbox(eng *atomic.Pointer[agent.Engine]) func(manager.LifecycleEve
 		}
 	}
 }
-
