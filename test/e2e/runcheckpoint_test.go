@@ -222,3 +222,39 @@ func TestRunParkSuspendRestart(t *testing.T) {
 		t.Errorf("suspended %v, resumed %v; want it resumed on the workspace it was suspended with, named", sus, res)
 	}
 }
+
+// TestRunSandboxExpires: a run works in a sandbox of its user's with a
+// TTL (run --in); while the run waits for an answer, the TTL runs out and
+// the sandbox is suspended (ttl_expired); the answered run's next call
+// resumes it with its files. The run's log has the expiry warning and the
+// suspend as sandbox_lifecycle events, and the resume names the reason and
+// the workspace.
+func TestRunSandboxExpires(t *testing.T) {
+	s := startService(t, "--expiry-warning", "4s", "--release-after", "10m")
+	sb := s.create("--ttl", "6s")
+	script := writeScript(t,
+		writeFile("/workspace/x.txt", "kept"),
+		map[string]any{"tool_calls": []any{map[string]any{"name": "ask_human", "input": map[string]any{"question": "go on?"}}}},
+		map[string]any{"expect": "yes", "tool_calls": []any{map[string]any{"name": "bash", "input": map[string]any{"command": "cat /workspace/x.txt"}}}},
+		map[string]any{"expect": "kept", "text": "done"})
+	id := strings.TrimSpace(s.must("run", "--detach", "--in", sb, "--model", "script:"+script, "work, ask, work"))
+	waitStatus(t, s, id, "RUN_STATUS_WAITING_APPROVAL")
+	eventually(t, 60*time.Second, "the sandbox's TTL suspends it", func() (bool, string) {
+		show := s.must("sandbox", "show", "--json", sb)
+		return strings.Contains(show, "SANDBOX_STATE_SUSPENDED") && strings.Contains(show, "TTL_EXPIRED"), show
+	})
+	s.must("runs", "answer", id, "yes")
+	waitStatus(t, s, id, "RUN_STATUS_SUCCEEDED")
+	evs := runEvents(t, s, s.token, id)
+	res := ofType(evs, reinsv1.EventType_EVENT_TYPE_SANDBOX_RESUMED)
+	if len(res) != 1 || res[0].GetSandbox().Reason != "ttl_expired" || !strings.HasPrefix(res[0].GetSandbox().Snapshot, "sha256:") {
+		t.Errorf("resumed %v; want once, after ttl_expired, on its saved workspace", res)
+	}
+	var kinds []string
+	for _, ev := range ofType(evs, reinsv1.EventType_EVENT_TYPE_SANDBOX_LIFECYCLE) {
+		kinds = append(kinds, ev.GetSandbox().Reason)
+	}
+	if got := strings.Join(kinds, ","); got != "expiring: ttl_expired,suspended: ttl_expired" {
+		t.Errorf("the run's sandbox_lifecycle events: %q; want the expiry warning, then the suspend", got)
+	}
+}
