@@ -141,6 +141,7 @@ type Manager struct {
 
 	events       events
 	collecting   sync.Mutex // one collection of saved workspaces at a time
+	snapMu       sync.Mutex // a named snapshot's check and write, as one
 	lastMaintain time.Time
 
 	// life ends the goroutines that wait on sandboxes (see watchDeath);

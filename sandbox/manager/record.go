@@ -44,6 +44,10 @@ type Record struct {
 	// Base is the digest of the snapshot it was made from (a create from
 	// snapshot:, a fork), which it needs while it is not stopped.
 	Base string `json:"base,omitempty"`
+	// DiskKept says a suspended sandbox kept its disk (no workspace
+	// store, or its last save failed): it wakes on it. Otherwise a disk
+	// found at a wake is a half-made one (a crash mid-restore) and goes.
+	DiskKept bool `json:"disk_kept,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }

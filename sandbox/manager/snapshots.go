@@ -221,7 +221,7 @@ func (m *Manager) Snapshot(ctx context.Context, tenant, id, name string) (Snapsh
 			return SnapshotInfo{}, err
 		}
 		if _, err := readSnapshot(m.snapshotPath(tenant, name)); err == nil {
-			return SnapshotInfo{}, fmt.Errorf("snapshot %s exists: remove it first (reins snapshot rm %s) or choose another name: %w", name, name, errdefs.ErrAlreadyExists)
+			return SnapshotInfo{}, errSnapshotExists(name)
 		}
 	}
 	b, err := m.lookup(tenant, id)
@@ -277,14 +277,34 @@ func (m *Manager) saveLocked(ctx context.Context, b *box, name string) (Snapshot
 		Image: b.rec.Spec.Image, ImageDigest: b.rec.ImageDigest, Layers: b.rec.Layers, ImageEnv: b.rec.ImageEnv,
 		ImageWorkdir: b.rec.ImageWorkdir, CreatedAt: time.Now(),
 		Files: saved.Files, Bytes: saved.Bytes, StoredBytes: saved.StoredBytes}
-	if err := m.writeSnapshot(&s); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("recording the snapshot: %w", err)
+	if err := m.recordSnapshot(&s); err != nil {
+		return SnapshotInfo{}, err
 	}
 	b.rec.Workspace = saved.Digest
 	if err := writeRecord(b.dir, &b.rec); err != nil {
 		m.log.Warn("writing record failed", "sandbox", b.rec.ID, "err", err)
 	}
 	return s, nil
+}
+
+func errSnapshotExists(name string) error {
+	return fmt.Errorf("snapshot %s exists: remove it first (reins snapshot rm %s) or choose another name: %w", name, name, errdefs.ErrAlreadyExists)
+}
+
+// recordSnapshot writes s's record; a named one only if the name is
+// still free (two snapshots of one name at once: the second is refused).
+func (m *Manager) recordSnapshot(s *SnapshotInfo) error {
+	m.snapMu.Lock()
+	defer m.snapMu.Unlock()
+	if s.Name != "" {
+		if _, err := readSnapshot(m.snapshotPath(s.Tenant, s.Name)); err == nil {
+			return errSnapshotExists(s.Name)
+		}
+	}
+	if err := m.writeSnapshot(s); err != nil {
+		return fmt.Errorf("recording the snapshot: %w", err)
+	}
+	return nil
 }
 
 // captureLocked flushes running b's writes (the executor's Sync) and saves
