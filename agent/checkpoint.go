@@ -31,6 +31,7 @@ var mutatingTools = func() map[string]bool {
 // Reasons of checkpoints (runlog.Checkpoint.Reason).
 const (
 	reasonEvery = "every %d mutating calls"
+	reasonEach  = "after each mutating call"
 	reasonPark  = "before the run parks"
 )
 
@@ -72,6 +73,9 @@ func (e *Engine) checkpoints(ctx context.Context, r *run, park bool) error {
 			continue
 		}
 		reason := fmt.Sprintf(reasonEvery, every)
+		if every == 1 {
+			reason = reasonEach
+		}
 		if park {
 			reason = reasonPark
 		}
@@ -155,6 +159,67 @@ func forkSnapshots(evs []store.Event, atSeq int64) map[string]string {
 		if p.digest != "" {
 			out[name] = p.digest
 		}
+	}
+	return out
+}
+
+// SandboxNote is a lifecycle event of a sandbox that its run did not
+// cause and would not otherwise record: an expiry warning, a suspend for
+// its TTL or idle timeout, a pause by a person.
+type SandboxNote struct {
+	Sandbox  string // the sandbox's id
+	Kind     string // expiring, suspended, paused
+	Reason   string
+	Snapshot string
+	Message  string
+}
+
+// Bounds of the notes kept for the next step of the runs they concern.
+const (
+	maxNotedSandboxes = 1024
+	maxNotesPerBox    = 16
+)
+
+// NoteSandbox is told of a lifecycle event of sandbox id (the manager's
+// event hook): one of a run's sandboxes gets a sandbox_lifecycle event in
+// that run's log with the run's next tool result. Notes wait in memory
+// (a restart loses them, as it does the manager's events) and are
+// bounded. It takes no lock but the engine's and never blocks.
+func (e *Engine) NoteSandbox(n SandboxNote) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.notes == nil {
+		e.notes = map[string][]SandboxNote{}
+	}
+	if _, ok := e.notes[n.Sandbox]; !ok && len(e.notes) >= maxNotedSandboxes {
+		for id := range e.notes {
+			delete(e.notes, id)
+			break
+		}
+	}
+	l := append(e.notes[n.Sandbox], n)
+	if len(l) > maxNotesPerBox {
+		l = l[len(l)-maxNotesPerBox:]
+	}
+	e.notes[n.Sandbox] = l
+}
+
+// noteEvents takes the notes of r's sandboxes as events for its log.
+func (e *Engine) noteEvents(r *run) []any {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []any
+	for _, name := range slices.Sorted(maps.Keys(r.st.sandboxes)) {
+		id := r.st.sandboxes[name]
+		for _, n := range e.notes[id] {
+			reason := n.Kind
+			if n.Reason != "" {
+				reason += ": " + n.Reason
+			}
+			out = append(out, typedEvent{runlog.EventSandboxLifecycle, runlog.SandboxEvent{Name: name, ID: id, Reason: reason,
+				Snapshot: n.Snapshot, Note: n.Message}})
+		}
+		delete(e.notes, id)
 	}
 	return out
 }

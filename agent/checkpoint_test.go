@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/reinsdev/reins/agent"
 	"github.com/reinsdev/reins/runlog"
@@ -238,62 +237,6 @@ func TestForkRestoresTheCheckpointAtSeq(t *testing.T) {
 	}
 }
 
-// A run parked on approval checkpoints before it parks; the release of
-// its sandbox records the suspend's saved workspace; the approved call
-// runs in the resumed sandbox (with the files), whose event names the
-// workspace.
-func TestParkedRunCheckpointsAndResumes(t *testing.T) {
-	e := newEnv(t)
-	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs, ReleaseAfter: 200 * time.Millisecond,
-		Models: e.engineModels()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go eng.Janitor(ctx)
-	model := e.script(
-		turn("", call("write_file", map[string]any{"path": "kept.txt", "content": "still here"})),
-		turn("", call("bash", map[string]any{"command": "cat kept.txt"})),
-		map[string]any{"expect": "still here", "text": "ok"},
-	)
-	id, err := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model, Policy: "tools:\n  bash: ask\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, evs := e.events(id)
-		if strings.Contains(strings.Join(types(evs), " "), runlog.EventSandboxSuspended) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the parked run's sandbox was not suspended: %v", types(evs))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := eng.Decide(context.Background(), "", id, runlog.ApprovalDecided{Approved: true, Actor: "t"}); err != nil {
-		t.Fatal(err)
-	}
-	row, evs := e.finish(eng, id)
-	if row.Status != "succeeded" {
-		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)
-	}
-	cps, _ := payloadsOf[runlog.Checkpoint](t, evs, runlog.EventCheckpoint)
-	sus, seqs := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxSuspended)
-	res, _ := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxResumed)
-	if len(cps) == 0 || cps[0].Reason != "before the run parks" || cps[0].Seq >= seqs[0] {
-		t.Fatalf("checkpoints %+v; want the first taken as the run parked, before the suspend", cps)
-	}
-	if len(sus) != 1 || sus[0].Snapshot == "" || !strings.Contains(sus[0].Note, sus[0].Snapshot) {
-		t.Errorf("suspended %+v; want the saved workspace named", sus)
-	}
-	if len(res) != 1 || res[0].Snapshot != sus[0].Snapshot || !strings.Contains(res[0].Note, sus[0].Snapshot) {
-		t.Errorf("resumed %+v; want it on workspace %s, named", res, sus[0].Snapshot)
-	}
-}
-
 // events reads a run's row and whole log.
 func (e *env) events(id string) (store.Run, []store.Event) {
 	e.t.Helper()
@@ -306,4 +249,37 @@ func (e *env) events(id string) (store.Run, []store.Event) {
 		e.t.Fatal(err)
 	}
 	return row, evs
+}
+
+// A lifecycle event of a run's sandbox that the run did not cause (an
+// expiry warning) is logged with the run's next tool result; one of a
+// sandbox of no run is not.
+func TestSandboxNotesReachTheRunsLog(t *testing.T) {
+	e := newEnv(t)
+	eng := e.engine()
+	model := e.script(
+		turn("", call("bash", map[string]any{"command": "true"})),
+		turn("", call("bash", map[string]any{"command": "true"})),
+		map[string]any{"text": "done"},
+	)
+	results := 0
+	e.fail = func(name string) {
+		if name == "after_result" {
+			if results++; results == 1 {
+				eng.NoteSandbox(agent.SandboxNote{Sandbox: "sb1", Kind: "expiring", Message: "expires in 1m0s"})
+				eng.NoteSandbox(agent.SandboxNote{Sandbox: "elsewhere", Kind: "expiring", Message: "not this run's"})
+			}
+		}
+	}
+	id, _ := eng.Start(context.Background(), "", runlog.Spec{Task: "x", Model: model})
+	row, evs := e.finish(eng, id)
+	if row.Status != "succeeded" {
+		t.Fatalf("%s: %s", row.Status, summary(t, row).Reason)
+	}
+	notes, seqs := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxLifecycle)
+	res := resultSeqs(evs)
+	if len(notes) != 1 || notes[0].ID != "sb1" || notes[0].Name != "default" || notes[0].Reason != "expiring" ||
+		notes[0].Note != "expires in 1m0s" || seqs[0] < res[0] || seqs[0] > res[1] {
+		t.Errorf("lifecycle events %+v at %v; want sb1's expiring, with the second result (%v)", notes, seqs, res)
+	}
 }

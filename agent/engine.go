@@ -102,6 +102,9 @@ type Engine struct {
 	bound    map[string]string // sandbox id → run id
 	records  map[string]string // sandbox id → run id
 	recordMu sync.Mutex
+	// notes are lifecycle events of sandboxes, by id, for the next step
+	// of their runs (NoteSandbox).
+	notes map[string][]SandboxNote
 }
 
 type worker struct {

@@ -809,6 +809,20 @@ func TestWaitingRunReleasesItsSandbox(t *testing.T) {
 	if row.Status != "succeeded" || !strings.Contains(got, "sandbox_suspended") || !strings.Contains(got, "sandbox_resumed") {
 		t.Errorf("%s: %s", row.Status, got)
 	}
+	// It checkpointed as it parked; the suspend's saved workspace is
+	// named, and the resume names the one it resumed on.
+	cps, _ := payloadsOf[runlog.Checkpoint](t, evs, runlog.EventCheckpoint)
+	sus, seqs := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxSuspended)
+	res, _ := payloadsOf[runlog.SandboxEvent](t, evs, runlog.EventSandboxResumed)
+	if len(sus) != 1 || sus[0].Snapshot == "" || !strings.Contains(sus[0].Note, sus[0].Snapshot) {
+		t.Fatalf("suspended %+v; want once, the saved workspace named", sus)
+	}
+	if len(cps) == 0 || cps[0].Reason != "before the run parks" || cps[0].Seq >= seqs[0] {
+		t.Errorf("checkpoints %+v; want the first taken as the run parked, before the suspend", cps)
+	}
+	if len(res) != 1 || res[0].Snapshot != sus[0].Snapshot || !strings.Contains(res[0].Note, sus[0].Snapshot) {
+		t.Errorf("resumed %+v; want it on workspace %s, named", res, sus[0].Snapshot)
+	}
 }
 
 // TestTenantDefaultPolicy: a tenant's default policy applies under a run's

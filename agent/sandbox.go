@@ -188,9 +188,12 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxtool.Tool, in
 	if err == nil {
 		var res tool.Result
 		res, err = t.Run(ctx, e.sandboxFor(cl, id, name, intent.Key), intent.Input)
-		// A stream cut by the sandbox's death is an internal error
-		// (an incomplete message), not only an unavailable executor.
-		if err == nil || !(errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, errdefs.ErrInternal)) || ctx.Err() != nil {
+		// A stream cut by the sandbox's death is an internal error or,
+		// cut inside a message, a protocol one (connect's "incomplete
+		// envelope"), not only an unavailable executor: whatever ended a
+		// command mid-call, Gone decides.
+		var mid *sandboxtool.EndedMidCall
+		if err == nil || !(errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, errdefs.ErrInternal) || errors.As(err, &mid)) || ctx.Err() != nil {
 			return res, err
 		}
 	}

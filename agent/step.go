@@ -139,7 +139,8 @@ func (e *Engine) nextCall(ctx context.Context, r *run) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if err := e.append(ctx, r, "", append(e.egressEvents(ctx, r), withArtifacts(res, arts)...)...); err != nil {
+		evs := append(e.egressEvents(ctx, r), e.noteEvents(r)...)
+		if err := e.append(ctx, r, "", append(evs, withArtifacts(res, arts)...)...); err != nil {
 			return err
 		}
 		e.failpoint("after_result")

@@ -1,18 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/reinsdev/reins/agent"
-	"github.com/reinsdev/reins/model"
-	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/tool"
@@ -49,19 +41,8 @@ func (b *bench) steer(events, approvals int) error {
 		turns = append(turns, ask)
 	}
 	turns = append(turns, map[string]any{"text": "done"})
-	data, _ := json.Marshal(map[string]any{"turns": turns})
-	p := filepath.Join(b.dir, "steer", "script.json")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		return err
-	}
-	eng, err := agent.New(agent.Config{
-		Store: st, Blobs: blobs, Sandboxes: manager.Runs{M: b.m}, Trusted: []tool.Tool{noop{}, gate{}},
-		Models: func(spec agent.ModelSpec) (model.Model, string, error) {
-			m, err := script.Load(strings.TrimPrefix(spec.Model, "script:"))
-			return m, p, err
-		},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	eng, p, err := b.scripted("steer", turns, agent.Config{Store: st, Blobs: blobs, Sandboxes: manager.Runs{M: b.m},
+		Trusted: []tool.Tool{noop{}, gate{}}})
 	if err != nil {
 		return err
 	}

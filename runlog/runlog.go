@@ -425,6 +425,7 @@ const (
 	EventEgress            = "egress"             // Egress: connections a run's sandbox made or was refused
 	EventCheckpoint        = "checkpoint"         // Checkpoint: a sandbox's workspace saved
 	EventCheckpointFailed  = "checkpoint_failed"  // Checkpoint with Error: none was taken; the run goes on
+	EventSandboxLifecycle  = "sandbox_lifecycle"  // SandboxEvent: what befell a run's sandbox apart from the run (expiring, suspended for its TTL)
 )
 
 // Egress records the connections one of a run's sandboxes made, or was

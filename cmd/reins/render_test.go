@@ -41,6 +41,7 @@ func TestRenderEvents(t *testing.T) {
 		"agent_started":      "◆ program started in sbx2 (pid 42): codex exec -- fix it",
 		"sandbox_suspended":  "◆ sandbox default suspended: files restored suspended",
 		"sandbox_resumed":    "◆ sandbox default resumed: files restored resumed",
+		"sandbox_lifecycle":  "◆ sandbox default it vanished lifecycle: files restored lifecycle",
 		"checkpoint":         "◆ checkpoint of sandbox default after event 41: sha256:ee (3.4 KiB in 12 files; every 10 mutating calls)",
 		"checkpoint_failed":  "◆ no checkpoint of sandbox db after event 42 (the run goes on): no space left on the snapshot store",
 	}

@@ -281,6 +281,9 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 			what = "resumed"
 		}
 		v.printf("%s sandbox %s %s: %s\n", v.style("35", "◆"), d.GetName(), what, d.GetNote())
+	case reinsv1.EventType_EVENT_TYPE_SANDBOX_LIFECYCLE:
+		d := ev.GetSandbox()
+		v.printf("%s sandbox %s %s: %s\n", v.style("33", "◆"), d.GetName(), d.GetReason(), d.GetNote())
 	case reinsv1.EventType_EVENT_TYPE_CHECKPOINT:
 		d := ev.GetCheckpoint()
 		v.printf("%s checkpoint of sandbox %s after event %d: %s (%s in %d files; %s)\n", v.style("35", "◆"), d.GetSandbox(),

@@ -250,6 +250,7 @@ func serve(cfg serveConfig) error {
 		Workspaces:         manager.WorkspaceStore(workspaces),
 		ExpiryWarning:      cfg.ExpiryWarning,
 		SuspendedRetention: cfg.SuspendedRetention,
+		OnEvent:            noteRunSandbox(&engineRef),
 		Removed: func(id string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -519,4 +520,22 @@ func parsePool(flags []string) ([]manager.PoolSize, error) {
 		out = append(out, manager.PoolSize{Image: img, Size: size})
 	}
 	return out, nil
+}
+
+// noteRunSandbox tells the run engine (once it is made) of the lifecycle
+// events that befall runs' sandboxes apart from the runs: an expiry
+// warning, a suspend for a TTL or idle timeout, a pause. The runs' own
+// suspends, resumes, snapshots and the rest they record themselves.
+func noteRunSandbox(eng *atomic.Pointer[agent.Engine]) func(manager.LifecycleEvent) {
+	return func(ev manager.LifecycleEvent) {
+		switch {
+		case ev.Kind == sandbox.EventExpiring, ev.Kind == sandbox.EventPaused,
+			ev.Kind == sandbox.EventSuspended && ev.Reason != "":
+		default:
+			return
+		}
+		if e := eng.Load(); e != nil {
+			e.NoteSandbox(agent.SandboxNote{Sandbox: ev.Sandbox, Kind: ev.Kind, Reason: string(ev.Reason), Snapshot: ev.Snapshot, Message: ev.Message})
+		}
+	}
 }

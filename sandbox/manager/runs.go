@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/reinsdev/reins/agent"
@@ -141,14 +142,20 @@ func (r Runs) ExecutorStarted(ctx context.Context, id string) (time.Time, error)
 	return time.Unix(0, h.StartedUnixNano), nil
 }
 
+const goneWhy = "it was removed (reins sandbox rm) or is no longer known"
+
 // Gone reports whether sandbox id ended, and why. A call asks after its
 // executor went away: a death on its way to be recorded is waited for.
 func (r Runs) Gone(ctx context.Context, id string) (bool, string) {
 	if _, err := r.M.Get(ctx, "", id); errors.Is(err, errdefs.ErrNotFound) {
-		return true, "it was removed (reins sandbox rm) or is no longer known"
+		return true, goneWhy
 	}
 	rec, ended := r.M.Ended(ctx, "", id)
 	if !ended {
+		// Removed while the wait looked (an rm stops, then forgets it).
+		if _, err := r.M.Get(ctx, "", id); errors.Is(err, errdefs.ErrNotFound) {
+			return true, goneWhy
+		}
 		return false, ""
 	}
 	return true, rec.EndedWhy()
@@ -175,6 +182,12 @@ func (r Runs) Replace(ctx context.Context, runID, name, image, oldID, snapshot s
 	}
 	if snapshot == "" || r.M.diskSurvived(oldID) {
 		rec, restored, err := r.M.CreateFrom(ctx, tenant, spec, oldID)
+		if errors.Is(err, errdefs.ErrNotFound) && strings.HasPrefix(spec.Image, runlog.SnapshotImagePrefix) && spec.Image != image {
+			// The lost one was made from a snapshot since deleted (a
+			// fork's checkpoint past its retention): the run's image.
+			spec.Image = image
+			rec, restored, err = r.M.CreateFrom(ctx, tenant, spec, oldID)
+		}
 		if err != nil || restored || snapshot == "" {
 			return agent.Replacement{ID: rec.ID, From: fromOf(restored)}, err
 		}

@@ -105,6 +105,7 @@ var (
 		runlog.EventEgress:            reinsv1.EventType_EVENT_TYPE_EGRESS,
 		runlog.EventCheckpoint:        reinsv1.EventType_EVENT_TYPE_CHECKPOINT,
 		runlog.EventCheckpointFailed:  reinsv1.EventType_EVENT_TYPE_CHECKPOINT_FAILED,
+		runlog.EventSandboxLifecycle:  reinsv1.EventType_EVENT_TYPE_SANDBOX_LIFECYCLE,
 		runlog.EventAgentStarting:     reinsv1.EventType_EVENT_TYPE_AGENT_STARTING,
 		runlog.EventAgentStarted:      reinsv1.EventType_EVENT_TYPE_AGENT_STARTED,
 	})

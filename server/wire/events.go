@@ -107,6 +107,7 @@ var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
 	runlog.EventSandboxReplaced:  sandboxPayload,
 	runlog.EventSandboxSuspended: sandboxPayload,
 	runlog.EventSandboxResumed:   sandboxPayload,
+	runlog.EventSandboxLifecycle: sandboxPayload,
 	runlog.EventCheckpoint:       checkpointPayload,
 	runlog.EventCheckpointFailed: checkpointPayload,
 	runlog.EventWaiting: payload(func(pb *reinsv1.RunEvent, d *runlog.Waiting) {

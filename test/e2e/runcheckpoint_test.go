@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +10,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
-	"github.com/reinsdev/reins/client"
 )
 
 // runEvents reads a run's log through the CLI (runs events --json), typed.
@@ -201,8 +198,10 @@ func TestRunParkSuspendRestart(t *testing.T) {
 		return strings.Contains(show, "SANDBOX_STATE_SUSPENDED") && strings.Contains(show, `"workspace": "sha256:`), show
 	})
 	// No guest: nothing of it mounted, no disk.
-	if m := mountsUnder(s.dataDir); len(m) > 0 {
-		t.Errorf("a suspended sandbox left mounts: %v", m)
+	for _, m := range mountsUnder(s.dataDir) {
+		if strings.Contains(m, sb) {
+			t.Errorf("a suspended sandbox left a mount: %s", m)
+		}
 	}
 	if disks, _ := filepath.Glob(filepath.Join(s.dataDir, "*", sb, "disk.img")); len(disks) > 0 {
 		t.Errorf("a suspended sandbox kept its disk: %v", disks)
@@ -224,58 +223,38 @@ func TestRunParkSuspendRestart(t *testing.T) {
 	}
 }
 
-// TestHostileRunSnapshotOfAnotherTenant: tenant beta names, as its run's
-// image, the digest of a checkpoint of tenant acme's run; the lookup is
-// beta's own snapshots, so the run fails with "not found" and no sandbox
-// of beta ever holds acme's file.
-func TestHostileRunSnapshotOfAnotherTenant(t *testing.T) {
-	s := startService(t)
-	acme := s.newTenant("acme")
-	beta := s.newTenant("beta")
-	script := writeScript(t, writeFile("/workspace/secret.txt", "acme-secret"), map[string]any{"text": "done"})
-	r := s.asTenant(acme, "run", "--checkpoint-every", "1", "--model", "script:"+script, "keep a secret")
-	if r.code != 0 {
-		t.Fatalf("acme's run: %s", r)
+// TestRunSandboxExpires: a run works in a sandbox of its user's with a
+// TTL (run --in); while the run waits for an answer, the TTL runs out and
+// the sandbox is suspended (ttl_expired); the answered run's next call
+// resumes it with its files. The run's log has the expiry warning and the
+// suspend as sandbox_lifecycle events, and the resume names the reason and
+// the workspace.
+func TestRunSandboxExpires(t *testing.T) {
+	s := startService(t, "--expiry-warning", "4s", "--release-after", "10m")
+	sb := s.create("--ttl", "6s")
+	script := writeScript(t,
+		writeFile("/workspace/x.txt", "kept"),
+		map[string]any{"tool_calls": []any{map[string]any{"name": "ask_human", "input": map[string]any{"question": "go on?"}}}},
+		map[string]any{"expect": "yes", "tool_calls": []any{map[string]any{"name": "bash", "input": map[string]any{"command": "cat /workspace/x.txt"}}}},
+		map[string]any{"expect": "kept", "text": "done"})
+	id := strings.TrimSpace(s.must("run", "--detach", "--in", sb, "--model", "script:"+script, "work, ask, work"))
+	waitStatus(t, s, id, "RUN_STATUS_WAITING_APPROVAL")
+	eventually(t, 60*time.Second, "the sandbox's TTL suspends it", func() (bool, string) {
+		show := s.must("sandbox", "show", "--json", sb)
+		return strings.Contains(show, "SANDBOX_STATE_SUSPENDED") && strings.Contains(show, "TTL_EXPIRED"), show
+	})
+	s.must("runs", "answer", id, "yes")
+	waitStatus(t, s, id, "RUN_STATUS_SUCCEEDED")
+	evs := runEvents(t, s, s.token, id)
+	res := ofType(evs, reinsv1.EventType_EVENT_TYPE_SANDBOX_RESUMED)
+	if len(res) != 1 || res[0].GetSandbox().Reason != "ttl_expired" || !strings.HasPrefix(res[0].GetSandbox().Snapshot, "sha256:") {
+		t.Errorf("resumed %v; want once, after ttl_expired, on its saved workspace", res)
 	}
-	var id string
-	for _, line := range strings.Split(r.stdout, "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "run" {
-			id = f[1]
-		}
+	var kinds []string
+	for _, ev := range ofType(evs, reinsv1.EventType_EVENT_TYPE_SANDBOX_LIFECYCLE) {
+		kinds = append(kinds, ev.GetSandbox().Reason)
 	}
-	cps := ofType(runEvents(t, s, acme, id), reinsv1.EventType_EVENT_TYPE_CHECKPOINT)
-	if len(cps) == 0 {
-		t.Fatal("acme's run took no checkpoint")
-	}
-	digest := cps[0].GetCheckpoint().Digest
-
-	// Through the API, as beta.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl := client.New(s.url, beta)
-	data, err := os.ReadFile(writeScript(t, bash("cat /workspace/secret.txt"), map[string]any{"text": "read"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := cl.StartRun(ctx, &reinsv1.RunSpec{Task: "read acme's secret", Model: "script:x", Script: string(data),
-		Sandboxes: map[string]string{"default": "snapshot:" + digest}})
-	if err != nil {
-		t.Fatalf("beta's run was refused before it started (fine, but then say so here): %v", err)
-	}
-	waitStatus(t, s, run.Id, "RUN_STATUS_FAILED")
-	got, err := cl.GetRun(ctx, run.Id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(got.Reason, "not found") || strings.Contains(got.Reason, "acme") {
-		t.Errorf("beta's run failed with %q; want the snapshot not found, naming no one", got.Reason)
-	}
-	for _, ev := range runEvents(t, s, beta, run.Id) {
-		if strings.Contains(protojson.Format(ev), "acme-secret") {
-			t.Fatalf("beta's run saw acme's file: %v", ev)
-		}
-	}
-	if ls := s.asTenant(beta, "sandbox", "ls").stdout; strings.Contains(ls, "running") {
-		t.Errorf("beta has a sandbox made from acme's checkpoint:\n%s", ls)
+	if got := strings.Join(kinds, ","); got != "expiring: ttl_expired,suspended: ttl_expired" {
+		t.Errorf("the run's sandbox_lifecycle events: %q; want the expiry warning, then the suspend", got)
 	}
 }

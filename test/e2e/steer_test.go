@@ -126,7 +126,8 @@ func TestPauseResumeForkReplay(t *testing.T) {
 			t.Errorf("replay lacks %q:\n%s", want, rep)
 		}
 	}
-	// Fork from after the first result: a new run, fresh sandbox, told so.
+	// Fork from after the first result: a new run in a new sandbox with
+	// the files of then (the pause's checkpoint), told so.
 	var at int64
 	for _, line := range strings.Split(strings.TrimSpace(s.must("runs", "events", "--json", id)), "\n") {
 		var e struct {
@@ -144,8 +145,8 @@ func TestPauseResumeForkReplay(t *testing.T) {
 	}
 	// The script plays turn i at step i: the fork's history holds step 1.
 	forkScript := writeScript(t, map[string]any{"text": "(step 1 is history)"},
-		map[string]any{"expect": "sandboxes are new", "tool_calls": []any{map[string]any{"name": "bash", "input": map[string]any{"command": "cat /workspace/f || echo nofile"}}}},
-		map[string]any{"expect": "nofile", "text": "forked and checked"})
+		map[string]any{"expect": "as they were", "tool_calls": []any{map[string]any{"name": "bash", "input": map[string]any{"command": "cat /workspace/f || echo nofile"}}}},
+		map[string]any{"expect": "one", "text": "forked and checked"})
 	r := s.run("runs", "fork", id, "--at", fmt.Sprint(at), "--model", "script:"+forkScript)
 	if r.code != 0 || !strings.Contains(r.stdout, "forked and checked") {
 		t.Errorf("fork: %s", r)

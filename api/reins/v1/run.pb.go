@@ -119,6 +119,7 @@ const (
 	EventType_EVENT_TYPE_AGENT_STARTED      EventType = 23 // agent_program: with its pid, once it runs
 	EventType_EVENT_TYPE_CHECKPOINT         EventType = 24 // checkpoint: a sandbox's workspace saved, once durable
 	EventType_EVENT_TYPE_CHECKPOINT_FAILED  EventType = 25 // checkpoint, with error: none was taken; the run goes on
+	EventType_EVENT_TYPE_SANDBOX_LIFECYCLE  EventType = 26 // sandbox: what befell a run's sandbox apart from the run (expiring, suspended for its TTL, paused)
 )
 
 // Enum value maps for EventType.
@@ -150,6 +151,7 @@ var (
 		23: "EVENT_TYPE_AGENT_STARTED",
 		24: "EVENT_TYPE_CHECKPOINT",
 		25: "EVENT_TYPE_CHECKPOINT_FAILED",
+		26: "EVENT_TYPE_SANDBOX_LIFECYCLE",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":        0,
@@ -178,6 +180,7 @@ var (
 		"EVENT_TYPE_AGENT_STARTED":      23,
 		"EVENT_TYPE_CHECKPOINT":         24,
 		"EVENT_TYPE_CHECKPOINT_FAILED":  25,
+		"EVENT_TYPE_SANDBOX_LIFECYCLE":  26,
 	}
 )
 
@@ -4497,7 +4500,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x11RUN_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14RUN_STATUS_SUCCEEDED\x10\x05\x12\x15\n" +
 	"\x11RUN_STATUS_FAILED\x10\x06\x12\x18\n" +
-	"\x14RUN_STATUS_CANCELLED\x10\a*\xf4\x05\n" +
+	"\x14RUN_STATUS_CANCELLED\x10\a*\x96\x06\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EVENT_TYPE_RUN_CREATED\x10\x01\x12\x1d\n" +
@@ -4525,7 +4528,8 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x19EVENT_TYPE_AGENT_STARTING\x10\x16\x12\x1c\n" +
 	"\x18EVENT_TYPE_AGENT_STARTED\x10\x17\x12\x19\n" +
 	"\x15EVENT_TYPE_CHECKPOINT\x10\x18\x12 \n" +
-	"\x1cEVENT_TYPE_CHECKPOINT_FAILED\x10\x19*y\n" +
+	"\x1cEVENT_TYPE_CHECKPOINT_FAILED\x10\x19\x12 \n" +
+	"\x1cEVENT_TYPE_SANDBOX_LIFECYCLE\x10\x1a*y\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +

@@ -60,6 +60,7 @@ func Samples() map[string]any {
 		runlog.EventSandboxReplaced:  sb("replaced"),
 		runlog.EventSandboxSuspended: sb("suspended"),
 		runlog.EventSandboxResumed:   sb("resumed"),
+		runlog.EventSandboxLifecycle: sb("lifecycle"),
 		runlog.EventEgress: runlog.Egress{Sandbox: "default", ID: "sbx1", AfterSeq: 4, LastSeq: 107, Omitted: 3, Denied: 2,
 			Entries: []egress.Entry{{Time: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), Sandbox: "sbx1", Proto: "tls", Host: "api.github.com",
 				Port: 443, Addr: "140.82.112.5:443", Allowed: true, Rule: "allow-host *.github.com", BytesOut: 517, BytesIn: 4096,
