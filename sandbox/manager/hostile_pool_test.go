@@ -39,8 +39,10 @@ func TestPoolHandOutRefusals(t *testing.T) {
 	if _, err := m.Create(ctx, "acme", sandbox.Spec{Image: "busybox", Env: big}, nil); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "env of") {
 		t.Errorf("an env too big: %v, want it refused as at create", err)
 	}
-	if _, err := m.Create(ctx, "acme", sandbox.Spec{Image: "busybox", Labels: map[string]string{LabelPool: "busybox"}}, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
-		t.Errorf("a tenant's spec with the pool's label: %v", err)
+	for _, k := range []string{LabelPool, LabelPoolReady} {
+		if _, err := m.Create(ctx, "acme", sandbox.Spec{Image: "busybox", Labels: map[string]string{k: "busybox"}}, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("a tenant's spec with the pool's label %s: %v", k, err)
+		}
 	}
 	if st := m.Pool(); st[0].Ready != 1 || images.calls != 0 {
 		t.Errorf("a refused create changed the pool (%+v) or went cold (%d)", st, images.calls)

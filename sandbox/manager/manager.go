@@ -440,12 +440,8 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 			return Record{}, false, err
 		}
 	}
-	if _, ok := spec.Labels[LabelPool]; !ok && oldID == "" {
-		if rec, ok, err := m.fromPool(ctx, tenant, spec, limit); ok || err != nil {
-			return rec, false, err
-		}
-	} else if ok && tenant != "" {
-		return Record{}, false, fmt.Errorf("label %s is the warm pool's: %w", LabelPool, errdefs.ErrInvalidArgument)
+	if rec, ok, err := m.fromPool(ctx, tenant, spec, oldID, limit); ok || err != nil {
+		return rec, false, err
 	}
 	rctx := ctx
 	if tenant != "" {

@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/client"
@@ -40,10 +41,14 @@ import (
 	"github.com/reinsdev/reins/sandbox"
 )
 
-// LabelPool marks a sandbox waiting in the warm pool; its value is the
-// pool's key. Only the manager sets it (the API refuses it in a spec); a
-// handed-out sandbox has its user's labels instead.
-const LabelPool = sandbox.LabelPool
+// LabelPool marks a sandbox of the warm pool; its value is the pool's key.
+// LabelPoolReady is added once it waits ready. Only the manager sets them
+// (the API refuses labels that begin with LabelPool); a handed-out sandbox
+// has its user's labels instead.
+const (
+	LabelPool      = sandbox.LabelPool
+	LabelPoolReady = sandbox.LabelPoolReady
+)
 
 // PoolSize is one key of the warm pool: Size sandboxes of Image (any image
 // reference, snapshot:NAME or template:NAME) wait ready.
@@ -264,6 +269,9 @@ func (m *Manager) fillPool(ctx context.Context) {
 			p.done(key, b, nil)
 			return
 		}
+		if err == nil {
+			m.markReady(b)
+		}
 		if d := p.done(key, b, err); err != nil {
 			m.log.Warn("warm pool refill failed; retrying", "image", key, "retry_in", d, "err", err)
 			continue
@@ -296,6 +304,11 @@ func (m *Manager) makePoolBox(ctx context.Context, key string) (*box, error) {
 	return m.lookup("", info.ID)
 }
 
+// PoolWarmUpTag tags a pool sandbox's warm-up process: the admin's
+// `sandbox ps` of a waiting sandbox shows it (the sandbox is ready), and
+// the hand-out forgets it.
+const PoolWarmUpTag = "pool warm-up"
+
 // warmUp runs `true` once in a new pool sandbox: a gVisor sandbox's first
 // process costs about twice a later one (measured: 14–30 ms against 8–10),
 // and that first one is then the pool's, off the create path. An image
@@ -307,8 +320,24 @@ func (m *Manager) warmUp(ctx context.Context, id string) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, _, _, err := c.Run(wctx, "true"); err != nil {
+	if _, err := c.Exec(wctx, &executorv1.ExecRequest{Argv: []string{"true"}, Tag: PoolWarmUpTag}, nil); err != nil {
 		m.log.Debug("warming a pool sandbox", "sandbox", id, "err", err)
+	}
+}
+
+// markReady labels pool sandbox b LabelPoolReady, for the admin's list
+// (a copy of the labels: Info handed out earlier shares the old map).
+func (m *Manager) markReady(b *box) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if poolKey(b) == "" || b.rec.Spec.Labels[LabelPoolReady] != "" {
+		return
+	}
+	labels := maps.Clone(b.rec.Spec.Labels)
+	labels[LabelPoolReady] = "true"
+	b.rec.Spec.Labels = labels
+	if err := writeRecord(b.dir, &b.rec); err != nil {
+		m.log.Warn("writing record failed", "sandbox", b.rec.ID, "err", err)
 	}
 }
 
@@ -341,6 +370,7 @@ func (m *Manager) adoptPool(ctx context.Context) {
 			m.warm.mu.Unlock()
 		}
 		if keep {
+			m.markReady(b)
 			m.warm.add(key, b, false)
 			m.log.Info("warm pool took back a sandbox", "image", key, "sandbox", id)
 			continue
@@ -400,11 +430,17 @@ func (m *Manager) poolMismatch(tenant string, spec, pool sandbox.Spec) string {
 
 // fromPool hands out a pool sandbox for spec (normalized; tenant's
 // ceilings, quota precheck and network check passed). ok false: the pool
-// cannot serve it, or is empty, and the create goes cold.
-func (m *Manager) fromPool(ctx context.Context, tenant string, spec sandbox.Spec, limit int) (Record, bool, error) {
+// cannot serve it, or is empty, and the create goes cold. A tenant's spec
+// with the pool's labels is refused.
+func (m *Manager) fromPool(ctx context.Context, tenant string, spec sandbox.Spec, oldID string, limit int) (Record, bool, error) {
+	for k := range spec.Labels {
+		if strings.HasPrefix(k, LabelPool) && tenant != "" {
+			return Record{}, false, fmt.Errorf("label %s: labels that begin with %s are the warm pool's: %w", truncate(k, 80), LabelPool, errdefs.ErrInvalidArgument)
+		}
+	}
 	pool, ok := m.warm.specs[spec.Image]
-	if !ok {
-		return Record{}, false, nil
+	if _, own := spec.Labels[LabelPool]; !ok || own || oldID != "" {
+		return Record{}, false, nil // no pool, the pool's own create, or a replacement's
 	}
 	if why := m.poolMismatch(tenant, spec, pool); why != "" {
 		m.log.Info("warm pool skipped: creating cold", "image", spec.Image, "tenant", tenant, "why", why)

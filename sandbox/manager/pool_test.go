@@ -261,6 +261,12 @@ func TestPoolGvisor(t *testing.T) {
 		}
 	}()
 	ready := waitPool(t, m, "busybox", 2)
+	for _, id := range ready {
+		info, err := m.Get(ctx, "", id)
+		if err != nil || info.Spec.Labels[LabelPool] != "busybox" || info.Spec.Labels[LabelPoolReady] != "true" {
+			t.Errorf("the admin's view of ready pool sandbox %s: labels %v, %v", id, info.Spec.Labels, err)
+		}
+	}
 
 	var handed []sandbox.Info
 	for i, wd := range []string{"", "/srv/app"} {
