@@ -809,17 +809,26 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err := m.removeLocked(b, sandbox.ReasonKilled, "removed by a user"); err != nil {
+		return err
+	}
+	m.log.Info("sandbox removed", "sandbox", id)
+	return nil
+}
+
+// removeLocked stops b for reason (unless it has stopped) and removes
+// everything it had, its record too; b.mu is held.
+func (m *Manager) removeLocked(b *box, reason sandbox.Reason, msg string) error {
 	if b.rec.State != sandbox.StateStopped {
-		m.stopLocked(b, sandbox.ReasonKilled, "removed by a user")
+		m.stopLocked(b, reason, msg)
 	}
 	if err := m.cleanup(b, false); err != nil {
 		return err
 	}
 	m.mu.Lock()
-	delete(m.boxes, id)
+	delete(m.boxes, b.rec.ID)
 	m.mu.Unlock()
-	m.removed(id)
-	m.log.Info("sandbox removed", "sandbox", id)
+	m.removed(b.rec.ID)
 	return nil
 }
 

@@ -522,13 +522,16 @@ func (m *Manager) dressLocked(ctx context.Context, b *box, tenant string, spec s
 	}
 	// Always: the warm-up's exec is forgotten (its new user's process
 	// list starts empty), with the spec's env and workdir if they differ.
+	t0 := time.Now()
 	env, workdir := defaultsFor(b.rec, pool, spec)
 	if err := b.client.SetDefaults(ctx, env, workdir, true); err != nil {
 		return fmt.Errorf("its environment and workdir: %w", err)
 	}
+	t1 := time.Now()
 	if err := writeRecord(b.dir, &b.rec); err != nil {
 		return err
 	}
+	m.log.Debug("pool hand-out", "sandbox", b.rec.ID, "network", t0.Sub(now), "set_defaults", t1.Sub(t0), "record", time.Since(t1))
 	b.activity = now
 	return nil
 }
@@ -551,13 +554,7 @@ func defaultsFor(rec Record, pool, spec sandbox.Spec) (env []string, workdir str
 
 // discardLocked removes sandbox b entirely; b.mu is held.
 func (m *Manager) discardLocked(b *box, why string) {
-	m.stopLocked(b, sandbox.ReasonError, why)
-	if err := m.cleanup(b, false); err != nil {
+	if err := m.removeLocked(b, sandbox.ReasonError, why); err != nil {
 		m.log.Warn("cleanup failed", "sandbox", b.rec.ID, "err", err)
-		return
 	}
-	m.mu.Lock()
-	delete(m.boxes, b.rec.ID)
-	m.mu.Unlock()
-	m.removed(b.rec.ID)
 }
