@@ -128,7 +128,7 @@ func newEnvSeeds(t *testing.T, defaults store.Quota, seeds []seed) *env {
 	nets, eg := &fakeNetworks{m: m}, newFakeEgress(st)
 	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
 		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).
-		WithNetworks(nets).WithExpiries(m).WithEgressLogs(eg).
+		WithNetworks(nets).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithEgressLogs(eg).
 		WithPorts(&server.Ports{Domain: "localhost", Key: make([]byte, 32)}).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
@@ -519,9 +519,12 @@ func TestIsolation(t *testing.T) {
 		"Events": func(id string) error {
 			return raw(drain(sc.Events(ctx, connect.NewRequest(&reinsv1.SandboxEventsRequest{Id: id}))))
 		},
-		// Snapshots and templates are named, not sandboxes: their own
-		// isolation tests cover them.
-		"ListSnapshots": nil, "DeleteSnapshot": nil,
+		// A snapshot is named by its tenant's name: another tenant's is
+		// missing (test/e2e TestTenantIsolation makes a real one).
+		"DeleteSnapshot": func(id string) error { return beta.DeleteSnapshot(ctx, id) },
+		"ListSnapshots":  nil, // below
+		// Templates are named, not sandboxes: their own isolation tests
+		// cover them.
 		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // below; Create has no id
 		"Version": nil, // below; it names no tenant's things
@@ -535,6 +538,9 @@ func TestIsolation(t *testing.T) {
 	sbs, err := beta.List(ctx, nil)
 	if err != nil || len(sbs) != 0 {
 		t.Errorf("SandboxService.List with beta's token: %v, %v; want none", sbs, err)
+	}
+	if snaps, err := beta.ListSnapshots(ctx); err != nil || len(snaps) != 0 {
+		t.Errorf("SandboxService.ListSnapshots with beta's token: %v, %v; want none", snaps, err)
 	}
 	// Any token may ask the version: the service's build and the
 	// backends' runtimes, the same for every tenant.

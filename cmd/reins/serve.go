@@ -34,6 +34,7 @@ import (
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/runc"
+	"github.com/reinsdev/reins/sandbox/workspace"
 	"github.com/reinsdev/reins/secret"
 	"github.com/reinsdev/reins/server"
 	"github.com/reinsdev/reins/store"
@@ -60,7 +61,11 @@ type serveConfig struct {
 	EgressResolve  []string // NAME=IP
 	EgressDNS      string
 	PortDomain     string
-	Pool           []string // IMAGE=N
+	// ExpiryWarning and SuspendedRetention: the lifecycle's defaults
+	// (manager.Config).
+	ExpiryWarning      time.Duration
+	SuspendedRetention time.Duration
+	Pool               []string // IMAGE=N
 }
 
 func serveCmd() *cobra.Command {
@@ -118,10 +123,15 @@ are read from this process's environment:
 	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
 	f.StringArrayVar(&cfg.Pool, "pool", nil, "IMAGE=N: keep N sandboxes of IMAGE (an image, snapshot:NAME or template:NAME) ready, so that a create of it with the default limits and backend returns in milliseconds; repeat for more images")
 	f.StringVar(&cfg.PortDomain, "port-domain", "localhost", "domain of the URLs that reach ports in sandboxes (PORT-ID.DOMAIN, on this service's port); its names must resolve to this service")
+	f.DurationVar(&cfg.ExpiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's TTL runs out its expiring event fires, for sandboxes that set none")
+	f.DurationVar(&cfg.SuspendedRetention, "suspended-retention", 7*24*time.Hour, "how long a suspended sandbox is kept (from its suspend, or an extend) before it is deleted with its saved workspace")
 	return c
 }
 
 func serve(cfg serveConfig) error {
+	if cfg.ExpiryWarning < 0 || cfg.SuspendedRetention < 0 {
+		return usageError{errors.New("--expiry-warning and --suspended-retention must not be negative")}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return usageError{fmt.Errorf("--log-level %q: use debug, info, warn or error", cfg.LogLevel)}
@@ -219,19 +229,26 @@ func serve(cfg serveConfig) error {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "reins serve is starting: retry", http.StatusServiceUnavailable)
 	})
+	workspaces, err := workspace.Open(filepath.Join(cfg.DataDir, "workspaces"))
+	if err != nil {
+		return err
+	}
 	m, err = manager.New(manager.Config{
-		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
-		ExecutorPath:   cfg.ExecutorPath,
-		Backends:       backends,
-		DefaultBackend: cfg.DefaultBackend,
-		Images:         manager.ImageStore(images),
-		Defaults:       cfg.Defaults,
-		TenantMax:      cfg.TenantMax,
-		CheckInterval:  cfg.CheckInterval,
-		AnswerTimeout:  cfg.AnswerTimeout,
-		MaxSandboxes:   tenants.MaxSandboxes,
-		Network:        bnd,
-		Gateway:        gw,
+		Dir:                filepath.Join(cfg.DataDir, "sandboxes"),
+		ExecutorPath:       cfg.ExecutorPath,
+		Backends:           backends,
+		DefaultBackend:     cfg.DefaultBackend,
+		Images:             manager.ImageStore(images),
+		Defaults:           cfg.Defaults,
+		TenantMax:          cfg.TenantMax,
+		CheckInterval:      cfg.CheckInterval,
+		AnswerTimeout:      cfg.AnswerTimeout,
+		MaxSandboxes:       tenants.MaxSandboxes,
+		Network:            bnd,
+		Gateway:            gw,
+		Workspaces:         manager.WorkspaceStore(workspaces),
+		ExpiryWarning:      cfg.ExpiryWarning,
+		SuspendedRetention: cfg.SuspendedRetention,
 		Removed: func(id string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -314,7 +331,7 @@ func serve(cfg serveConfig) error {
 	}
 	srv := &http.Server{
 		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).
-			WithNetworks(m).WithExpiries(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
+			WithNetworks(m).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).WithPorts(ports).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -479,6 +479,12 @@ func (m *Manager) handOut(ctx context.Context, b *box, tenant string, spec sandb
 		m.discardLocked(b, "it could not be handed out of the warm pool: "+err.Error())
 		return Record{}, false, nil
 	}
+	// Its events start here: the pool's own (the admin's) are not its
+	// new owner's.
+	m.events.mu.Lock()
+	delete(m.events.by, b.rec.ID)
+	m.events.mu.Unlock()
+	m.emit(b, LifecycleEvent{Kind: EventCreated, Snapshot: b.rec.Workspace, Message: createdWords(b.rec) + " (ready in the warm pool)"})
 	m.log.Info("sandbox created from the warm pool", "sandbox", b.rec.ID, "tenant", tenant, "image", key,
 		"took", time.Since(t0).Round(time.Microsecond))
 	return b.rec, true, nil
@@ -489,7 +495,7 @@ func (m *Manager) handOut(ctx context.Context, b *box, tenant string, spec sandb
 func (m *Manager) admitAs(tenant string, limit int, b *box) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.quotaLocked(tenant, limit); err != nil {
+	if err := m.quotaLocked(tenant, limit, 1); err != nil {
 		return err
 	}
 	b.tenant = tenant

@@ -172,6 +172,10 @@ func TestPoolHandOutRecord(t *testing.T) {
 	if _, err := m.Get(ctx, "beta", info.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant gets the handed-out sandbox: %v", err)
 	}
+	evs, _, err := m.Events("acme", info.ID, 0)
+	if err != nil || len(evs) != 1 || evs[0].Kind != EventCreated || evs[0].Tenant != "acme" || !strings.Contains(evs[0].Message, "warm pool") {
+		t.Errorf("the handed-out sandbox's events: %+v %v, want one created event of acme's", evs, err)
+	}
 }
 
 // The warm pool's configuration is the operator's and is checked at New.
@@ -281,6 +285,10 @@ func TestPoolGvisor(t *testing.T) {
 		c, err := m.Client(ctx, "acme", info.ID)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Its events begin at the hand-out, not at the pool's create.
+		if evs, _, err := m.Events("acme", info.ID, 0); err != nil || len(evs) != 1 || evs[0].Tenant != "acme" {
+			t.Errorf("events of a handed-out sandbox: %+v %v", evs, err)
 		}
 		// The pool's warm-up exec is not the new user's to see.
 		if procs, err := c.ListProcesses(ctx); err != nil || len(procs) != 0 {

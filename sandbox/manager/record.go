@@ -45,17 +45,33 @@ type Record struct {
 	// gateway (gateway.TokenPrefix…), "" without one; written before it
 	// is handed out.
 	GatewayToken string `json:"gateway_token,omitempty"`
+	// Base is the digest of the snapshot it was made from (a create from
+	// snapshot:, a fork), which it needs while it is not stopped.
+	Base string `json:"base,omitempty"`
+	// DiskKept says a suspended sandbox kept its disk (no workspace
+	// store, or its last save failed): it wakes on it. Otherwise a disk
+	// found at a wake is a half-made one (a crash mid-restore) and goes.
+	DiskKept bool `json:"disk_kept,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }
 
 func writeRecord(dir string, r *Record) error {
 	r.Version = recordVersion
-	data, err := json.MarshalIndent(r, "", "  ")
+	if err := writeJSON(recordPath(dir), r); err != nil {
+		return fmt.Errorf("writing sandbox record: %w", err)
+	}
+	return nil
+}
+
+// writeJSON writes v to path atomically and durably: a temporary file,
+// synced, renamed over it.
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := recordPath(dir) + ".tmp"
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -69,9 +85,9 @@ func writeRecord(dir string, r *Record) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing sandbox record: %w", err)
+		return err
 	}
-	return os.Rename(tmp, recordPath(dir))
+	return os.Rename(tmp, path)
 }
 
 func readRecord(dir string) (*Record, error) {
