@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -164,5 +165,37 @@ func TestWarmPoolNetwork(t *testing.T) {
 	if out := s.asTenant(acme, "sandbox", "egress", id, "--json"); out.code != 0 || !strings.Contains(out.stdout, "allowed.test") {
 		t.Errorf("acme's egress log of its pool sandbox: %s", out)
 	}
+	s.extra = nil
+}
+
+// TestWarmPoolSnapshot: --pool snapshot:NAME=1 keeps sandboxes made from
+// the admin's snapshot by the ordinary create path; the admin's create of
+// snapshot:NAME gets one and sees the snapshot's files.
+func TestWarmPoolSnapshot(t *testing.T) {
+	s := startService(t)
+	src := s.create()
+	s.must("sandbox", "exec", src, "--", "sh", "-c", "echo from the snapshot > /workspace/kept.txt")
+	s.must("sandbox", "snapshot", src, "--name", "base")
+	s.stop()
+	s.extra = []string{"--pool", "snapshot:base=1"}
+	s.start()
+	var ready []string
+	eventually(t, 2*time.Minute, "the snapshot's pool fills", func() (bool, string) {
+		var sbs []shown
+		json.Unmarshal([]byte(s.must("sandbox", "ls", "--json", "--label", "reins.pool=snapshot:base", "--label", "reins.pool.ready=true")), &sbs)
+		ready = ready[:0]
+		for _, sb := range sbs {
+			ready = append(ready, sb.ID)
+		}
+		return len(ready) == 1, fmt.Sprint(ready)
+	})
+	id := s.create("--image", "snapshot:base")
+	if id != ready[0] {
+		t.Errorf("create of snapshot:base got %s, not the pool's %s", id, ready[0])
+	}
+	if out := s.must("sandbox", "exec", id, "--", "cat", "/workspace/kept.txt"); out != "from the snapshot\n" {
+		t.Errorf("the pool's sandbox of snapshot:base holds %q", out)
+	}
+	s.stop()
 	s.extra = nil
 }
