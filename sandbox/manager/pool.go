@@ -304,9 +304,8 @@ func (m *Manager) makePoolBox(ctx context.Context, key string) (*box, error) {
 	return m.lookup("", info.ID)
 }
 
-// PoolWarmUpTag tags a pool sandbox's warm-up process: the admin's
-// `sandbox ps` of a waiting sandbox shows it (the sandbox is ready), and
-// the hand-out forgets it.
+// PoolWarmUpTag tags a pool sandbox's warm-up process, which the executor
+// forgets right after it (SetDefaults' forget_exited).
 const PoolWarmUpTag = "pool warm-up"
 
 // warmUp runs `true` once in a new pool sandbox: a gVisor sandbox's first
@@ -321,6 +320,11 @@ func (m *Manager) warmUp(ctx context.Context, id string) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := c.Exec(wctx, &executorv1.ExecRequest{Argv: []string{"true"}, Tag: PoolWarmUpTag}, nil); err != nil {
+		m.log.Debug("warming a pool sandbox", "sandbox", id, "err", err)
+	}
+	// Forgotten now, off the hand-out's path: its new user's process
+	// list starts empty.
+	if err := c.SetDefaults(wctx, nil, "", true); err != nil {
 		m.log.Debug("warming a pool sandbox", "sandbox", id, "err", err)
 	}
 }
@@ -519,19 +523,20 @@ func (m *Manager) dressLocked(ctx context.Context, b *box, tenant string, spec s
 			return fmt.Errorf("its network rules: %w", err)
 		}
 	}
-	if b.client == nil { // re-adopted after a restart, and not yet dialled
-		c, err := client.Dial(ctx, b.endpoint(), b.rec.Token, m.clientOptions(b)...)
-		if err != nil {
-			return fmt.Errorf("its executor: %w", err)
-		}
-		b.client = c
-	}
-	// Always: the warm-up's exec is forgotten (its new user's process
-	// list starts empty), with the spec's env and workdir if they differ.
+	// The spec's env and workdir, when they are not the pool's (the
+	// warm-up's exec was forgotten when the sandbox became ready).
 	t0 := time.Now()
-	env, workdir := defaultsFor(b.rec, pool, spec)
-	if err := b.client.SetDefaults(ctx, env, workdir, true); err != nil {
-		return fmt.Errorf("its environment and workdir: %w", err)
+	if env, workdir := defaultsFor(b.rec, pool, spec); env != nil || workdir != "" {
+		if b.client == nil { // re-adopted after a restart, and not yet dialled
+			c, err := client.Dial(ctx, b.endpoint(), b.rec.Token, m.clientOptions(b)...)
+			if err != nil {
+				return fmt.Errorf("its executor: %w", err)
+			}
+			b.client = c
+		}
+		if err := b.client.SetDefaults(ctx, env, workdir, true); err != nil {
+			return fmt.Errorf("its environment and workdir: %w", err)
+		}
 	}
 	t1 := time.Now()
 	if err := writeRecord(b.dir, &b.rec); err != nil {
