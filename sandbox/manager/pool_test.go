@@ -371,3 +371,28 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+// A refill that fails (here: no image resolves) is logged and retried
+// with backoff, not in a loop: in 2.5 s, the first try and one retry after
+// 1 s (the next is 2 s later), and the pool says when it tries again.
+func TestPoolRefillBackoff(t *testing.T) {
+	m, images := newPoolManager(t, map[string]int{"busybox": 1}, nil)
+	b := m.warm.take("busybox") // and gone: nothing for RunPool to take back
+	if b == nil {
+		t.Fatal("no sandbox to take")
+	}
+	delete(m.boxes, b.rec.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	m.RunPool(ctx)
+	images.mu.Lock()
+	calls := images.calls
+	images.mu.Unlock()
+	if calls < 1 || calls > 2 {
+		t.Errorf("%d refills in 2.5 s, want 2 (a try, a retry after 1 s)", calls)
+	}
+	st := m.Pool()[0]
+	if st.RetryAt.IsZero() || st.Ready != 0 || st.Making != 0 {
+		t.Errorf("pool after failed refills: %+v", st)
+	}
+}
