@@ -229,14 +229,7 @@ func waitPool(t *testing.T, m *Manager, key string, n int) []string {
 // refused though the pool has sandboxes. A restarted manager takes the
 // pool's sandboxes back, and removes them once their key is gone.
 func TestPoolGvisor(t *testing.T) {
-	testenv.RequiresRoot(t)
-	runsc := testenv.RequiresRunsc(t, gvisor.DefaultRunsc())
-	dir := t.TempDir()
-	exe := buildExecutor(t, dir)
-	gv, err := gvisor.New(filepath.Join(dir, "runsc"), gvisor.WithBinary(runsc))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, exe, gv := newGvisor(t)
 	limits := map[string]int{"acme": 2}
 	withPool := func(n int) func(*Config) {
 		return func(c *Config) {
@@ -351,6 +344,21 @@ func TestPoolGvisor(t *testing.T) {
 			t.Errorf("pool sandbox %s survived a restart with no pool", info.ID)
 		}
 	}
+}
+
+// newGvisor is what a test on real gVisor sandboxes needs: a directory,
+// the executor built into it, and the backend on the pinned runsc.
+func newGvisor(t *testing.T) (dir, exe string, gv *gvisor.Backend) {
+	t.Helper()
+	testenv.RequiresRoot(t)
+	runsc := testenv.RequiresRunsc(t, gvisor.DefaultRunsc())
+	dir = t.TempDir()
+	exe = buildExecutor(t, dir)
+	gv, err := gvisor.New(filepath.Join(dir, "runsc"), gvisor.WithBinary(runsc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, exe, gv
 }
 
 func waitGone(t *testing.T, m *Manager, id, what string) {
