@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,7 +89,7 @@ func (b *bench) pool(n int) error {
 	b.add("warm pool phases (p50): Create call, first exec; ratio: first exec / a second one", fmt.Sprintf("create %s, first exec %s", ms(pct(creates, 50)), ms(pct(firsts, 50))),
 		ms(pct(seconds, 50))+" second exec", ratio(pct(firsts, 50), pct(seconds, 50)), "")
 	h := pct(took.all(), 50)
-	b.add("warm pool: the manager's hand-out alone (p50; record fsync, rules, SetDefaults)", ms(h), ms(pct(ours, 50))+" create → first exec via the API", ratio(h, pct(ours, 50)), "")
+	b.add("warm pool: the manager's hand-out alone (p50: "+took.breakdown()+")", ms(h), ms(pct(ours, 50))+" create → first exec via the API", ratio(h, pct(ours, 50)), "")
 	return nil
 }
 
@@ -150,8 +151,9 @@ func waitReady(ctx context.Context, m *manager.Manager, n int) error {
 
 // handOuts collects the manager's "took" of each hand-out it logs.
 type handOuts struct {
-	mu sync.Mutex
-	d  []time.Duration
+	mu    sync.Mutex
+	d     []time.Duration
+	parts map[string][]time.Duration
 }
 
 func (h *handOuts) n() int { h.mu.Lock(); defer h.mu.Unlock(); return len(h.d) }
@@ -164,16 +166,35 @@ func (h *handOuts) Enabled(context.Context, slog.Level) bool { return true }
 func (h *handOuts) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *handOuts) WithGroup(string) slog.Handler            { return h }
 func (h *handOuts) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "sandbox created from the warm pool" {
+	switch r.Message {
+	case "sandbox created from the warm pool", "pool hand-out":
+	default:
 		return nil
 	}
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "took" {
-			h.mu.Lock()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		switch a.Key {
+		case "took":
 			h.d = append(h.d, a.Value.Duration())
-			h.mu.Unlock()
+		case "network", "set_defaults", "record":
+			if h.parts == nil {
+				h.parts = map[string][]time.Duration{}
+			}
+			h.parts[a.Key] = append(h.parts[a.Key], a.Value.Duration())
 		}
 		return true
 	})
 	return nil
+}
+
+// breakdown is the hand-out's parts, p50 each.
+func (h *handOuts) breakdown() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, k := range []string{"network", "set_defaults", "record"} {
+		out = append(out, fmt.Sprintf("%s %s", strings.ReplaceAll(k, "_", " "), ms(pct(h.parts[k], 50))))
+	}
+	return strings.Join(out, ", ")
 }

@@ -79,6 +79,11 @@ type BackendInfo struct {
 	Runtime string
 }
 
-// LabelPool is the label of a sandbox waiting in the service's warm pool
-// (its value: the pool's image); no spec may set it.
-const LabelPool = "reins.pool"
+// LabelPool is the label of a sandbox of the service's warm pool (its
+// value: the pool's image), from its create; LabelPoolReady ("true") is
+// added once it waits ready. No spec may set a label that begins with
+// LabelPool.
+const (
+	LabelPool      = "reins.pool"
+	LabelPoolReady = "reins.pool.ready"
+)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -256,8 +257,10 @@ func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
-	if _, ok := p.Labels[sandbox.LabelPool]; ok {
-		return sandbox.Spec{}, fmt.Errorf("label %s marks the service's warm pool sandboxes: choose another: %w", sandbox.LabelPool, errdefs.ErrInvalidArgument)
+	for k := range p.Labels {
+		if strings.HasPrefix(k, sandbox.LabelPool) {
+			return sandbox.Spec{}, fmt.Errorf("label %.80q: labels that begin with %s mark the service's warm pool sandboxes: choose another: %w", k, sandbox.LabelPool, errdefs.ErrInvalidArgument)
+		}
 	}
 	if p.ExpiryWarningMs < 0 {
 		return sandbox.Spec{}, fmt.Errorf("expiry warning must not be negative: %w", errdefs.ErrInvalidArgument)

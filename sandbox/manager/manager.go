@@ -510,12 +510,10 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 			return Record{}, false, err
 		}
 	}
-	if _, ok := spec.Labels[LabelPool]; !ok && oldID == "" {
-		if rec, ok, err := m.fromPool(ctx, tenant, spec, limit); ok || err != nil {
+	if o.from == nil && !o.reserved { // a fork's are made from its source
+		if rec, ok, err := m.fromPool(ctx, tenant, spec, oldID, limit); ok || err != nil {
 			return rec, false, err
 		}
-	} else if ok && tenant != "" {
-		return Record{}, false, fmt.Errorf("label %s is the warm pool's: %w", LabelPool, errdefs.ErrInvalidArgument)
 	}
 	rctx := ctx
 	if tenant != "" {
@@ -811,7 +809,7 @@ func (m *Manager) admitReserved(tenant string, _ int, b *box) error {
 func (m *Manager) reserve(tenant string, limit, n int, b *box) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.quotaForLocked(tenant, limit, n); err != nil {
+	if err := m.quotaLocked(tenant, limit, n); err != nil {
 		return err
 	}
 	m.reserved[tenant] += n
@@ -821,23 +819,10 @@ func (m *Manager) reserve(tenant string, limit, n int, b *box) error {
 	return nil
 }
 
-// unreserve gives back n places reserve held.
-func (m *Manager) unreserve(tenant string, n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.reserved[tenant] -= n
-}
-
-// quotaLocked refuses one more sandbox of tenant when it has limit (> 0)
-// sandboxes that are not stopped (or reserved); m.mu is held.
-func (m *Manager) quotaLocked(tenant string, limit int) error {
-	return m.quotaForLocked(tenant, limit, 1)
-}
-
-// quotaForLocked refuses n more sandboxes of tenant (at least one) when
-// they would take it past limit (> 0), counting the places reserved;
-// m.mu is held.
-func (m *Manager) quotaForLocked(tenant string, limit, n int) error {
+// quotaLocked refuses n sandboxes more (at least one) of tenant when
+// they would pass its limit (> 0), counting those that are not stopped
+// and the places reserved; m.mu is held.
+func (m *Manager) quotaLocked(tenant string, limit, n int) error {
 	if limit <= 0 {
 		return nil
 	}
@@ -856,6 +841,13 @@ func (m *Manager) quotaForLocked(tenant string, limit, n int) error {
 			tenant, have, errdefs.ErrResourceExhausted)
 	}
 	return nil
+}
+
+// unreserve gives back n places reserve held.
+func (m *Manager) unreserve(tenant string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reserved[tenant] -= n
 }
 
 // lookup returns the sandbox with id if tenant may see it ("" sees every
@@ -956,17 +948,26 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err := m.removeLocked(b, sandbox.ReasonKilled, "removed by a user"); err != nil {
+		return err
+	}
+	m.log.Info("sandbox removed", "sandbox", id)
+	return nil
+}
+
+// removeLocked stops b for reason (unless it has stopped) and removes
+// everything it had, its record too; b.mu is held.
+func (m *Manager) removeLocked(b *box, reason sandbox.Reason, msg string) error {
 	if b.rec.State != sandbox.StateStopped {
-		m.stopLocked(b, sandbox.ReasonKilled, "removed by a user")
+		m.stopLocked(b, reason, msg)
 	}
 	if err := m.cleanup(b, false); err != nil {
 		return err
 	}
 	m.mu.Lock()
-	delete(m.boxes, id)
+	delete(m.boxes, b.rec.ID)
 	m.mu.Unlock()
-	m.removed(id)
-	m.log.Info("sandbox removed", "sandbox", id)
+	m.removed(b.rec.ID)
 	if b.rec.Workspace != "" {
 		m.collectSoon()
 	}

@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/client"
@@ -40,10 +41,14 @@ import (
 	"github.com/reinsdev/reins/sandbox"
 )
 
-// LabelPool marks a sandbox waiting in the warm pool; its value is the
-// pool's key. Only the manager sets it (the API refuses it in a spec); a
-// handed-out sandbox has its user's labels instead.
-const LabelPool = sandbox.LabelPool
+// LabelPool marks a sandbox of the warm pool; its value is the pool's key.
+// LabelPoolReady is added once it waits ready. Only the manager sets them
+// (the API refuses labels that begin with LabelPool); a handed-out sandbox
+// has its user's labels instead.
+const (
+	LabelPool      = sandbox.LabelPool
+	LabelPoolReady = sandbox.LabelPoolReady
+)
 
 // PoolSize is one key of the warm pool: Size sandboxes of Image (any image
 // reference, snapshot:NAME or template:NAME) wait ready.
@@ -264,6 +269,9 @@ func (m *Manager) fillPool(ctx context.Context) {
 			p.done(key, b, nil)
 			return
 		}
+		if err == nil {
+			m.markReady(b)
+		}
 		if d := p.done(key, b, err); err != nil {
 			m.log.Warn("warm pool refill failed; retrying", "image", key, "retry_in", d, "err", err)
 			continue
@@ -296,6 +304,10 @@ func (m *Manager) makePoolBox(ctx context.Context, key string) (*box, error) {
 	return m.lookup("", info.ID)
 }
 
+// PoolWarmUpTag tags a pool sandbox's warm-up process, which the executor
+// forgets right after it (SetDefaults' forget_exited).
+const PoolWarmUpTag = "pool warm-up"
+
 // warmUp runs `true` once in a new pool sandbox: a gVisor sandbox's first
 // process costs about twice a later one (measured: 14–30 ms against 8–10),
 // and that first one is then the pool's, off the create path. An image
@@ -307,8 +319,29 @@ func (m *Manager) warmUp(ctx context.Context, id string) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, _, _, err := c.Run(wctx, "true"); err != nil {
+	if _, err := c.Exec(wctx, &executorv1.ExecRequest{Argv: []string{"true"}, Tag: PoolWarmUpTag}, nil); err != nil {
 		m.log.Debug("warming a pool sandbox", "sandbox", id, "err", err)
+	}
+	// Forgotten now, off the hand-out's path: its new user's process
+	// list starts empty.
+	if err := c.SetDefaults(wctx, nil, "", true); err != nil {
+		m.log.Debug("warming a pool sandbox", "sandbox", id, "err", err)
+	}
+}
+
+// markReady labels pool sandbox b LabelPoolReady, for the admin's list
+// (a copy of the labels: Info handed out earlier shares the old map).
+func (m *Manager) markReady(b *box) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if poolKey(b) == "" || b.rec.Spec.Labels[LabelPoolReady] != "" {
+		return
+	}
+	labels := maps.Clone(b.rec.Spec.Labels)
+	labels[LabelPoolReady] = "true"
+	b.rec.Spec.Labels = labels
+	if err := writeRecord(b.dir, &b.rec); err != nil {
+		m.log.Warn("writing record failed", "sandbox", b.rec.ID, "err", err)
 	}
 }
 
@@ -341,6 +374,7 @@ func (m *Manager) adoptPool(ctx context.Context) {
 			m.warm.mu.Unlock()
 		}
 		if keep {
+			m.markReady(b)
 			m.warm.add(key, b, false)
 			m.log.Info("warm pool took back a sandbox", "image", key, "sandbox", id)
 			continue
@@ -400,11 +434,17 @@ func (m *Manager) poolMismatch(tenant string, spec, pool sandbox.Spec) string {
 
 // fromPool hands out a pool sandbox for spec (normalized; tenant's
 // ceilings, quota precheck and network check passed). ok false: the pool
-// cannot serve it, or is empty, and the create goes cold.
-func (m *Manager) fromPool(ctx context.Context, tenant string, spec sandbox.Spec, limit int) (Record, bool, error) {
+// cannot serve it, or is empty, and the create goes cold. A tenant's spec
+// with the pool's labels is refused.
+func (m *Manager) fromPool(ctx context.Context, tenant string, spec sandbox.Spec, oldID string, limit int) (Record, bool, error) {
+	for k := range spec.Labels {
+		if strings.HasPrefix(k, LabelPool) && tenant != "" {
+			return Record{}, false, fmt.Errorf("label %s: labels that begin with %s are the warm pool's: %w", truncate(k, 80), LabelPool, errdefs.ErrInvalidArgument)
+		}
+	}
 	pool, ok := m.warm.specs[spec.Image]
-	if !ok {
-		return Record{}, false, nil
+	if _, own := spec.Labels[LabelPool]; !ok || own || oldID != "" {
+		return Record{}, false, nil // no pool, the pool's own create, or a replacement's
 	}
 	if why := m.poolMismatch(tenant, spec, pool); why != "" {
 		m.log.Info("warm pool skipped: creating cold", "image", spec.Image, "tenant", tenant, "why", why)
@@ -443,6 +483,12 @@ func (m *Manager) handOut(ctx context.Context, b *box, tenant string, spec sandb
 		m.discardLocked(b, "it could not be handed out of the warm pool: "+err.Error())
 		return Record{}, false, nil
 	}
+	// Its events start here: the pool's own (the admin's) are not its
+	// new owner's.
+	m.events.mu.Lock()
+	delete(m.events.by, b.rec.ID)
+	m.events.mu.Unlock()
+	m.emit(b, LifecycleEvent{Kind: EventCreated, Snapshot: b.rec.Workspace, Message: createdWords(b.rec) + " (ready in the warm pool)"})
 	m.log.Info("sandbox created from the warm pool", "sandbox", b.rec.ID, "tenant", tenant, "image", key,
 		"took", time.Since(t0).Round(time.Microsecond))
 	return b.rec, true, nil
@@ -453,7 +499,7 @@ func (m *Manager) handOut(ctx context.Context, b *box, tenant string, spec sandb
 func (m *Manager) admitAs(tenant string, limit int, b *box) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.quotaLocked(tenant, limit); err != nil {
+	if err := m.quotaLocked(tenant, limit, 1); err != nil {
 		return err
 	}
 	b.tenant = tenant
@@ -477,22 +523,26 @@ func (m *Manager) dressLocked(ctx context.Context, b *box, tenant string, spec s
 			return fmt.Errorf("its network rules: %w", err)
 		}
 	}
-	if b.client == nil { // re-adopted after a restart, and not yet dialled
-		c, err := client.Dial(ctx, b.endpoint(), b.rec.Token, m.clientOptions(b)...)
-		if err != nil {
-			return fmt.Errorf("its executor: %w", err)
+	// The spec's env and workdir, when they are not the pool's (the
+	// warm-up's exec was forgotten when the sandbox became ready).
+	t0 := time.Now()
+	if env, workdir := defaultsFor(b.rec, pool, spec); env != nil || workdir != "" {
+		if b.client == nil { // re-adopted after a restart, and not yet dialled
+			c, err := client.Dial(ctx, b.endpoint(), b.rec.Token, m.clientOptions(b)...)
+			if err != nil {
+				return fmt.Errorf("its executor: %w", err)
+			}
+			b.client = c
 		}
-		b.client = c
+		if err := b.client.SetDefaults(ctx, env, workdir, true); err != nil {
+			return fmt.Errorf("its environment and workdir: %w", err)
+		}
 	}
-	// Always: the warm-up's exec is forgotten (its new user's process
-	// list starts empty), with the spec's env and workdir if they differ.
-	env, workdir := defaultsFor(b.rec, pool, spec)
-	if err := b.client.SetDefaults(ctx, env, workdir, true); err != nil {
-		return fmt.Errorf("its environment and workdir: %w", err)
-	}
+	t1 := time.Now()
 	if err := writeRecord(b.dir, &b.rec); err != nil {
 		return err
 	}
+	m.log.Debug("pool hand-out", "sandbox", b.rec.ID, "network", t0.Sub(now), "set_defaults", t1.Sub(t0), "record", time.Since(t1))
 	b.activity = now
 	return nil
 }
@@ -515,13 +565,7 @@ func defaultsFor(rec Record, pool, spec sandbox.Spec) (env []string, workdir str
 
 // discardLocked removes sandbox b entirely; b.mu is held.
 func (m *Manager) discardLocked(b *box, why string) {
-	m.stopLocked(b, sandbox.ReasonError, why)
-	if err := m.cleanup(b, false); err != nil {
+	if err := m.removeLocked(b, sandbox.ReasonError, why); err != nil {
 		m.log.Warn("cleanup failed", "sandbox", b.rec.ID, "err", err)
-		return
 	}
-	m.mu.Lock()
-	delete(m.boxes, b.rec.ID)
-	m.mu.Unlock()
-	m.removed(b.rec.ID)
 }

@@ -172,6 +172,10 @@ func TestPoolHandOutRecord(t *testing.T) {
 	if _, err := m.Get(ctx, "beta", info.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant gets the handed-out sandbox: %v", err)
 	}
+	evs, _, err := m.Events("acme", info.ID, 0)
+	if err != nil || len(evs) != 1 || evs[0].Kind != EventCreated || evs[0].Tenant != "acme" || !strings.Contains(evs[0].Message, "warm pool") {
+		t.Errorf("the handed-out sandbox's events: %+v %v, want one created event of acme's", evs, err)
+	}
 }
 
 // The warm pool's configuration is the operator's and is checked at New.
@@ -225,14 +229,7 @@ func waitPool(t *testing.T, m *Manager, key string, n int) []string {
 // refused though the pool has sandboxes. A restarted manager takes the
 // pool's sandboxes back, and removes them once their key is gone.
 func TestPoolGvisor(t *testing.T) {
-	testenv.RequiresRoot(t)
-	runsc := testenv.RequiresRunsc(t, gvisor.DefaultRunsc())
-	dir := t.TempDir()
-	exe := buildExecutor(t, dir)
-	gv, err := gvisor.New(filepath.Join(dir, "runsc"), gvisor.WithBinary(runsc))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, exe, gv := newGvisor(t)
 	limits := map[string]int{"acme": 2}
 	withPool := func(n int) func(*Config) {
 		return func(c *Config) {
@@ -261,6 +258,12 @@ func TestPoolGvisor(t *testing.T) {
 		}
 	}()
 	ready := waitPool(t, m, "busybox", 2)
+	for _, id := range ready {
+		info, err := m.Get(ctx, "", id)
+		if err != nil || info.Spec.Labels[LabelPool] != "busybox" || info.Spec.Labels[LabelPoolReady] != "true" {
+			t.Errorf("the admin's view of ready pool sandbox %s: labels %v, %v", id, info.Spec.Labels, err)
+		}
+	}
 
 	var handed []sandbox.Info
 	for i, wd := range []string{"", "/srv/app"} {
@@ -275,6 +278,10 @@ func TestPoolGvisor(t *testing.T) {
 		c, err := m.Client(ctx, "acme", info.ID)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Its events begin at the hand-out, not at the pool's create.
+		if evs, _, err := m.Events("acme", info.ID, 0); err != nil || len(evs) != 1 || evs[0].Tenant != "acme" {
+			t.Errorf("events of a handed-out sandbox: %+v %v", evs, err)
 		}
 		// The pool's warm-up exec is not the new user's to see.
 		if procs, err := c.ListProcesses(ctx); err != nil || len(procs) != 0 {
@@ -339,6 +346,21 @@ func TestPoolGvisor(t *testing.T) {
 	}
 }
 
+// newGvisor is what a test on real gVisor sandboxes needs: a directory,
+// the executor built into it, and the backend on the pinned runsc.
+func newGvisor(t *testing.T) (dir, exe string, gv *gvisor.Backend) {
+	t.Helper()
+	testenv.RequiresRoot(t)
+	runsc := testenv.RequiresRunsc(t, gvisor.DefaultRunsc())
+	dir = t.TempDir()
+	exe = buildExecutor(t, dir)
+	gv, err := gvisor.New(filepath.Join(dir, "runsc"), gvisor.WithBinary(runsc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, exe, gv
+}
+
 func waitGone(t *testing.T, m *Manager, id, what string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -356,4 +378,29 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// A refill that fails (here: no image resolves) is logged and retried
+// with backoff, not in a loop: in 2.5 s, the first try and one retry after
+// 1 s (the next is 2 s later), and the pool says when it tries again.
+func TestPoolRefillBackoff(t *testing.T) {
+	m, images := newPoolManager(t, map[string]int{"busybox": 1}, nil)
+	b := m.warm.take("busybox") // and gone: nothing for RunPool to take back
+	if b == nil {
+		t.Fatal("no sandbox to take")
+	}
+	delete(m.boxes, b.rec.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	m.RunPool(ctx)
+	images.mu.Lock()
+	calls := images.calls
+	images.mu.Unlock()
+	if calls < 1 || calls > 2 {
+		t.Errorf("%d refills in 2.5 s, want 2 (a try, a retry after 1 s)", calls)
+	}
+	st := m.Pool()[0]
+	if st.RetryAt.IsZero() || st.Ready != 0 || st.Making != 0 {
+		t.Errorf("pool after failed refills: %+v", st)
+	}
 }

@@ -3,13 +3,10 @@ package manager
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/reinsdev/reins/internal/testenv"
 	"github.com/reinsdev/reins/sandbox"
-	"github.com/reinsdev/reins/sandbox/gvisor"
 )
 
 // What a gVisor sandbox wrote just before it was suspended is on its disk
@@ -17,14 +14,7 @@ import (
 // mounted again each time; see rootfs.TestRemountWaitsForTheDetachedFilesystem
 // for a disk whose old filesystem was still held).
 func TestSuspendKeepsWrittenData(t *testing.T) {
-	testenv.RequiresRoot(t)
-	runsc := testenv.RequiresRunsc(t, gvisor.DefaultRunsc())
-	dir := t.TempDir()
-	exe := buildExecutor(t, dir)
-	gv, err := gvisor.New(filepath.Join(dir, "runsc"), gvisor.WithBinary(runsc))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, exe, gv := newGvisor(t)
 	m := realManager(t, dir, exe, "gvisor", gv)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -22,11 +23,11 @@ type shown struct {
 	Expires json.RawMessage `json:"expires_unix_nano"`
 }
 
-// poolIDs lists the pool's waiting sandboxes, as the admin sees them.
+// poolIDs lists the pool's ready sandboxes, as the admin sees them.
 func (s *service) poolIDs() []string {
 	s.t.Helper()
 	var sbs []shown
-	if err := json.Unmarshal([]byte(s.must("sandbox", "ls", "--json", "--label", "reins.pool=busybox")), &sbs); err != nil {
+	if err := json.Unmarshal([]byte(s.must("sandbox", "ls", "--json", "--label", "reins.pool=busybox", "--label", "reins.pool.ready=true")), &sbs); err != nil {
 		s.t.Fatal(err)
 	}
 	var ids []string
@@ -133,4 +134,68 @@ func TestWarmPoolFlagRefused(t *testing.T) {
 			t.Errorf("--pool %s: %v\n%s", bad, err, out)
 		}
 	}
+}
+
+// TestWarmPoolNetwork: a pool sandbox waits with nothing allowed; handed
+// out with --allow-host and --env, it reaches that host (through the proxy
+// variables, which the spec's env did not drop) and nothing else, and its
+// egress log is its tenant's.
+func TestWarmPoolNetwork(t *testing.T) {
+	requireSandboxes(t)
+	plain := newRecorder(t, nil)
+	s := startService(t, "--pool", "busybox=1", "--egress-resolve", "allowed.test=127.0.0.1", "--egress-resolve", "other.test=127.0.0.1")
+	acme := s.newTenant("acme")
+	ready := s.waitPool(1)
+	p := plain.port()
+	r := s.asTenant(acme, "sandbox", "create", "--allow-host", "allowed.test:"+p, "--env", "POOLVAR=1")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id != ready[0] {
+		t.Fatalf("create got %q, not the pool's %v: %s", id, ready, r)
+	}
+	sh := func(script string) result { return s.asTenant(acme, "sandbox", "exec", id, "--", "sh", "-c", script) }
+	if r := sh(viaProxy + "wget -q -O - http://allowed.test:" + p + "/pool"); r.code != 0 || !strings.Contains(r.stdout, "reached") {
+		t.Errorf("the allowed host through the proxy variables: %s", r)
+	}
+	if r := sh(noProxy + "wget -q -T 5 -O - http://other.test:" + p + "/denied"); r.code == 0 {
+		t.Errorf("a host not allowed: %s", r)
+	}
+	if len(plain.hits("/pool")) != 1 || len(plain.hits("/denied")) != 0 {
+		t.Errorf("what reached the host: %s", plain.all())
+	}
+	if out := s.asTenant(acme, "sandbox", "egress", id, "--json"); out.code != 0 || !strings.Contains(out.stdout, "allowed.test") {
+		t.Errorf("acme's egress log of its pool sandbox: %s", out)
+	}
+	s.extra = nil
+}
+
+// TestWarmPoolSnapshot: --pool snapshot:NAME=1 keeps sandboxes made from
+// the admin's snapshot by the ordinary create path; the admin's create of
+// snapshot:NAME gets one and sees the snapshot's files.
+func TestWarmPoolSnapshot(t *testing.T) {
+	s := startService(t)
+	src := s.create()
+	s.must("sandbox", "exec", src, "--", "sh", "-c", "echo from the snapshot > /workspace/kept.txt")
+	s.must("sandbox", "snapshot", src, "--name", "base")
+	s.stop()
+	s.extra = []string{"--pool", "snapshot:base=1"}
+	s.start()
+	var ready []string
+	eventually(t, 2*time.Minute, "the snapshot's pool fills", func() (bool, string) {
+		var sbs []shown
+		json.Unmarshal([]byte(s.must("sandbox", "ls", "--json", "--label", "reins.pool=snapshot:base", "--label", "reins.pool.ready=true")), &sbs)
+		ready = ready[:0]
+		for _, sb := range sbs {
+			ready = append(ready, sb.ID)
+		}
+		return len(ready) == 1, fmt.Sprint(ready)
+	})
+	id := s.create("--image", "snapshot:base")
+	if id != ready[0] {
+		t.Errorf("create of snapshot:base got %s, not the pool's %s", id, ready[0])
+	}
+	if out := s.must("sandbox", "exec", id, "--", "cat", "/workspace/kept.txt"); out != "from the snapshot\n" {
+		t.Errorf("the pool's sandbox of snapshot:base holds %q", out)
+	}
+	s.stop()
+	s.extra = nil
 }
