@@ -41,6 +41,9 @@ type Record struct {
 	// gateway (gateway.TokenPrefix…), "" without one; written before it
 	// is handed out.
 	GatewayToken string `json:"gateway_token,omitempty"`
+	// PausedMemoryBytes is the size of a paused sandbox's memory image
+	// (DIR/checkpoint); 0 when it is not paused.
+	PausedMemoryBytes int64 `json:"paused_memory_bytes,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }

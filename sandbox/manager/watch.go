@@ -61,8 +61,8 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 	defer b.mu.Unlock()
 	log := m.log.With("sandbox", b.rec.ID)
 	switch b.rec.State {
-	case sandbox.StateStopped, sandbox.StateSuspended:
-		return
+	case sandbox.StateStopped, sandbox.StateSuspended, sandbox.StatePaused:
+		return // a paused one resumes from its image when asked
 	case sandbox.StateCreating:
 		// The service died mid-create: the user never got this id.
 		m.stopLocked(b, sandbox.ReasonError, "the service restarted while creating it")
@@ -75,6 +75,9 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 		return
 	}
 	st, err := backend.Status(ctx, b.rec.ID)
+	if (err != nil || !st.Running) && m.recoverPaused(b) {
+		return
+	}
 	if err != nil || !st.Running {
 		reason, msg := sandbox.ReasonLost, "it was gone when the service restarted"
 		if err == nil && st.OOMKilled {
