@@ -48,6 +48,8 @@ type Server struct {
 	networks Networks
 	// expiries, when set, serves Extend.
 	expiries Expiries
+	// pausers, when set, serves Pause (pause.go).
+	pausers Pausers
 	egress   EgressLogs
 	// ports, when set, serves port URLs (ports.go) through portProxy,
 	// at most PortConnsPerSandbox at once per sandbox.

@@ -303,7 +303,7 @@ func serve(cfg serveConfig) error {
 	}
 	srv := &http.Server{
 		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).
-			WithNetworks(m).WithExpiries(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
+			WithNetworks(m).WithExpiries(m).WithPausers(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).WithPorts(ports).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

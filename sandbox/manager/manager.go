@@ -142,6 +142,9 @@ type box struct {
 	watched atomic.Bool
 	// gateway serves the model gateway while the sandbox runs (gateway.go).
 	gateway *gatewayServer
+	// pausing is set while the sandbox's memory is being saved, for Get
+	// to answer without waiting on mu (pause.go).
+	pausing atomic.Pointer[pauseProgress]
 }
 
 // endpoint is where the sandbox's executor is reached: what its backend
@@ -721,6 +724,9 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (sandbox.Info, err
 	b, err := m.lookup(tenant, id)
 	if err != nil {
 		return sandbox.Info{}, err
+	}
+	if p := b.pausing.Load(); p != nil {
+		return p.now(), nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

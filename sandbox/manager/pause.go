@@ -107,8 +107,24 @@ func pausable(b *box) error {
 	return fmt.Errorf("sandbox %s is %s%s: only a running sandbox can be paused: %w", id, b.rec.State, stoppedWhy(b.rec), errdefs.ErrFailedPrecondition)
 }
 
+// pauseProgress is what Get answers while a sandbox's memory is being
+// saved: its record as the pause began, with MemoryBytes the bytes of the
+// image written so far (the CLI shows them).
+type pauseProgress struct {
+	info sandbox.Info
+	dir  string
+}
+
+func (p *pauseProgress) now() sandbox.Info {
+	info := p.info
+	info.MemoryBytes = uint64(dirBytes(p.dir))
+	return info
+}
+
 // pauseLocked checkpoints b and releases its compute; b.mu is held.
 func (m *Manager) pauseLocked(ctx context.Context, b *box) (int64, error) {
+	b.pausing.Store(&pauseProgress{info: b.rec.Info, dir: checkpointDir(b.dir)})
+	defer b.pausing.Store(nil)
 	if err := m.checkpointLocked(ctx, b); err != nil {
 		return 0, err
 	}
