@@ -46,7 +46,7 @@ const APIVersion = 1
 
 // Capabilities lists what this executor can do (HelloResponse.capabilities).
 var Capabilities = []string{"exec", "stdin", "pty", "background", "attach", "idempotency", "signal",
-	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port", "gateway"}
+	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port", "gateway", "sync"}
 
 // Config is the executor's configuration. Root and Token are required: there
 // is no default that would be safe.
@@ -194,7 +194,8 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		switch r.URL.Path {
-		case executorv1connect.ExecutorUsageProcedure, executorv1connect.ExecutorHealthProcedure, executorv1connect.ExecutorHelloProcedure:
+		case executorv1connect.ExecutorUsageProcedure, executorv1connect.ExecutorHealthProcedure, executorv1connect.ExecutorHelloProcedure,
+			executorv1connect.ExecutorSyncProcedure:
 		default:
 			s.touch()
 		}

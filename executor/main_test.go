@@ -235,3 +235,21 @@ func TestAuth(t *testing.T) {
 }
 
 func connectReq[T any](m *T) *connect.Request[T] { return connect.NewRequest(m) }
+
+// Sync answers, and it is not activity: the service asks it before it
+// saves an idle sandbox, which must stay idle.
+func TestSyncIsNotActivity(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	if err := e.c.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := e.srv.LastActivity()
+	time.Sleep(20 * time.Millisecond)
+	if err := e.c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.srv.LastActivity(); got.Sub(before).Abs() > time.Millisecond {
+		t.Errorf("LastActivity moved at a Sync: %v then %v", before, got)
+	}
+}

@@ -31,6 +31,15 @@ func (s *Server) Health(ctx context.Context, req *connect.Request[executorv1.Hea
 	return connect.NewResponse(&executorv1.HealthResponse{}), nil
 }
 
+// Sync flushes the sandbox's cached writes to its disk (sync(2)), so that
+// the host reads what the sandbox wrote: gVisor keeps writes in its own
+// page cache until then. Not activity: the service asks it before it saves
+// an idle sandbox.
+func (s *Server) Sync(ctx context.Context, req *connect.Request[executorv1.SyncRequest]) (*connect.Response[executorv1.SyncResponse], error) {
+	syscall.Sync()
+	return connect.NewResponse(&executorv1.SyncResponse{}), nil
+}
+
 // LastActivity is the last time a call arrived, a process wrote output or
 // exited; while any process started by Exec runs, it is now.
 func (s *Server) LastActivity() time.Time {

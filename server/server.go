@@ -46,11 +46,14 @@ type Server struct {
 	// networks and egress, when set, serve UpdateNetwork and EgressLog
 	// (network.go).
 	networks Networks
-	// expiries, when set, serves Extend.
-	expiries Expiries
+	// expiries, when set, serves Extend; suspender Suspend, Resume and
+	// Events; snapshots Snapshot, Fork, ListSnapshots and DeleteSnapshot.
+	expiries  Expiries
+	suspender Suspender
+	snapshots Snapshots
 	// pausers, when set, serves Pause (pause.go).
 	pausers Pausers
-	egress   EgressLogs
+	egress    EgressLogs
 	// ports, when set, serves port URLs (ports.go) through portProxy,
 	// at most PortConnsPerSandbox at once per sandbox.
 	ports     *Ports
@@ -253,20 +256,45 @@ func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
+	if p.ExpiryWarningMs < 0 {
+		return sandbox.Spec{}, fmt.Errorf("expiry warning must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	var onExpire sandbox.ExpireAction
+	switch p.OnExpire {
+	case reinsv1.ExpireAction_EXPIRE_ACTION_UNSPECIFIED:
+	case reinsv1.ExpireAction_EXPIRE_ACTION_SUSPEND:
+		onExpire = sandbox.ExpireSuspend
+	case reinsv1.ExpireAction_EXPIRE_ACTION_DELETE:
+		onExpire = sandbox.ExpireDelete
+	default:
+		return sandbox.Spec{}, fmt.Errorf("on_expire %d: choose suspend or delete: %w", p.OnExpire, errdefs.ErrInvalidArgument)
+	}
 	return sandbox.Spec{
 		Image:   p.Image,
 		Backend: p.Backend,
 		Limits: sandbox.Limits{
 			CPUs: p.Cpus, MemoryBytes: p.MemoryBytes, Pids: p.Pids, DiskBytes: p.DiskBytes,
 		},
-		TTL:         time.Duration(p.TtlMs) * time.Millisecond,
-		IdleTimeout: time.Duration(p.IdleTimeoutMs) * time.Millisecond,
-		Env:         p.Env,
-		Labels:      p.Labels,
-		Workdir:     p.Workdir,
-		Network:     network,
-		Gateway:     gatewayFromProto(p.Gateway),
+		TTL:           time.Duration(p.TtlMs) * time.Millisecond,
+		IdleTimeout:   time.Duration(p.IdleTimeoutMs) * time.Millisecond,
+		Env:           p.Env,
+		Labels:        p.Labels,
+		Workdir:       p.Workdir,
+		Network:       network,
+		Gateway:       gatewayFromProto(p.Gateway),
+		OnExpire:      onExpire,
+		ExpiryWarning: time.Duration(p.ExpiryWarningMs) * time.Millisecond,
 	}, nil
+}
+
+func expireToProto(a sandbox.ExpireAction) reinsv1.ExpireAction {
+	switch a {
+	case sandbox.ExpireSuspend:
+		return reinsv1.ExpireAction_EXPIRE_ACTION_SUSPEND
+	case sandbox.ExpireDelete:
+		return reinsv1.ExpireAction_EXPIRE_ACTION_DELETE
+	}
+	return reinsv1.ExpireAction_EXPIRE_ACTION_UNSPECIFIED
 }
 
 func gatewayFromProto(p *reinsv1.ModelGateway) *sandbox.GatewaySpec {
@@ -325,14 +353,16 @@ func (s *Server) apiOptions() []connect.HandlerOption {
 	return s.handlerOptions(connect.WithCodec(wire.JSONCodec{Codec: "json"}), connect.WithCodec(wire.JSONCodec{Codec: "json; charset=utf-8"}))
 }
 
+// nano is t for the wire: 0 for none.
+func nano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
 // RecordToProto converts a sandbox for the wire.
 func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
-	nano := func(t time.Time) int64 {
-		if t.IsZero() {
-			return 0
-		}
-		return t.UnixNano()
-	}
 	return &reinsv1.Sandbox{
 		Id: r.ID,
 		Spec: &reinsv1.SandboxSpec{
@@ -341,9 +371,14 @@ func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 			Pids: r.Spec.Limits.Pids, DiskBytes: r.Spec.Limits.DiskBytes,
 			TtlMs: r.Spec.TTL.Milliseconds(), IdleTimeoutMs: r.Spec.IdleTimeout.Milliseconds(),
 			Env: r.Spec.Env, Labels: r.Spec.Labels, Workdir: r.Spec.Workdir,
-			Network: wire.Network(r.Spec.Network),
-			Gateway: gatewayToProto(r.Spec.Gateway),
+			Network:         wire.Network(r.Spec.Network),
+			Gateway:         gatewayToProto(r.Spec.Gateway),
+			OnExpire:        expireToProto(r.Spec.OnExpire),
+			ExpiryWarningMs: r.Spec.ExpiryWarning.Milliseconds(),
 		},
+		Origin:          r.Origin,
+		Workspace:       r.Workspace,
+		SuspendedReason: wire.SandboxReason(r.SuspendedReason),
 		State:           wire.SandboxState(r.State),
 		Reason:          wire.SandboxReason(r.Reason),
 		Message:         r.Message,

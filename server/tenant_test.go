@@ -128,7 +128,7 @@ func newEnvSeeds(t *testing.T, defaults store.Quota, seeds []seed) *env {
 	nets, eg := &fakeNetworks{m: m}, newFakeEgress(st)
 	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
 		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).
-		WithNetworks(nets).WithExpiries(m).WithEgressLogs(eg).
+		WithNetworks(nets).WithExpiries(m).WithPausers(m).WithSuspender(m).WithSnapshots(m).WithEgressLogs(eg).
 		WithPorts(&server.Ports{Domain: "localhost", Key: make([]byte, 32)}).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
@@ -380,6 +380,8 @@ func TestIsolation(t *testing.T) {
 	acme := e.client(e.tenant(t, "acme", nil))
 	betaToken := e.tenant(t, "beta", nil)
 	beta, rb := e.client(betaToken), e.rawRuns(betaToken)
+	sc := reinsv1connect.NewSandboxServiceClient(&http.Client{Transport: bearer(betaToken)}, e.url)
+	raw := func(err error) error { return errdefs.FromConnect(err) }
 
 	run, err := acme.StartRun(ctx, &reinsv1.RunSpec{Task: "say hi", Model: "script:hi"})
 	if err != nil {
@@ -494,6 +496,36 @@ func TestIsolation(t *testing.T) {
 			_, err := beta.Extend(ctx, id, time.Hour)
 			return err
 		},
+		"Suspend": func(id string) error {
+			_, err := sc.Suspend(ctx, connect.NewRequest(&reinsv1.SuspendSandboxRequest{Id: id}))
+			return raw(err)
+		},
+		"Resume": func(id string) error {
+			_, err := sc.Resume(ctx, connect.NewRequest(&reinsv1.ResumeSandboxRequest{Id: id}))
+			return raw(err)
+		},
+		"Pause": func(id string) error {
+			_, err := sc.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: true}))
+			return raw(err)
+		},
+		"Snapshot": func(id string) error {
+			_, err := sc.Snapshot(ctx, connect.NewRequest(&reinsv1.SnapshotSandboxRequest{Id: id, Name: "stolen"}))
+			return raw(err)
+		},
+		"Fork": func(id string) error {
+			_, err := sc.Fork(ctx, connect.NewRequest(&reinsv1.ForkSandboxRequest{Id: id, Count: 1}))
+			return raw(err)
+		},
+		"Events": func(id string) error {
+			return raw(drain(sc.Events(ctx, connect.NewRequest(&reinsv1.SandboxEventsRequest{Id: id}))))
+		},
+		// A snapshot is named by its tenant's name: another tenant's is
+		// missing (test/e2e TestTenantIsolation makes a real one).
+		"DeleteSnapshot": func(id string) error { return beta.DeleteSnapshot(ctx, id) },
+		"ListSnapshots":  nil, // below
+		// Templates are named, not sandboxes: their own isolation tests
+		// cover them.
+		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // below; Create has no id
 		"Version": nil, // below; it names no tenant's things
 	}
@@ -506,6 +538,9 @@ func TestIsolation(t *testing.T) {
 	sbs, err := beta.List(ctx, nil)
 	if err != nil || len(sbs) != 0 {
 		t.Errorf("SandboxService.List with beta's token: %v, %v; want none", sbs, err)
+	}
+	if snaps, err := beta.ListSnapshots(ctx); err != nil || len(snaps) != 0 {
+		t.Errorf("SandboxService.ListSnapshots with beta's token: %v, %v; want none", snaps, err)
 	}
 	// Any token may ask the version: the service's build and the
 	// backends' runtimes, the same for every tenant.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,7 @@ func sandboxCmd() *cobra.Command {
 		Short:   "Create, use and remove sandboxes",
 	}
 	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), portCmd(), rmCmd(),
-		networkCmd(), egressCmd(), extendCmd())
+		networkCmd(), egressCmd(), extendCmd(), suspendCmd(), resumeCmd(), snapshotSandboxCmd(), forkCmd(), eventsCmd())
 	return group(c)
 }
 
@@ -93,6 +94,7 @@ func createCmd() *cobra.Command {
 		network     *networkFlags
 		gw          bool
 		gwModel     string
+		onExpire    string
 	)
 	c := &cobra.Command{
 		Use:   "create",
@@ -101,8 +103,10 @@ func createCmd() *cobra.Command {
 
 Defaults: image busybox, backend gvisor, 1 CPU, 1 GiB memory, 4096 pids,
 4 GiB disk, no TTL, no idle timeout. A TTL or idle timeout that runs out
-deletes the sandbox; ls then shows it stopped with reason ttl_expired or
-idle_timeout.
+suspends the sandbox: its workspace is saved and its guest deleted, ls
+shows it suspended (ttl_expired or idle_timeout), and reins sandbox resume
+brings it back. With --on-expire delete it is stopped for good instead,
+shown with that reason. --image snapshot:NAME starts from a snapshot.
 
 Network: by default a sandbox may reach nothing (egress mode with an
 empty allowlist); --allow-host names what it may reach, through the
@@ -130,6 +134,9 @@ with every --network, none included.`,
 			if spec.Gateway, err = gatewayArg(gw, gwModel); err != nil {
 				return err
 			}
+			if spec.OnExpire, err = onExpireArg(onExpire); err != nil {
+				return err
+			}
 			cl, err := client.FromEnv()
 			if err != nil {
 				return err
@@ -153,14 +160,15 @@ with every --network, none included.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&spec.Image, "image", "", "image: busybox, debian, an OCI reference, oci:PATH or docker-archive:PATH (default busybox)")
+	f.StringVar(&spec.Image, "image", "", "image: busybox, debian, an OCI reference, oci:PATH, docker-archive:PATH or snapshot:NAME (default busybox)")
 	f.StringVar(&spec.Backend, "backend", "", "isolation backend: gvisor or runc (default gvisor)")
 	f.Float64Var(&spec.Cpus, "cpus", 0, "CPUs (fractions allowed)")
 	f.Var(&mem, "memory", "memory limit, e.g. 512M, 2G")
 	f.Int64Var(&spec.Pids, "pids", 0, "maximum number of processes")
 	f.Var(&disk, "disk", "size of the writable disk, e.g. 10G")
-	f.DurationVar(&ttl, "ttl", 0, "delete the sandbox after this long, e.g. 30m")
-	f.DurationVar(&idle, "idle-timeout", 0, "delete the sandbox after this long without activity")
+	f.DurationVar(&ttl, "ttl", 0, "expire the sandbox after this long, e.g. 30m (see --on-expire)")
+	f.DurationVar(&idle, "idle-timeout", 0, "expire the sandbox after this long without activity (see --on-expire)")
+	f.StringVar(&onExpire, "on-expire", "", "what an expiry does: suspend (the default: the workspace is kept, resume brings it back) or delete")
 	f.Var(&env, "env", "environment variable K=V (repeatable)")
 	f.Var(&labels, "label", "label K=V (repeatable)")
 	f.StringVar(&spec.Workdir, "workdir", "", "working directory of commands (default the image's, or /workspace)")
@@ -222,6 +230,9 @@ func lsCmd() *cobra.Command {
 			fmt.Fprintln(w, "ID\tIMAGE\tBACKEND\tSTATE\tCREATED\tLABELS\tREASON")
 			for _, sb := range sbs {
 				reason := sandboxReasonName(sb.Reason)
+				if sb.State == reinsv1.SandboxState_SANDBOX_STATE_SUSPENDED {
+					reason = sandboxReasonName(sb.SuspendedReason)
+				}
 				if sb.Message != "" {
 					reason += ": " + sb.Message
 				}
@@ -261,6 +272,16 @@ func showCmd() *cobra.Command {
 			if sb.Reason != reinsv1.SandboxReason_SANDBOX_REASON_UNSPECIFIED {
 				fmt.Fprintf(w, "reason\t%s: %s\n", sandboxReasonName(sb.Reason), sb.Message)
 			}
+			if sb.State == reinsv1.SandboxState_SANDBOX_STATE_SUSPENDED {
+				fmt.Fprintf(w, "suspended\t%s (reins sandbox resume %s brings it back)\n",
+					cmp.Or(sandboxReasonName(sb.SuspendedReason), "on request"), sb.Id)
+			}
+			if sb.Origin != "" {
+				fmt.Fprintf(w, "origin\t%s\n", sb.Origin)
+			}
+			if sb.Workspace != "" {
+				fmt.Fprintf(w, "workspace\t%s\n", sb.Workspace)
+			}
 			fmt.Fprintf(w, "image\t%s %s\nbackend\t%s\ncpus\t%g\nmemory\t%s\npids\t%d\ndisk\t%s\ncreated\t%s\n",
 				s.Image, sb.ImageDigest, s.Backend, s.Cpus, sandbox.FormatBytes(s.MemoryBytes), s.Pids,
 				sandbox.FormatBytes(s.DiskBytes), ago(sb.CreatedUnixNano))
@@ -271,7 +292,14 @@ func showCmd() *cobra.Command {
 				fmt.Fprintf(w, "runtime\t%s\n", sb.Runtime)
 			}
 			if sb.ExpiresUnixNano != 0 {
-				fmt.Fprintf(w, "expires\t%s\n", time.Unix(0, sb.ExpiresUnixNano).Format(time.RFC3339))
+				then := "suspended (--on-expire suspend)"
+				switch {
+				case sb.State == reinsv1.SandboxState_SANDBOX_STATE_SUSPENDED:
+					then = "deleted with its workspace unless resumed or extended"
+				case s.OnExpire == reinsv1.ExpireAction_EXPIRE_ACTION_DELETE:
+					then = "stopped (--on-expire delete)"
+				}
+				fmt.Fprintf(w, "expires\t%s, then %s\n", time.Unix(0, sb.ExpiresUnixNano).Format(time.RFC3339), then)
 			}
 			if s.IdleTimeoutMs != 0 {
 				fmt.Fprintf(w, "idle timeout\t%s\n", time.Duration(s.IdleTimeoutMs)*time.Millisecond)

@@ -34,6 +34,7 @@ import (
 	"github.com/reinsdev/reins/sandbox/gvisor"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/runc"
+	"github.com/reinsdev/reins/sandbox/workspace"
 	"github.com/reinsdev/reins/secret"
 	"github.com/reinsdev/reins/server"
 	"github.com/reinsdev/reins/store"
@@ -60,6 +61,10 @@ type serveConfig struct {
 	EgressResolve  []string // NAME=IP
 	EgressDNS      string
 	PortDomain     string
+	// ExpiryWarning and SuspendedRetention: the lifecycle's defaults
+	// (manager.Config).
+	ExpiryWarning      time.Duration
+	SuspendedRetention time.Duration
 }
 
 func serveCmd() *cobra.Command {
@@ -116,10 +121,15 @@ are read from this process's environment:
 	f.StringVar(&cfg.EgressDNS, "egress-dns", "", "HOST:PORT of the DNS server the egress proxy asks for allowed names (default: this host's resolver)")
 	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
 	f.StringVar(&cfg.PortDomain, "port-domain", "localhost", "domain of the URLs that reach ports in sandboxes (PORT-ID.DOMAIN, on this service's port); its names must resolve to this service")
+	f.DurationVar(&cfg.ExpiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's TTL runs out its expiring event fires, for sandboxes that set none")
+	f.DurationVar(&cfg.SuspendedRetention, "suspended-retention", 7*24*time.Hour, "how long a suspended sandbox is kept (from its suspend, or an extend) before it is deleted with its saved workspace")
 	return c
 }
 
 func serve(cfg serveConfig) error {
+	if cfg.ExpiryWarning < 0 || cfg.SuspendedRetention < 0 {
+		return usageError{errors.New("--expiry-warning and --suspended-retention must not be negative")}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return usageError{fmt.Errorf("--log-level %q: use debug, info, warn or error", cfg.LogLevel)}
@@ -213,19 +223,26 @@ func serve(cfg serveConfig) error {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "reins serve is starting: retry", http.StatusServiceUnavailable)
 	})
+	workspaces, err := workspace.Open(filepath.Join(cfg.DataDir, "workspaces"))
+	if err != nil {
+		return err
+	}
 	m, err = manager.New(manager.Config{
-		Dir:            filepath.Join(cfg.DataDir, "sandboxes"),
-		ExecutorPath:   cfg.ExecutorPath,
-		Backends:       backends,
-		DefaultBackend: cfg.DefaultBackend,
-		Images:         manager.ImageStore(images),
-		Defaults:       cfg.Defaults,
-		TenantMax:      cfg.TenantMax,
-		CheckInterval:  cfg.CheckInterval,
-		AnswerTimeout:  cfg.AnswerTimeout,
-		MaxSandboxes:   tenants.MaxSandboxes,
-		Network:        bnd,
-		Gateway:        gw,
+		Dir:                filepath.Join(cfg.DataDir, "sandboxes"),
+		ExecutorPath:       cfg.ExecutorPath,
+		Backends:           backends,
+		DefaultBackend:     cfg.DefaultBackend,
+		Images:             manager.ImageStore(images),
+		Defaults:           cfg.Defaults,
+		TenantMax:          cfg.TenantMax,
+		CheckInterval:      cfg.CheckInterval,
+		AnswerTimeout:      cfg.AnswerTimeout,
+		MaxSandboxes:       tenants.MaxSandboxes,
+		Network:            bnd,
+		Gateway:            gw,
+		Workspaces:         manager.WorkspaceStore(workspaces),
+		ExpiryWarning:      cfg.ExpiryWarning,
+		SuspendedRetention: cfg.SuspendedRetention,
 		Removed: func(id string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -303,7 +320,7 @@ func serve(cfg serveConfig) error {
 	}
 	srv := &http.Server{
 		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).
-			WithNetworks(m).WithExpiries(m).WithPausers(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
+			WithNetworks(m).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithPausers(m).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).WithPorts(ports).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -33,6 +33,13 @@ func (c *Client) Health(ctx context.Context) error {
 	return err
 }
 
+// Sync asks the executor to flush the sandbox's cached writes to its disk,
+// before the host reads its upper layer.
+func (c *Client) Sync(ctx context.Context) error {
+	_, err := c.rpc.Sync(ctx, connect.NewRequest(&executorv1.SyncRequest{}))
+	return err
+}
+
 // Usage reports the sandbox's resource use as seen from inside.
 func (c *Client) Usage(ctx context.Context) (*executorv1.UsageResponse, error) {
 	resp, err := c.rpc.Usage(ctx, connect.NewRequest(&executorv1.UsageRequest{}))

@@ -103,7 +103,26 @@ type Config struct {
 	// Removed is told of each sandbox whose record is gone (rm, or a
 	// stopped one forgotten), so what is kept of it elsewhere goes too.
 	Removed func(id string)
-	Logger  *slog.Logger
+	// Workspaces saves and restores sandboxes' upper layers (suspend,
+	// snapshots, fork); nil: a suspend keeps the disk, and there are no
+	// snapshots.
+	Workspaces Workspaces
+	// OnEvent, when set, is told of every lifecycle event (the run engine
+	// copies its sandboxes' into runs' logs). It is called with the
+	// sandbox's lock held: it must not call the manager about that
+	// sandbox, and should not block.
+	OnEvent func(LifecycleEvent)
+	// ExpiryWarning is how long before a TTL runs out the expiring event
+	// fires, for a spec that sets none. Default 1m.
+	ExpiryWarning time.Duration
+	// SuspendedRetention is how long a suspended sandbox is kept (from its
+	// suspend, or an extend) before it is deleted with its workspace.
+	// Default 7 days.
+	SuspendedRetention time.Duration
+	// CheckpointRetention is how long an unnamed snapshot (a run's
+	// checkpoint) is kept. Default 7 days.
+	CheckpointRetention time.Duration
+	Logger              *slog.Logger
 }
 
 // Manager runs sandboxes. Its methods are safe for concurrent use.
@@ -115,6 +134,14 @@ type Manager struct {
 
 	mu    sync.Mutex
 	boxes map[string]*box
+	// reserved counts sandboxes a fork has admitted but not yet made,
+	// by tenant, so that the quota holds for all of them at once.
+	reserved map[string]int
+	users    []SnapshotUsers
+
+	events       events
+	collecting   sync.Mutex // one collection of saved workspaces at a time
+	lastMaintain time.Time
 
 	// life ends the goroutines that wait on sandboxes (see watchDeath);
 	// Close cancels it and waits for them.
@@ -142,6 +169,9 @@ type box struct {
 	watched atomic.Bool
 	// gateway serves the model gateway while the sandbox runs (gateway.go).
 	gateway *gatewayServer
+	// warned is the expiry the expiring event was sent for; retryAt when
+	// an expired sandbox whose save failed is tried again.
+	warned, retryAt time.Time
 	// pausing is set while the sandbox's memory is being saved, for Get
 	// to answer without waiting on mu (pause.go).
 	pausing atomic.Pointer[pauseProgress]
@@ -195,10 +225,19 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.DiskPool == 0 {
 		cfg.DiskPool = 2
 	}
+	if cfg.ExpiryWarning == 0 {
+		cfg.ExpiryWarning = time.Minute
+	}
+	if cfg.SuspendedRetention == 0 {
+		cfg.SuspendedRetention = 7 * 24 * time.Hour
+	}
+	if cfg.CheckpointRetention == 0 {
+		cfg.CheckpointRetention = 7 * 24 * time.Hour
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}, reserved: map[string]int{}}
 	m.life, m.endLife = context.WithCancel(context.Background())
 	if cfg.DiskPool > 0 {
 		spec, err := m.normalize(sandbox.Spec{})
@@ -254,8 +293,16 @@ func (m *Manager) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 		return spec, fmt.Errorf("pids %d is too small (minimum 8): %w", l.Pids, errdefs.ErrInvalidArgument)
 	case l.DiskBytes < rootfs.MinDisk:
 		return spec, fmt.Errorf("disk %s is too small (minimum 16 MiB): %w", sandbox.FormatBytes(l.DiskBytes), errdefs.ErrInvalidArgument)
-	case spec.TTL < 0 || spec.IdleTimeout < 0:
-		return spec, fmt.Errorf("ttl and idle timeout must not be negative: %w", errdefs.ErrInvalidArgument)
+	case spec.TTL < 0 || spec.IdleTimeout < 0 || spec.ExpiryWarning < 0:
+		return spec, fmt.Errorf("ttl, idle timeout and expiry warning must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	switch spec.OnExpire {
+	case "":
+		spec.OnExpire = sandbox.ExpireSuspend
+	case sandbox.ExpireSuspend, sandbox.ExpireDelete:
+	default:
+		return spec, fmt.Errorf("on-expire %q: choose suspend (the default: the workspace is kept, resume brings it back) or delete: %w",
+			truncate(string(spec.OnExpire), 40), errdefs.ErrInvalidArgument)
 	}
 	if err := checkSizes(spec); err != nil {
 		return spec, err
@@ -397,19 +444,33 @@ func newToken() string {
 // quota gets errdefs.ErrResourceExhausted and nothing is made. On failure
 // nothing is left behind but a stopped record that says why.
 func (m *Manager) Create(ctx context.Context, tenant string, spec sandbox.Spec, progress func(sandbox.Progress)) (sandbox.Info, error) {
-	rec, _, err := m.create(ctx, tenant, spec, "", progress)
+	rec, _, err := m.create(ctx, tenant, spec, createOpts{progress: progress})
 	return rec.Info, err
+}
+
+// createOpts are the ways a create can start from something other than an
+// image alone.
+type createOpts struct {
+	oldID    string // a stopped sandbox whose disk to take over
+	progress func(sandbox.Progress)
+	// from is a saved workspace to restore over its image; origin says
+	// so in the record ("fork:ID"; default from's reference).
+	from   *SnapshotInfo
+	origin string
+	// reserved: the quota was checked and a place held (reserve).
+	reserved bool
 }
 
 // CreateFrom is Create for a sandbox that replaces stopped sandbox oldID:
 // when oldID's disk survived, the new sandbox takes it over (restored says
 // so) and sees its files.
 func (m *Manager) CreateFrom(ctx context.Context, tenant string, spec sandbox.Spec, oldID string) (info sandbox.Info, restored bool, err error) {
-	rec, restored, err := m.create(ctx, tenant, spec, oldID, nil)
+	rec, restored, err := m.create(ctx, tenant, spec, createOpts{oldID: oldID})
 	return rec.Info, restored, err
 }
 
-func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, oldID string, progress func(sandbox.Progress)) (Record, bool, error) {
+func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, o createOpts) (Record, bool, error) {
+	oldID, progress := o.oldID, o.progress
 	if progress == nil {
 		progress = func(sandbox.Progress) {}
 	}
@@ -425,8 +486,10 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		return Record{}, false, err
 	}
 	// Refuse before pulling anything; admit checks again, atomically.
-	if err := m.admit(tenant, limit, nil); err != nil {
-		return Record{}, false, err
+	if !o.reserved {
+		if err := m.admit(tenant, limit, nil); err != nil {
+			return Record{}, false, err
+		}
 	}
 	if m.cfg.Network != nil {
 		if err := m.cfg.Network.Check(ctx, tenant, spec.Network); err != nil {
@@ -439,8 +502,23 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		// the service dials no private address for it.
 		rctx = image.Untrusted(ctx)
 	}
-	img, err := m.cfg.Images.Resolve(rctx, spec.Image, progress)
-	if err != nil {
+	if o.from == nil && strings.HasPrefix(spec.Image, SnapshotPrefix) {
+		s, err := m.resolveSnapshot(tenant, strings.TrimPrefix(spec.Image, SnapshotPrefix))
+		if err != nil {
+			return Record{}, false, err
+		}
+		o.from = &s
+	}
+	var img Image
+	if o.from != nil {
+		if m.cfg.Workspaces == nil {
+			return Record{}, false, fmt.Errorf("this service keeps no workspaces, so it cannot make a sandbox from a snapshot: %w", errdefs.ErrUnimplemented)
+		}
+		img = snapshotImage(*o.from)
+		if o.origin == "" {
+			o.origin = snapshotRef(*o.from)
+		}
+	} else if img, err = m.cfg.Images.Resolve(rctx, spec.Image, progress); err != nil {
 		return Record{}, false, err
 	}
 	now := time.Now()
@@ -449,6 +527,11 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		Info: sandbox.Info{ID: filepath.Base(b.dir), Tenant: tenant, Spec: spec, State: sandbox.StateCreating,
 			ImageDigest: img.Digest, CreatedAt: now},
 		Layers: img.Layers, ImageEnv: img.Env, ImageWorkdir: img.WorkingDir, Token: newToken(),
+	}
+	if o.from != nil {
+		// Its workspace is the snapshot until it saves its own: the
+		// fresh disk gets it at the start (localRoot).
+		b.rec.Origin, b.rec.Workspace, b.rec.Base = o.origin, o.from.Digest, o.from.Digest
 	}
 	if spec.Gateway != nil {
 		b.rec.GatewayToken = newGatewayToken() // recorded below, before the sandbox (or anyone) sees it
@@ -465,7 +548,11 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		os.RemoveAll(b.dir)
 		return Record{}, false, err
 	}
-	if err := m.admit(tenant, limit, b); err != nil {
+	admit := m.admit
+	if o.reserved {
+		admit = m.admitReserved
+	}
+	if err := admit(tenant, limit, b); err != nil {
 		os.RemoveAll(b.dir)
 		return Record{}, false, err
 	}
@@ -479,7 +566,8 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		m.cleanup(b, true)
 		return b.rec, false, fmt.Errorf("creating sandbox: %w", err)
 	}
-	log.Info("sandbox created", "image", spec.Image, "backend", spec.Backend, "restored_from", oldID)
+	m.emit(b, LifecycleEvent{Kind: EventCreated, Snapshot: b.rec.Workspace, Message: createdWords(b.rec)})
+	log.Info("sandbox created", "image", spec.Image, "backend", spec.Backend, "restored_from", oldID, "origin", b.rec.Origin)
 	return b.rec, restored, nil
 }
 
@@ -581,7 +669,9 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 	l := rootfs.Layout{Dir: b.dir}
 	disk := b.rec.Spec.Limits.DiskBytes
 	t0 := time.Now()
-	if _, err := os.Stat(l.DiskImage()); err != nil {
+	_, err := os.Stat(l.DiskImage())
+	fresh := err != nil
+	if fresh {
 		m.pool.Take(l, disk)
 	}
 	if err := rootfs.CreateDisk(ctx, l, disk); err != nil {
@@ -590,6 +680,13 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 	t1 := time.Now()
 	if err := rootfs.MountDisk(l); err != nil {
 		return err
+	}
+	// A fresh disk of a sandbox with a saved workspace (resumed, or made
+	// from a snapshot) gets it back before the overlay sees the upper layer.
+	if fresh && b.rec.Workspace != "" && m.cfg.Workspaces != nil {
+		if err := m.cfg.Workspaces.Restore(ctx, b.rec.Workspace, l.Upper(), nil); err != nil {
+			return fmt.Errorf("restoring the sandbox's saved workspace: %w", err)
+		}
 	}
 	if err := rootfs.MountOverlay(l, img.Layers); err != nil {
 		return err
@@ -685,24 +782,52 @@ func (m *Manager) limit(ctx context.Context, tenant string) (int, error) {
 // sandboxes that are not stopped, and otherwise registers b (if not nil),
 // all under m.mu, so that concurrent creates cannot overshoot the limit.
 func (m *Manager) admit(tenant string, limit int, b *box) error {
+	return m.reserve(tenant, limit, 0, b)
+}
+
+// admitReserved registers b, whose place reserve held (and holds until
+// its unreserve: for that while the tenant's count is the more cautious).
+func (m *Manager) admitReserved(tenant string, _ int, b *box) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.boxes[b.rec.ID] = b
+	return nil
+}
+
+// reserve is admit for n sandboxes more at once (a fork: all or none):
+// it holds n places (unreserve gives back the ones not used) and, with b,
+// registers it.
+func (m *Manager) reserve(tenant string, limit, n int, b *box) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if limit > 0 {
-		n := 0
+		have := m.reserved[tenant]
 		for _, o := range m.boxes {
 			if o.tenant == tenant && !o.stopped.Load() {
-				n++
+				have++
 			}
 		}
-		if n >= limit {
+		if have+max(n, 1) > limit {
+			if n > 1 {
+				return fmt.Errorf("tenant %s has %d sandboxes of its limit of %d: %d more would pass it: remove some (reins sandbox rm) or raise the quota: %w",
+					tenant, have, limit, n, errdefs.ErrResourceExhausted)
+			}
 			return fmt.Errorf("tenant %s has %d running sandboxes, its limit: remove some (reins sandbox rm) or raise the quota: %w",
-				tenant, n, errdefs.ErrResourceExhausted)
+				tenant, have, errdefs.ErrResourceExhausted)
 		}
 	}
+	m.reserved[tenant] += n
 	if b != nil {
 		m.boxes[b.rec.ID] = b
 	}
 	return nil
+}
+
+// unreserve gives back n places reserve held.
+func (m *Manager) unreserve(tenant string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reserved[tenant] -= n
 }
 
 // lookup returns the sandbox with id if tenant may see it ("" sees every
@@ -811,6 +936,9 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	m.mu.Unlock()
 	m.removed(id)
 	m.log.Info("sandbox removed", "sandbox", id)
+	if b.rec.Workspace != "" {
+		m.collectSoon()
+	}
 	return nil
 }
 
@@ -844,24 +972,66 @@ func (m *Manager) cleanup(b *box, keepRecord bool) error {
 	return rootfs.Remove(l)
 }
 
-// expire ends a running sandbox for reason and deletes its files, keeping
-// the record so a user sees why it ended.
+// expire acts on a sandbox whose TTL or idle timeout ran out: a running
+// one is suspended (Spec.OnExpire suspend, with reason as its
+// SuspendedReason) or stopped for reason with its files deleted (delete);
+// a suspended one past its retention is stopped and its workspace let go.
+// The record stays, so a user sees why.
 func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.rec.State != sandbox.StateRunning {
+	switch b.rec.State {
+	case sandbox.StateRunning:
+		if reason == sandbox.ReasonTTLExpired && (b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt)) {
+			return // extended meanwhile
+		}
+	case sandbox.StateSuspended:
+		if b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt) {
+			return // resumed or extended meanwhile, or just suspended
+		}
+		m.log.Info("suspended sandbox deleted", "sandbox", b.rec.ID, "message", msg)
+		m.stopLocked(b, reason, msg)
+		if err := m.cleanup(b, true); err != nil {
+			m.log.Warn("cleanup failed", "sandbox", b.rec.ID, "err", err)
+		}
+		m.collectSoon()
+		return
+	default:
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), expireTimeout)
+	defer cancel()
+	if b.rec.Spec.OnExpire != sandbox.ExpireDelete {
+		if now := time.Now(); now.Before(b.retryAt) {
+			return
+		}
+		if _, err := m.suspendLocked(ctx, b, reason); err != nil {
+			// It keeps running; try again a while later.
+			b.retryAt = time.Now().Add(suspendRetry)
+			m.log.Warn("suspending an expired sandbox failed", "sandbox", b.rec.ID, "err", err)
+			m.emit(b, LifecycleEvent{Kind: EventExpiring, Reason: reason,
+				Message: fmt.Sprintf("%s, but saving its workspace failed (%v): it keeps running, and the suspend is tried again in %s", msg, err, suspendRetry)})
+		}
 		return
 	}
 	m.log.Info("sandbox ended", "sandbox", b.rec.ID, "reason", reason, "message", msg)
 	// Its peak memory, while its cgroup is still there to say it.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	m.measureLocked(ctx, b)
-	cancel()
+	mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
+	m.measureLocked(mctx, b)
+	mcancel()
 	m.stopLocked(b, reason, msg)
 	if err := m.cleanup(b, true); err != nil {
 		m.log.Warn("cleanup failed", "sandbox", b.rec.ID, "err", err)
 	}
 }
+
+// expireTimeout bounds an expiry's suspend (two saves of the workspace);
+// suspendRetry is how long an expired sandbox whose save failed runs on
+// before the next try.
+const (
+	expireTimeout = 10 * time.Minute
+	suspendRetry  = time.Minute
+)
 
 func stoppedWhy(r Record) string {
 	if r.State != sandbox.StateStopped {

@@ -41,6 +41,9 @@ type Record struct {
 	// gateway (gateway.TokenPrefix…), "" without one; written before it
 	// is handed out.
 	GatewayToken string `json:"gateway_token,omitempty"`
+	// Base is the digest of the snapshot it was made from (a create from
+	// snapshot:, a fork), which it needs while it is not stopped.
+	Base string `json:"base,omitempty"`
 	// PausedMemoryBytes is the size of a paused sandbox's memory image
 	// (DIR/checkpoint); 0 when it is not paused.
 	PausedMemoryBytes int64 `json:"paused_memory_bytes,omitempty"`
@@ -50,11 +53,20 @@ func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }
 
 func writeRecord(dir string, r *Record) error {
 	r.Version = recordVersion
-	data, err := json.MarshalIndent(r, "", "  ")
+	if err := writeJSON(recordPath(dir), r); err != nil {
+		return fmt.Errorf("writing sandbox record: %w", err)
+	}
+	return nil
+}
+
+// writeJSON writes v to path atomically and durably: a temporary file,
+// synced, renamed over it.
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := recordPath(dir) + ".tmp"
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -68,9 +80,9 @@ func writeRecord(dir string, r *Record) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing sandbox record: %w", err)
+		return err
 	}
-	return os.Rename(tmp, recordPath(dir))
+	return os.Rename(tmp, path)
 }
 
 func readRecord(dir string) (*Record, error) {

@@ -49,6 +49,17 @@ func (m *Manager) setState(b *box, to sandbox.State, reason sandbox.Reason, msg 
 // (the backend's delete) and its mounts. Its disk and record stay; the
 // caller records what the sandbox became (suspended, or stopped and why).
 func (m *Manager) releaseLocked(b *box) {
+	m.haltLocked(b)
+	if err := rootfs.Unmount(rootfs.Layout{Dir: b.dir}); err != nil {
+		m.log.Warn("unmount failed", "sandbox", b.rec.ID, "err", err)
+	}
+	m.detachNetwork(b)
+}
+
+// haltLocked ends a sandbox's processes (and its gateway and connection),
+// leaving its disk mounted, so its upper layer can be read as the
+// processes left it; b.mu is held.
+func (m *Manager) haltLocked(b *box) {
 	m.stopGateway(b)
 	if b.client != nil {
 		b.client.Close()
@@ -61,10 +72,6 @@ func (m *Manager) releaseLocked(b *box) {
 			m.log.Warn("backend delete failed", "sandbox", b.rec.ID, "err", err)
 		}
 	}
-	if err := rootfs.Unmount(rootfs.Layout{Dir: b.dir}); err != nil {
-		m.log.Warn("unmount failed", "sandbox", b.rec.ID, "err", err)
-	}
-	m.detachNetwork(b)
 }
 
 // stopLocked ends a sandbox's processes and records why. The disk is kept
@@ -78,4 +85,5 @@ func (m *Manager) stopLocked(b *box, reason sandbox.Reason, msg string) {
 	if err := m.setState(b, sandbox.StateStopped, reason, msg); err != nil {
 		m.log.Warn("recording the stop failed", "sandbox", b.rec.ID, "err", err)
 	}
+	m.emit(b, LifecycleEvent{Kind: EventStopped, Reason: reason, Message: msg})
 }

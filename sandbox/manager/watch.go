@@ -26,6 +26,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer m.collectSoon()
 	for _, e := range entries {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
@@ -149,11 +150,19 @@ func (m *Manager) checkAll(ctx context.Context) {
 				m.forget(b)
 			}
 			continue
+		case sandbox.StateSuspended:
+			b.mu.Unlock()
+			if !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt) {
+				m.expire(b, sandbox.ReasonTTLExpired, fmt.Sprintf("it stayed suspended past %s (reins serve --suspended-retention, or the ttl an extend gave it), so it was deleted with its workspace",
+					rec.ExpiresAt.Format(time.RFC3339)))
+			}
+			continue
 		case sandbox.StateRunning:
 		default:
 			b.mu.Unlock()
 			continue
 		}
+		m.warnExpiryLocked(b, now)
 		// A sandbox whose backend waits on it is known alive until the
 		// wait says otherwise; the others are checked here.
 		alive := b.watched.Load() || m.refreshLocked(ctx, b, false)
@@ -162,13 +171,53 @@ func (m *Manager) checkAll(ctx context.Context) {
 		switch {
 		case !alive:
 		case !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt):
-			m.expire(b, sandbox.ReasonTTLExpired, fmt.Sprintf("its TTL of %s ran out", rec.Spec.TTL))
+			m.expireSoon(b, sandbox.ReasonTTLExpired, fmt.Sprintf("its TTL of %s ran out", rec.Spec.TTL))
 		case rec.Spec.IdleTimeout > 0 && idleFor > rec.Spec.IdleTimeout:
 			if m.idle(ctx, b, rec.Spec.IdleTimeout) {
-				m.expire(b, sandbox.ReasonIdleTimeout, fmt.Sprintf("nothing ran in it for %s", rec.Spec.IdleTimeout))
+				m.expireSoon(b, sandbox.ReasonIdleTimeout, fmt.Sprintf("nothing ran in it for %s", rec.Spec.IdleTimeout))
 			}
 		}
 	}
+	if now.Sub(m.lastMaintain) > maintainEvery {
+		m.lastMaintain = now
+		m.pruneEvents(now)
+		m.pruneCheckpoints(now)
+	}
+}
+
+// expireSoon runs expire in the background: a suspend saves the
+// workspace, which must not hold up the checks of the other sandboxes.
+// (A second call for the same expiry finds it done: expire checks again
+// under the sandbox's lock.)
+func (m *Manager) expireSoon(b *box, reason sandbox.Reason, msg string) {
+	m.waits.Go(func() { m.expire(b, reason, msg) })
+}
+
+// maintainEvery is how often forgotten sandboxes' events and old unnamed
+// snapshots are pruned.
+const maintainEvery = time.Minute
+
+// warnExpiryLocked sends the expiring event once per deadline, the spec's
+// ExpiryWarning (or the service's) before the TTL runs out; b.mu is held.
+func (m *Manager) warnExpiryLocked(b *box, now time.Time) {
+	at := b.rec.ExpiresAt
+	if at.IsZero() || b.warned.Equal(at) {
+		return
+	}
+	warn := b.rec.Spec.ExpiryWarning
+	if warn == 0 {
+		warn = m.cfg.ExpiryWarning
+	}
+	if now.Before(at.Add(-warn)) {
+		return
+	}
+	b.warned = at
+	action := "it will be suspended (its workspace kept; resume brings it back)"
+	if b.rec.Spec.OnExpire == sandbox.ExpireDelete {
+		action = "it will be deleted"
+	}
+	m.emit(b, LifecycleEvent{Kind: EventExpiring, Reason: sandbox.ReasonTTLExpired, At: at,
+		Message: fmt.Sprintf("its TTL runs out in %s: %s; reins sandbox extend ID --ttl DUR keeps it longer", at.Sub(now).Round(time.Second), action)})
 }
 
 // idle asks the executor whether anything ran recently: a process alive or

@@ -140,7 +140,12 @@ func MountDisk(l Layout) error {
 			loop.Close()
 			return fmt.Errorf("attaching disk to %s: %w", dev, err)
 		}
-		err = unix.Mount(dev, l.Disk(), "ext4", unix.MS_NOATIME, "")
+		// nosuid and nodev: the disk holds what the sandbox wrote, set-ID
+		// programs and device nodes included (its own, kept exactly for
+		// its snapshots), and the host must never run or open them. The
+		// overlay above it is a mount of its own, so inside the sandbox
+		// set-ID programs still work.
+		err = unix.Mount(dev, l.Disk(), "ext4", unix.MS_NOATIME|unix.MS_NOSUID|unix.MS_NODEV, "")
 		// Closing the device after the mount leaves the mount holding it;
 		// with autoclear it is detached at unmount.
 		loop.Close()

@@ -195,3 +195,46 @@ func TestRemountWaitsForTheDetachedFilesystem(t *testing.T) {
 		t.Error("MountDisk mounted a disk still held by its detached filesystem")
 	}
 }
+
+// The disk holds what the sandbox wrote, set-ID programs and device nodes
+// included: the host mounts it nosuid and nodev, so it never runs or
+// opens them, while the overlay above it (its own mount) keeps set-ID
+// bits working inside the sandbox.
+func TestDiskIsNosuidNodev(t *testing.T) {
+	testenv.RequiresRoot(t)
+	testenv.RequiresBinary(t, "mkfs.ext4", "e2fsprogs")
+	l := Layout{Dir: filepath.Join(t.TempDir(), "sb")}
+	t.Cleanup(func() { Remove(l) })
+	if err := CreateDisk(context.Background(), l, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := MountDisk(l); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(l.Disk(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Flags&unix.ST_NOSUID == 0 || st.Flags&unix.ST_NODEV == 0 {
+		t.Fatalf("the disk is mounted with flags %#x, want nosuid and nodev", st.Flags)
+	}
+	// A device node on the disk cannot be opened from the host.
+	if err := unix.Mknod(filepath.Join(l.Upper(), "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Open(filepath.Join(l.Upper(), "null")); err == nil {
+		f.Close()
+		t.Fatal("a device node on the disk opened from the host")
+	}
+	lower := t.TempDir()
+	write(t, filepath.Join(lower, "etc/base"), "base")
+	if err := MountOverlay(l, []string{lower}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Statfs(l.Rootfs(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Flags&unix.ST_NOSUID != 0 {
+		t.Errorf("the overlay is nosuid (flags %#x): set-ID programs would not work in the sandbox", st.Flags)
+	}
+}

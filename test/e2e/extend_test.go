@@ -14,7 +14,7 @@ import (
 // do, and a stopped sandbox's expiry cannot change.
 func TestSandboxExtend(t *testing.T) {
 	s := startService(t)
-	id := s.create("--ttl", "3s")
+	id := s.create("--ttl", "3s", "--on-expire", "delete")
 	var sb struct {
 		ID        string `json:"id"`
 		ExpiresAt string `json:"expires_unix_nano"`

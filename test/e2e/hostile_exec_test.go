@@ -139,13 +139,13 @@ func TestHostileExecSandboxEndsMidCall(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend+"/ttl", func(t *testing.T) {
 			s.t = t
-			id := s.create("--backend", backend, "--ttl", "4s")
+			id := s.create("--backend", backend, "--ttl", "4s", "--on-expire", "delete")
 			r := s.run("sandbox", "exec", id, "--", "sh", "-c", "echo started; sleep 60")
 			if r.code != 1 || r.stdout != "started\n" || !strings.Contains(r.stderr, "sandbox stopped: ttl_expired") ||
 				strings.Contains(r.stderr, "protocol error") {
 				t.Errorf("exec cut by the TTL: %s", r)
 			}
-			id = s.create("--backend", backend, "--ttl", "4s")
+			id = s.create("--backend", backend, "--ttl", "4s", "--on-expire", "delete")
 			code, msg := s.connectExec(id, "sh", "-c", "echo started; sleep 60")
 			if code != "failed_precondition" || !strings.Contains(msg, "ttl_expired") {
 				t.Errorf("Connect end of stream of an exec cut by the TTL: code %q, message %q", code, msg)

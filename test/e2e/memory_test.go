@@ -101,7 +101,7 @@ func TestPeakMemoryShown(t *testing.T) {
 // ran, still says its peak.
 func TestPeakMemoryKept(t *testing.T) {
 	s := startService(t)
-	id := s.create("--backend", "gvisor", "--ttl", "3s")
+	id := s.create("--backend", "gvisor", "--ttl", "3s", "--on-expire", "delete")
 	s.must("sandbox", "exec", id, "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1")
 	var show string
 	eventually(t, 20*time.Second, "the sandbox stopped by its TTL", func() (bool, string) {

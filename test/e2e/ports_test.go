@@ -278,7 +278,7 @@ func TestPortsStoppedSandbox(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			s.t = t
-			id := s.create("--backend", backend, "--ttl", "3s")
+			id := s.create("--backend", backend, "--ttl", "3s", "--on-expire", "delete")
 			url := strings.TrimSpace(s.must("sandbox", "port", id, "8080"))
 			owner := s.portClient(s.token, nil)
 			eventually(t, 30*time.Second, "the sandbox stops", func() (bool, string) {

@@ -212,9 +212,9 @@ func TestRestart(t *testing.T) {
 // running process counts as activity.
 func TestExpiry(t *testing.T) {
 	s := startService(t)
-	ttl := s.create("--ttl", "1s")
-	idle := s.create("--idle-timeout", "1500ms")
-	busy := s.create("--idle-timeout", "1500ms")
+	ttl := s.create("--ttl", "1s", "--on-expire", "delete")
+	idle := s.create("--idle-timeout", "1500ms", "--on-expire", "delete")
+	busy := s.create("--idle-timeout", "1500ms", "--on-expire", "delete")
 	s.must("sandbox", "exec", "--detach", busy, "--", "sleep", "4")
 	state := func(id string) string {
 		out := s.must("sandbox", "show", id)

@@ -113,6 +113,29 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	}
 
+	// acme's snapshot is no other tenant's to list, remove or make
+	// sandboxes from.
+	if r := s.asTenant(acme, "sandbox", "snapshot", sbx, "--name", "acme-snap"); r.code != 0 {
+		t.Fatalf("acme's snapshot of its sandbox: %s", r)
+	}
+	for _, c := range [][]string{{"snapshot", "rm", "NAME"}, {"sandbox", "create", "--image", "snapshot:NAME"}} {
+		args := func(name string) []string {
+			return strings.Split(strings.ReplaceAll(strings.Join(c, "\x00"), "NAME", name), "\x00")
+		}
+		other, missing := s.asTenant(beta, args("acme-snap")...), s.asTenant(beta, args("none-snap")...)
+		o := strings.ReplaceAll(other.stderr, "acme-snap", "NAME")
+		m := strings.ReplaceAll(missing.stderr, "none-snap", "NAME")
+		if other.code == 0 || !strings.Contains(other.stderr, "not found") || o != m {
+			t.Errorf("reins %v with beta's token: %s; a missing one: %s", args("acme-snap"), other, missing)
+		}
+	}
+	if r := s.asTenant(beta, "snapshot", "ls", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("beta's snapshot ls: %s; want []", r)
+	}
+	if r := s.asTenant(acme, "snapshot", "ls"); !strings.Contains(r.stdout, "acme-snap") {
+		t.Errorf("acme's snapshot ls lacks its snapshot: %s", r)
+	}
+
 	// The Go client, method by method, so that no method is skipped.
 	checkTenantIsolationAPI(t, s, beta, sbx, run.ID, missingSbx, missingRun)
 
@@ -246,6 +269,31 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"Extend": func(id string) error {
 			return unary(sc.Extend(ctx, connect.NewRequest(&reinsv1.ExtendSandboxRequest{Id: id, TtlMs: 3_600_000})))
 		},
+		// Nor suspend, resume, pause, snapshot, fork or watch it.
+		"Suspend": func(id string) error {
+			return unary(sc.Suspend(ctx, connect.NewRequest(&reinsv1.SuspendSandboxRequest{Id: id})))
+		},
+		"Resume": func(id string) error {
+			return unary(sc.Resume(ctx, connect.NewRequest(&reinsv1.ResumeSandboxRequest{Id: id})))
+		},
+		"Pause": func(id string) error {
+			return unary(sc.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: true})))
+		},
+		"Snapshot": func(id string) error {
+			return unary(sc.Snapshot(ctx, connect.NewRequest(&reinsv1.SnapshotSandboxRequest{Id: id, Name: "stolen"})))
+		},
+		"Fork": func(id string) error {
+			return unary(sc.Fork(ctx, connect.NewRequest(&reinsv1.ForkSandboxRequest{Id: id, Count: 1})))
+		},
+		"Events": func(id string) error {
+			return drain(sc.Events(ctx, connect.NewRequest(&reinsv1.SandboxEventsRequest{Id: id})))
+		},
+		// Snapshots are named by their tenant: acme's acme-snap (made
+		// above) is missing to another tenant, as one that never was.
+		"DeleteSnapshot": nil, "ListSnapshots": nil, // by name, above
+		// Templates are named, not sandboxes: their own isolation tests
+		// cover them.
+		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // Create names no id; List below
 		"Version": nil, // below: it names no tenant's things
 	}
@@ -257,6 +305,13 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 	}
 	if resp, err := sc.List(ctx, connect.NewRequest(&reinsv1.ListSandboxesRequest{})); err != nil || len(resp.Msg.Sandboxes) != 0 {
 		t.Errorf("SandboxService.List: %v, %v; want none", resp, err)
+	}
+	del := func(name string) error {
+		return unary(sc.DeleteSnapshot(ctx, connect.NewRequest(&reinsv1.DeleteSnapshotRequest{Name: name})))
+	}
+	tenantSameAsMissing(t, "SandboxService.DeleteSnapshot", del("acme-snap"), del("none-snap"), "acme-snap", "none-snap")
+	if resp, err := sc.ListSnapshots(ctx, connect.NewRequest(&reinsv1.ListSnapshotsRequest{})); err != nil || len(resp.Msg.Snapshots) != 0 {
+		t.Errorf("SandboxService.ListSnapshots: %v, %v; want none", resp, err)
 	}
 	// Any token may ask the version; the answer is the same for all.
 	if resp, err := sc.Version(ctx, connect.NewRequest(&reinsv1.VersionRequest{})); err != nil || len(resp.Msg.Backends) == 0 {

@@ -331,6 +331,78 @@ func (*HealthResponse) Descriptor() ([]byte, []int) {
 	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{4}
 }
 
+type SyncRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{5}
+}
+
+type SyncResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncResponse) Reset() {
+	*x = SyncResponse{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncResponse) ProtoMessage() {}
+
+func (x *SyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
+func (*SyncResponse) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{6}
+}
+
 type UsageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -339,7 +411,7 @@ type UsageRequest struct {
 
 func (x *UsageRequest) Reset() {
 	*x = UsageRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[5]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +423,7 @@ func (x *UsageRequest) String() string {
 func (*UsageRequest) ProtoMessage() {}
 
 func (x *UsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[5]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +436,7 @@ func (x *UsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRequest.ProtoReflect.Descriptor instead.
 func (*UsageRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{5}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{7}
 }
 
 type UsageResponse struct {
@@ -383,7 +455,7 @@ type UsageResponse struct {
 
 func (x *UsageResponse) Reset() {
 	*x = UsageResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[6]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +467,7 @@ func (x *UsageResponse) String() string {
 func (*UsageResponse) ProtoMessage() {}
 
 func (x *UsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[6]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +480,7 @@ func (x *UsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageResponse.ProtoReflect.Descriptor instead.
 func (*UsageResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{6}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UsageResponse) GetMemoryBytes() uint64 {
@@ -486,7 +558,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[7]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +570,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[7]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +583,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{7}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -607,7 +679,7 @@ type ExecEvent struct {
 
 func (x *ExecEvent) Reset() {
 	*x = ExecEvent{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[8]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +691,7 @@ func (x *ExecEvent) String() string {
 func (*ExecEvent) ProtoMessage() {}
 
 func (x *ExecEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[8]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +704,7 @@ func (x *ExecEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecEvent.ProtoReflect.Descriptor instead.
 func (*ExecEvent) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{8}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecEvent) GetEvent() isExecEvent_Event {
@@ -735,7 +807,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[9]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +819,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[9]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +832,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{9}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Started) GetPid() int32 {
@@ -795,7 +867,7 @@ type Exited struct {
 
 func (x *Exited) Reset() {
 	*x = Exited{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[10]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +879,7 @@ func (x *Exited) String() string {
 func (*Exited) ProtoMessage() {}
 
 func (x *Exited) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[10]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +892,7 @@ func (x *Exited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exited.ProtoReflect.Descriptor instead.
 func (*Exited) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{10}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Exited) GetExitCode() int32 {
@@ -875,7 +947,7 @@ type Dropped struct {
 
 func (x *Dropped) Reset() {
 	*x = Dropped{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[11]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +959,7 @@ func (x *Dropped) String() string {
 func (*Dropped) ProtoMessage() {}
 
 func (x *Dropped) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[11]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +972,7 @@ func (x *Dropped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dropped.ProtoReflect.Descriptor instead.
 func (*Dropped) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{11}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Dropped) GetStdoutBytes() uint64 {
@@ -927,7 +999,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[12]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1011,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[12]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1024,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{12}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AttachRequest) GetPid() int32 {
@@ -980,7 +1052,7 @@ type WriteStdinRequest struct {
 
 func (x *WriteStdinRequest) Reset() {
 	*x = WriteStdinRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[13]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1064,7 @@ func (x *WriteStdinRequest) String() string {
 func (*WriteStdinRequest) ProtoMessage() {}
 
 func (x *WriteStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[13]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1077,7 @@ func (x *WriteStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinRequest.ProtoReflect.Descriptor instead.
 func (*WriteStdinRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{13}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteStdinRequest) GetPid() int32 {
@@ -1037,7 +1109,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[14]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1121,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[14]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1134,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{14}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{16}
 }
 
 type ResizePTYRequest struct {
@@ -1076,7 +1148,7 @@ type ResizePTYRequest struct {
 
 func (x *ResizePTYRequest) Reset() {
 	*x = ResizePTYRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[15]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1160,7 @@ func (x *ResizePTYRequest) String() string {
 func (*ResizePTYRequest) ProtoMessage() {}
 
 func (x *ResizePTYRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[15]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1173,7 @@ func (x *ResizePTYRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePTYRequest.ProtoReflect.Descriptor instead.
 func (*ResizePTYRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{15}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResizePTYRequest) GetPid() int32 {
@@ -1133,7 +1205,7 @@ type ResizePTYResponse struct {
 
 func (x *ResizePTYResponse) Reset() {
 	*x = ResizePTYResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[16]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1217,7 @@ func (x *ResizePTYResponse) String() string {
 func (*ResizePTYResponse) ProtoMessage() {}
 
 func (x *ResizePTYResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[16]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1230,7 @@ func (x *ResizePTYResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePTYResponse.ProtoReflect.Descriptor instead.
 func (*ResizePTYResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{16}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{18}
 }
 
 type SignalRequest struct {
@@ -1171,7 +1243,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[17]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1255,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[17]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1268,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{17}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SignalRequest) GetPid() int32 {
@@ -1221,7 +1293,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[18]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1305,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[18]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1318,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{18}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{20}
 }
 
 type ListProcessesRequest struct {
@@ -1257,7 +1329,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[19]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1341,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[19]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1354,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{19}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{21}
 }
 
 type ListProcessesResponse struct {
@@ -1294,7 +1366,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[20]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1378,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[20]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1391,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{20}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*ProcessInfo {
@@ -1345,7 +1417,7 @@ type ProcessInfo struct {
 
 func (x *ProcessInfo) Reset() {
 	*x = ProcessInfo{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[21]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1429,7 @@ func (x *ProcessInfo) String() string {
 func (*ProcessInfo) ProtoMessage() {}
 
 func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[21]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1442,7 @@ func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessInfo.ProtoReflect.Descriptor instead.
 func (*ProcessInfo) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{21}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ProcessInfo) GetPid() int32 {
@@ -1444,7 +1516,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[22]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1528,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[22]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1541,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{22}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FileInfo) GetPath() string {
@@ -1530,7 +1602,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[23]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1614,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[23]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1627,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{23}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatRequest) GetPath() string {
@@ -1574,7 +1646,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[24]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1658,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[24]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1671,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{24}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatResponse) GetInfo() *FileInfo {
@@ -1620,7 +1692,7 @@ type ListDirRequest struct {
 
 func (x *ListDirRequest) Reset() {
 	*x = ListDirRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[25]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1704,7 @@ func (x *ListDirRequest) String() string {
 func (*ListDirRequest) ProtoMessage() {}
 
 func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[25]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1717,7 @@ func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirRequest.ProtoReflect.Descriptor instead.
 func (*ListDirRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{25}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListDirRequest) GetPath() string {
@@ -1679,7 +1751,7 @@ type ListDirResponse struct {
 
 func (x *ListDirResponse) Reset() {
 	*x = ListDirResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[26]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1763,7 @@ func (x *ListDirResponse) String() string {
 func (*ListDirResponse) ProtoMessage() {}
 
 func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[26]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1776,7 @@ func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirResponse.ProtoReflect.Descriptor instead.
 func (*ListDirResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{26}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListDirResponse) GetEntries() []*FileInfo {
@@ -1732,7 +1804,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[27]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1816,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[27]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1829,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{27}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadFileRequest) GetPath() string {
@@ -1792,7 +1864,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +1876,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +1889,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{28}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadFileResponse) GetData() []byte {
@@ -1853,7 +1925,7 @@ type ReadLinesRequest struct {
 
 func (x *ReadLinesRequest) Reset() {
 	*x = ReadLinesRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1937,7 @@ func (x *ReadLinesRequest) String() string {
 func (*ReadLinesRequest) ProtoMessage() {}
 
 func (x *ReadLinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +1950,7 @@ func (x *ReadLinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLinesRequest.ProtoReflect.Descriptor instead.
 func (*ReadLinesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{29}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadLinesRequest) GetPath() string {
@@ -1921,7 +1993,7 @@ type ReadLinesResponse struct {
 
 func (x *ReadLinesResponse) Reset() {
 	*x = ReadLinesResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2005,7 @@ func (x *ReadLinesResponse) String() string {
 func (*ReadLinesResponse) ProtoMessage() {}
 
 func (x *ReadLinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2018,7 @@ func (x *ReadLinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLinesResponse.ProtoReflect.Descriptor instead.
 func (*ReadLinesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{30}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadLinesResponse) GetLines() []*Line {
@@ -1987,7 +2059,7 @@ type Line struct {
 
 func (x *Line) Reset() {
 	*x = Line{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2071,7 @@ func (x *Line) String() string {
 func (*Line) ProtoMessage() {}
 
 func (x *Line) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2084,7 @@ func (x *Line) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Line.ProtoReflect.Descriptor instead.
 func (*Line) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{31}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Line) GetText() []byte {
@@ -2041,7 +2113,7 @@ type WriteFileRequest struct {
 
 func (x *WriteFileRequest) Reset() {
 	*x = WriteFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2125,7 @@ func (x *WriteFileRequest) String() string {
 func (*WriteFileRequest) ProtoMessage() {}
 
 func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2138,7 @@ func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileRequest.ProtoReflect.Descriptor instead.
 func (*WriteFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{32}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WriteFileRequest) GetPath() string {
@@ -2106,7 +2178,7 @@ type WriteFileResponse struct {
 
 func (x *WriteFileResponse) Reset() {
 	*x = WriteFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2190,7 @@ func (x *WriteFileResponse) String() string {
 func (*WriteFileResponse) ProtoMessage() {}
 
 func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2203,7 @@ func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileResponse.ProtoReflect.Descriptor instead.
 func (*WriteFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{33}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WriteFileResponse) GetSize() uint64 {
@@ -2153,7 +2225,7 @@ type EditFileRequest struct {
 
 func (x *EditFileRequest) Reset() {
 	*x = EditFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2237,7 @@ func (x *EditFileRequest) String() string {
 func (*EditFileRequest) ProtoMessage() {}
 
 func (x *EditFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2250,7 @@ func (x *EditFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditFileRequest.ProtoReflect.Descriptor instead.
 func (*EditFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{34}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *EditFileRequest) GetPath() string {
@@ -2218,7 +2290,7 @@ type EditFileResponse struct {
 
 func (x *EditFileResponse) Reset() {
 	*x = EditFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2302,7 @@ func (x *EditFileResponse) String() string {
 func (*EditFileResponse) ProtoMessage() {}
 
 func (x *EditFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2315,7 @@ func (x *EditFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditFileResponse.ProtoReflect.Descriptor instead.
 func (*EditFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{35}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *EditFileResponse) GetReplacements() uint32 {
@@ -2264,7 +2336,7 @@ type MakeDirRequest struct {
 
 func (x *MakeDirRequest) Reset() {
 	*x = MakeDirRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2348,7 @@ func (x *MakeDirRequest) String() string {
 func (*MakeDirRequest) ProtoMessage() {}
 
 func (x *MakeDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2361,7 @@ func (x *MakeDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirRequest.ProtoReflect.Descriptor instead.
 func (*MakeDirRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{36}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MakeDirRequest) GetPath() string {
@@ -2321,7 +2393,7 @@ type MakeDirResponse struct {
 
 func (x *MakeDirResponse) Reset() {
 	*x = MakeDirResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2405,7 @@ func (x *MakeDirResponse) String() string {
 func (*MakeDirResponse) ProtoMessage() {}
 
 func (x *MakeDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2418,7 @@ func (x *MakeDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirResponse.ProtoReflect.Descriptor instead.
 func (*MakeDirResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{37}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{39}
 }
 
 type RemoveRequest struct {
@@ -2359,7 +2431,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2443,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2456,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{38}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RemoveRequest) GetPath() string {
@@ -2409,7 +2481,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2493,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2506,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{39}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{41}
 }
 
 type MoveRequest struct {
@@ -2448,7 +2520,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2532,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2545,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{40}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MoveRequest) GetSrc() string {
@@ -2505,7 +2577,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2589,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2602,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{41}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{43}
 }
 
 type GlobRequest struct {
@@ -2544,7 +2616,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2628,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2641,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{42}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -2603,7 +2675,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2687,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2700,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{43}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GlobResponse) GetPaths() []string {
@@ -2658,7 +2730,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2742,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2755,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{44}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -2731,7 +2803,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2815,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2828,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{45}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GrepResponse) GetMatches() []*GrepMatch {
@@ -2784,7 +2856,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2868,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2881,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{46}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -2846,7 +2918,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +2930,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +2943,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{47}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UploadRequest) GetMsg() isUploadRequest_Msg {
@@ -2924,7 +2996,7 @@ type UploadHeader struct {
 
 func (x *UploadHeader) Reset() {
 	*x = UploadHeader{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3008,7 @@ func (x *UploadHeader) String() string {
 func (*UploadHeader) ProtoMessage() {}
 
 func (x *UploadHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3021,7 @@ func (x *UploadHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
 func (*UploadHeader) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{48}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UploadHeader) GetDir() string {
@@ -2970,7 +3042,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2982,7 +3054,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2995,7 +3067,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{49}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UploadResponse) GetFiles() uint32 {
@@ -3029,7 +3101,7 @@ type StageRequest struct {
 
 func (x *StageRequest) Reset() {
 	*x = StageRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3113,7 @@ func (x *StageRequest) String() string {
 func (*StageRequest) ProtoMessage() {}
 
 func (x *StageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3126,7 @@ func (x *StageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageRequest.ProtoReflect.Descriptor instead.
 func (*StageRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{50}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StageRequest) GetPath() string {
@@ -3082,7 +3154,7 @@ type StageResponse struct {
 
 func (x *StageResponse) Reset() {
 	*x = StageResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3166,7 @@ func (x *StageResponse) String() string {
 func (*StageResponse) ProtoMessage() {}
 
 func (x *StageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3179,7 @@ func (x *StageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageResponse.ProtoReflect.Descriptor instead.
 func (*StageResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{51}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StageResponse) GetSize() uint64 {
@@ -3142,7 +3214,7 @@ type PlaceRequest struct {
 
 func (x *PlaceRequest) Reset() {
 	*x = PlaceRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +3226,7 @@ func (x *PlaceRequest) String() string {
 func (*PlaceRequest) ProtoMessage() {}
 
 func (x *PlaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3167,7 +3239,7 @@ func (x *PlaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceRequest.ProtoReflect.Descriptor instead.
 func (*PlaceRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{52}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PlaceRequest) GetName() string {
@@ -3200,7 +3272,7 @@ type PlaceResponse struct {
 
 func (x *PlaceResponse) Reset() {
 	*x = PlaceResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3212,7 +3284,7 @@ func (x *PlaceResponse) String() string {
 func (*PlaceResponse) ProtoMessage() {}
 
 func (x *PlaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3225,7 +3297,7 @@ func (x *PlaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceResponse.ProtoReflect.Descriptor instead.
 func (*PlaceResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{53}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PlaceResponse) GetSize() uint64 {
@@ -3244,7 +3316,7 @@ type DownloadRequest struct {
 
 func (x *DownloadRequest) Reset() {
 	*x = DownloadRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3328,7 @@ func (x *DownloadRequest) String() string {
 func (*DownloadRequest) ProtoMessage() {}
 
 func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3341,7 @@ func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadRequest.ProtoReflect.Descriptor instead.
 func (*DownloadRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{54}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DownloadRequest) GetPath() string {
@@ -3289,7 +3361,7 @@ type DownloadResponse struct {
 
 func (x *DownloadResponse) Reset() {
 	*x = DownloadResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3301,7 +3373,7 @@ func (x *DownloadResponse) String() string {
 func (*DownloadResponse) ProtoMessage() {}
 
 func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3314,7 +3386,7 @@ func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadResponse.ProtoReflect.Descriptor instead.
 func (*DownloadResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{55}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DownloadResponse) GetData() []byte {
@@ -3349,7 +3421,9 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x11started_unix_nano\x18\x04 \x01(\x03R\x0fstartedUnixNano\x12\x10\n" +
 	"\x03pid\x18\x05 \x01(\x05R\x03pid\"\x0f\n" +
 	"\rHealthRequest\"\x10\n" +
-	"\x0eHealthResponse\"\x0e\n" +
+	"\x0eHealthResponse\"\r\n" +
+	"\vSyncRequest\"\x0e\n" +
+	"\fSyncResponse\"\x0e\n" +
 	"\fUsageRequest\"\xcd\x02\n" +
 	"\rUsageResponse\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x04R\vmemoryBytes\x12\x1f\n" +
@@ -3554,11 +3628,12 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x11\n" +
 	"\rFILE_TYPE_DIR\x10\x02\x12\x15\n" +
 	"\x11FILE_TYPE_SYMLINK\x10\x03\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\x042\x9c\x0f\n" +
+	"\x0fFILE_TYPE_OTHER\x10\x042\xe5\x0f\n" +
 	"\bExecutor\x12J\n" +
 	"\x05Hello\x12\x1f.reins.executor.v1.HelloRequest\x1a .reins.executor.v1.HelloResponse\x12M\n" +
 	"\x06Health\x12 .reins.executor.v1.HealthRequest\x1a!.reins.executor.v1.HealthResponse\x12J\n" +
-	"\x05Usage\x12\x1f.reins.executor.v1.UsageRequest\x1a .reins.executor.v1.UsageResponse\x12F\n" +
+	"\x05Usage\x12\x1f.reins.executor.v1.UsageRequest\x1a .reins.executor.v1.UsageResponse\x12G\n" +
+	"\x04Sync\x12\x1e.reins.executor.v1.SyncRequest\x1a\x1f.reins.executor.v1.SyncResponse\x12F\n" +
 	"\x04Exec\x12\x1e.reins.executor.v1.ExecRequest\x1a\x1c.reins.executor.v1.ExecEvent0\x01\x12J\n" +
 	"\x06Attach\x12 .reins.executor.v1.AttachRequest\x1a\x1c.reins.executor.v1.ExecEvent0\x01\x12Y\n" +
 	"\n" +
@@ -3595,7 +3670,7 @@ func file_reins_executor_v1_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_executor_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(FileType)(0),                 // 0: reins.executor.v1.FileType
 	(*ErrorDetail)(nil),           // 1: reins.executor.v1.ErrorDetail
@@ -3603,120 +3678,124 @@ var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(*HelloResponse)(nil),         // 3: reins.executor.v1.HelloResponse
 	(*HealthRequest)(nil),         // 4: reins.executor.v1.HealthRequest
 	(*HealthResponse)(nil),        // 5: reins.executor.v1.HealthResponse
-	(*UsageRequest)(nil),          // 6: reins.executor.v1.UsageRequest
-	(*UsageResponse)(nil),         // 7: reins.executor.v1.UsageResponse
-	(*ExecRequest)(nil),           // 8: reins.executor.v1.ExecRequest
-	(*ExecEvent)(nil),             // 9: reins.executor.v1.ExecEvent
-	(*Started)(nil),               // 10: reins.executor.v1.Started
-	(*Exited)(nil),                // 11: reins.executor.v1.Exited
-	(*Dropped)(nil),               // 12: reins.executor.v1.Dropped
-	(*AttachRequest)(nil),         // 13: reins.executor.v1.AttachRequest
-	(*WriteStdinRequest)(nil),     // 14: reins.executor.v1.WriteStdinRequest
-	(*WriteStdinResponse)(nil),    // 15: reins.executor.v1.WriteStdinResponse
-	(*ResizePTYRequest)(nil),      // 16: reins.executor.v1.ResizePTYRequest
-	(*ResizePTYResponse)(nil),     // 17: reins.executor.v1.ResizePTYResponse
-	(*SignalRequest)(nil),         // 18: reins.executor.v1.SignalRequest
-	(*SignalResponse)(nil),        // 19: reins.executor.v1.SignalResponse
-	(*ListProcessesRequest)(nil),  // 20: reins.executor.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil), // 21: reins.executor.v1.ListProcessesResponse
-	(*ProcessInfo)(nil),           // 22: reins.executor.v1.ProcessInfo
-	(*FileInfo)(nil),              // 23: reins.executor.v1.FileInfo
-	(*StatRequest)(nil),           // 24: reins.executor.v1.StatRequest
-	(*StatResponse)(nil),          // 25: reins.executor.v1.StatResponse
-	(*ListDirRequest)(nil),        // 26: reins.executor.v1.ListDirRequest
-	(*ListDirResponse)(nil),       // 27: reins.executor.v1.ListDirResponse
-	(*ReadFileRequest)(nil),       // 28: reins.executor.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),      // 29: reins.executor.v1.ReadFileResponse
-	(*ReadLinesRequest)(nil),      // 30: reins.executor.v1.ReadLinesRequest
-	(*ReadLinesResponse)(nil),     // 31: reins.executor.v1.ReadLinesResponse
-	(*Line)(nil),                  // 32: reins.executor.v1.Line
-	(*WriteFileRequest)(nil),      // 33: reins.executor.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),     // 34: reins.executor.v1.WriteFileResponse
-	(*EditFileRequest)(nil),       // 35: reins.executor.v1.EditFileRequest
-	(*EditFileResponse)(nil),      // 36: reins.executor.v1.EditFileResponse
-	(*MakeDirRequest)(nil),        // 37: reins.executor.v1.MakeDirRequest
-	(*MakeDirResponse)(nil),       // 38: reins.executor.v1.MakeDirResponse
-	(*RemoveRequest)(nil),         // 39: reins.executor.v1.RemoveRequest
-	(*RemoveResponse)(nil),        // 40: reins.executor.v1.RemoveResponse
-	(*MoveRequest)(nil),           // 41: reins.executor.v1.MoveRequest
-	(*MoveResponse)(nil),          // 42: reins.executor.v1.MoveResponse
-	(*GlobRequest)(nil),           // 43: reins.executor.v1.GlobRequest
-	(*GlobResponse)(nil),          // 44: reins.executor.v1.GlobResponse
-	(*GrepRequest)(nil),           // 45: reins.executor.v1.GrepRequest
-	(*GrepResponse)(nil),          // 46: reins.executor.v1.GrepResponse
-	(*GrepMatch)(nil),             // 47: reins.executor.v1.GrepMatch
-	(*UploadRequest)(nil),         // 48: reins.executor.v1.UploadRequest
-	(*UploadHeader)(nil),          // 49: reins.executor.v1.UploadHeader
-	(*UploadResponse)(nil),        // 50: reins.executor.v1.UploadResponse
-	(*StageRequest)(nil),          // 51: reins.executor.v1.StageRequest
-	(*StageResponse)(nil),         // 52: reins.executor.v1.StageResponse
-	(*PlaceRequest)(nil),          // 53: reins.executor.v1.PlaceRequest
-	(*PlaceResponse)(nil),         // 54: reins.executor.v1.PlaceResponse
-	(*DownloadRequest)(nil),       // 55: reins.executor.v1.DownloadRequest
-	(*DownloadResponse)(nil),      // 56: reins.executor.v1.DownloadResponse
+	(*SyncRequest)(nil),           // 6: reins.executor.v1.SyncRequest
+	(*SyncResponse)(nil),          // 7: reins.executor.v1.SyncResponse
+	(*UsageRequest)(nil),          // 8: reins.executor.v1.UsageRequest
+	(*UsageResponse)(nil),         // 9: reins.executor.v1.UsageResponse
+	(*ExecRequest)(nil),           // 10: reins.executor.v1.ExecRequest
+	(*ExecEvent)(nil),             // 11: reins.executor.v1.ExecEvent
+	(*Started)(nil),               // 12: reins.executor.v1.Started
+	(*Exited)(nil),                // 13: reins.executor.v1.Exited
+	(*Dropped)(nil),               // 14: reins.executor.v1.Dropped
+	(*AttachRequest)(nil),         // 15: reins.executor.v1.AttachRequest
+	(*WriteStdinRequest)(nil),     // 16: reins.executor.v1.WriteStdinRequest
+	(*WriteStdinResponse)(nil),    // 17: reins.executor.v1.WriteStdinResponse
+	(*ResizePTYRequest)(nil),      // 18: reins.executor.v1.ResizePTYRequest
+	(*ResizePTYResponse)(nil),     // 19: reins.executor.v1.ResizePTYResponse
+	(*SignalRequest)(nil),         // 20: reins.executor.v1.SignalRequest
+	(*SignalResponse)(nil),        // 21: reins.executor.v1.SignalResponse
+	(*ListProcessesRequest)(nil),  // 22: reins.executor.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil), // 23: reins.executor.v1.ListProcessesResponse
+	(*ProcessInfo)(nil),           // 24: reins.executor.v1.ProcessInfo
+	(*FileInfo)(nil),              // 25: reins.executor.v1.FileInfo
+	(*StatRequest)(nil),           // 26: reins.executor.v1.StatRequest
+	(*StatResponse)(nil),          // 27: reins.executor.v1.StatResponse
+	(*ListDirRequest)(nil),        // 28: reins.executor.v1.ListDirRequest
+	(*ListDirResponse)(nil),       // 29: reins.executor.v1.ListDirResponse
+	(*ReadFileRequest)(nil),       // 30: reins.executor.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),      // 31: reins.executor.v1.ReadFileResponse
+	(*ReadLinesRequest)(nil),      // 32: reins.executor.v1.ReadLinesRequest
+	(*ReadLinesResponse)(nil),     // 33: reins.executor.v1.ReadLinesResponse
+	(*Line)(nil),                  // 34: reins.executor.v1.Line
+	(*WriteFileRequest)(nil),      // 35: reins.executor.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),     // 36: reins.executor.v1.WriteFileResponse
+	(*EditFileRequest)(nil),       // 37: reins.executor.v1.EditFileRequest
+	(*EditFileResponse)(nil),      // 38: reins.executor.v1.EditFileResponse
+	(*MakeDirRequest)(nil),        // 39: reins.executor.v1.MakeDirRequest
+	(*MakeDirResponse)(nil),       // 40: reins.executor.v1.MakeDirResponse
+	(*RemoveRequest)(nil),         // 41: reins.executor.v1.RemoveRequest
+	(*RemoveResponse)(nil),        // 42: reins.executor.v1.RemoveResponse
+	(*MoveRequest)(nil),           // 43: reins.executor.v1.MoveRequest
+	(*MoveResponse)(nil),          // 44: reins.executor.v1.MoveResponse
+	(*GlobRequest)(nil),           // 45: reins.executor.v1.GlobRequest
+	(*GlobResponse)(nil),          // 46: reins.executor.v1.GlobResponse
+	(*GrepRequest)(nil),           // 47: reins.executor.v1.GrepRequest
+	(*GrepResponse)(nil),          // 48: reins.executor.v1.GrepResponse
+	(*GrepMatch)(nil),             // 49: reins.executor.v1.GrepMatch
+	(*UploadRequest)(nil),         // 50: reins.executor.v1.UploadRequest
+	(*UploadHeader)(nil),          // 51: reins.executor.v1.UploadHeader
+	(*UploadResponse)(nil),        // 52: reins.executor.v1.UploadResponse
+	(*StageRequest)(nil),          // 53: reins.executor.v1.StageRequest
+	(*StageResponse)(nil),         // 54: reins.executor.v1.StageResponse
+	(*PlaceRequest)(nil),          // 55: reins.executor.v1.PlaceRequest
+	(*PlaceResponse)(nil),         // 56: reins.executor.v1.PlaceResponse
+	(*DownloadRequest)(nil),       // 57: reins.executor.v1.DownloadRequest
+	(*DownloadResponse)(nil),      // 58: reins.executor.v1.DownloadResponse
 }
 var file_reins_executor_v1_executor_proto_depIdxs = []int32{
-	10, // 0: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
-	11, // 1: reins.executor.v1.ExecEvent.exited:type_name -> reins.executor.v1.Exited
-	12, // 2: reins.executor.v1.ExecEvent.dropped:type_name -> reins.executor.v1.Dropped
-	22, // 3: reins.executor.v1.ListProcessesResponse.processes:type_name -> reins.executor.v1.ProcessInfo
-	11, // 4: reins.executor.v1.ProcessInfo.exited:type_name -> reins.executor.v1.Exited
+	12, // 0: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
+	13, // 1: reins.executor.v1.ExecEvent.exited:type_name -> reins.executor.v1.Exited
+	14, // 2: reins.executor.v1.ExecEvent.dropped:type_name -> reins.executor.v1.Dropped
+	24, // 3: reins.executor.v1.ListProcessesResponse.processes:type_name -> reins.executor.v1.ProcessInfo
+	13, // 4: reins.executor.v1.ProcessInfo.exited:type_name -> reins.executor.v1.Exited
 	0,  // 5: reins.executor.v1.FileInfo.type:type_name -> reins.executor.v1.FileType
-	23, // 6: reins.executor.v1.StatResponse.info:type_name -> reins.executor.v1.FileInfo
-	23, // 7: reins.executor.v1.ListDirResponse.entries:type_name -> reins.executor.v1.FileInfo
-	32, // 8: reins.executor.v1.ReadLinesResponse.lines:type_name -> reins.executor.v1.Line
-	47, // 9: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
-	49, // 10: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
+	25, // 6: reins.executor.v1.StatResponse.info:type_name -> reins.executor.v1.FileInfo
+	25, // 7: reins.executor.v1.ListDirResponse.entries:type_name -> reins.executor.v1.FileInfo
+	34, // 8: reins.executor.v1.ReadLinesResponse.lines:type_name -> reins.executor.v1.Line
+	49, // 9: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
+	51, // 10: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
 	2,  // 11: reins.executor.v1.Executor.Hello:input_type -> reins.executor.v1.HelloRequest
 	4,  // 12: reins.executor.v1.Executor.Health:input_type -> reins.executor.v1.HealthRequest
-	6,  // 13: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
-	8,  // 14: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
-	13, // 15: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
-	14, // 16: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
-	16, // 17: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
-	18, // 18: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
-	20, // 19: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
-	24, // 20: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
-	26, // 21: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
-	28, // 22: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
-	30, // 23: reins.executor.v1.Executor.ReadLines:input_type -> reins.executor.v1.ReadLinesRequest
-	33, // 24: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
-	35, // 25: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
-	37, // 26: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
-	39, // 27: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
-	41, // 28: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
-	43, // 29: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
-	45, // 30: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
-	48, // 31: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
-	55, // 32: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
-	51, // 33: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
-	53, // 34: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
-	3,  // 35: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
-	5,  // 36: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
-	7,  // 37: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
-	9,  // 38: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
-	9,  // 39: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
-	15, // 40: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
-	17, // 41: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
-	19, // 42: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
-	21, // 43: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
-	25, // 44: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
-	27, // 45: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
-	29, // 46: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
-	31, // 47: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
-	34, // 48: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
-	36, // 49: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
-	38, // 50: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
-	40, // 51: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
-	42, // 52: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
-	44, // 53: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
-	46, // 54: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
-	50, // 55: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
-	56, // 56: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
-	52, // 57: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
-	54, // 58: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
-	35, // [35:59] is the sub-list for method output_type
-	11, // [11:35] is the sub-list for method input_type
+	8,  // 13: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
+	6,  // 14: reins.executor.v1.Executor.Sync:input_type -> reins.executor.v1.SyncRequest
+	10, // 15: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
+	15, // 16: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
+	16, // 17: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
+	18, // 18: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
+	20, // 19: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
+	22, // 20: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
+	26, // 21: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
+	28, // 22: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
+	30, // 23: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
+	32, // 24: reins.executor.v1.Executor.ReadLines:input_type -> reins.executor.v1.ReadLinesRequest
+	35, // 25: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
+	37, // 26: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
+	39, // 27: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
+	41, // 28: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
+	43, // 29: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
+	45, // 30: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
+	47, // 31: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
+	50, // 32: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
+	57, // 33: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
+	53, // 34: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
+	55, // 35: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
+	3,  // 36: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
+	5,  // 37: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
+	9,  // 38: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
+	7,  // 39: reins.executor.v1.Executor.Sync:output_type -> reins.executor.v1.SyncResponse
+	11, // 40: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
+	11, // 41: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
+	17, // 42: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
+	19, // 43: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
+	21, // 44: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
+	23, // 45: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
+	27, // 46: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
+	29, // 47: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
+	31, // 48: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
+	33, // 49: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
+	36, // 50: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
+	38, // 51: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
+	40, // 52: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
+	42, // 53: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
+	44, // 54: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
+	46, // 55: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
+	48, // 56: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
+	52, // 57: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
+	58, // 58: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
+	54, // 59: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
+	56, // 60: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
+	36, // [36:61] is the sub-list for method output_type
+	11, // [11:36] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -3727,14 +3806,14 @@ func file_reins_executor_v1_executor_proto_init() {
 	if File_reins_executor_v1_executor_proto != nil {
 		return
 	}
-	file_reins_executor_v1_executor_proto_msgTypes[8].OneofWrappers = []any{
+	file_reins_executor_v1_executor_proto_msgTypes[10].OneofWrappers = []any{
 		(*ExecEvent_Started)(nil),
 		(*ExecEvent_Stdout)(nil),
 		(*ExecEvent_Stderr)(nil),
 		(*ExecEvent_Exited)(nil),
 		(*ExecEvent_Dropped)(nil),
 	}
-	file_reins_executor_v1_executor_proto_msgTypes[47].OneofWrappers = []any{
+	file_reins_executor_v1_executor_proto_msgTypes[49].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Data)(nil),
 	}
@@ -3744,7 +3823,7 @@ func file_reins_executor_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_executor_v1_executor_proto_rawDesc), len(file_reins_executor_v1_executor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

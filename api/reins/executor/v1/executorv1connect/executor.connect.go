@@ -48,6 +48,8 @@ const (
 	ExecutorHealthProcedure = "/reins.executor.v1.Executor/Health"
 	// ExecutorUsageProcedure is the fully-qualified name of the Executor's Usage RPC.
 	ExecutorUsageProcedure = "/reins.executor.v1.Executor/Usage"
+	// ExecutorSyncProcedure is the fully-qualified name of the Executor's Sync RPC.
+	ExecutorSyncProcedure = "/reins.executor.v1.Executor/Sync"
 	// ExecutorExecProcedure is the fully-qualified name of the Executor's Exec RPC.
 	ExecutorExecProcedure = "/reins.executor.v1.Executor/Exec"
 	// ExecutorAttachProcedure is the fully-qualified name of the Executor's Attach RPC.
@@ -100,6 +102,10 @@ type ExecutorClient interface {
 	Health(context.Context, *connect.Request[v1.HealthRequest]) (*connect.Response[v1.HealthResponse], error)
 	// Usage reports the sandbox's resource use as seen from inside.
 	Usage(context.Context, *connect.Request[v1.UsageRequest]) (*connect.Response[v1.UsageResponse], error)
+	// Sync flushes every filesystem's cached writes to its backing store
+	// (sync(2)): the service asks before it reads the sandbox's upper layer
+	// (a suspend, a snapshot, a fork), since gVisor caches writes.
+	Sync(context.Context, *connect.Request[v1.SyncRequest]) (*connect.Response[v1.SyncResponse], error)
 	// Exec starts a process and streams its output and exit. The first event is
 	// always Started. With background set, the stream ends after Started and
 	// the process goes on; its output is kept in a bounded ring buffer that
@@ -181,6 +187,12 @@ func NewExecutorClient(httpClient connect.HTTPClient, baseURL string, opts ...co
 			httpClient,
 			baseURL+ExecutorUsageProcedure,
 			connect.WithSchema(executorMethods.ByName("Usage")),
+			connect.WithClientOptions(opts...),
+		),
+		sync: connect.NewClient[v1.SyncRequest, v1.SyncResponse](
+			httpClient,
+			baseURL+ExecutorSyncProcedure,
+			connect.WithSchema(executorMethods.ByName("Sync")),
 			connect.WithClientOptions(opts...),
 		),
 		exec: connect.NewClient[v1.ExecRequest, v1.ExecEvent](
@@ -317,6 +329,7 @@ type executorClient struct {
 	hello         *connect.Client[v1.HelloRequest, v1.HelloResponse]
 	health        *connect.Client[v1.HealthRequest, v1.HealthResponse]
 	usage         *connect.Client[v1.UsageRequest, v1.UsageResponse]
+	sync          *connect.Client[v1.SyncRequest, v1.SyncResponse]
 	exec          *connect.Client[v1.ExecRequest, v1.ExecEvent]
 	attach        *connect.Client[v1.AttachRequest, v1.ExecEvent]
 	writeStdin    *connect.Client[v1.WriteStdinRequest, v1.WriteStdinResponse]
@@ -353,6 +366,11 @@ func (c *executorClient) Health(ctx context.Context, req *connect.Request[v1.Hea
 // Usage calls reins.executor.v1.Executor.Usage.
 func (c *executorClient) Usage(ctx context.Context, req *connect.Request[v1.UsageRequest]) (*connect.Response[v1.UsageResponse], error) {
 	return c.usage.CallUnary(ctx, req)
+}
+
+// Sync calls reins.executor.v1.Executor.Sync.
+func (c *executorClient) Sync(ctx context.Context, req *connect.Request[v1.SyncRequest]) (*connect.Response[v1.SyncResponse], error) {
+	return c.sync.CallUnary(ctx, req)
 }
 
 // Exec calls reins.executor.v1.Executor.Exec.
@@ -468,6 +486,10 @@ type ExecutorHandler interface {
 	Health(context.Context, *connect.Request[v1.HealthRequest]) (*connect.Response[v1.HealthResponse], error)
 	// Usage reports the sandbox's resource use as seen from inside.
 	Usage(context.Context, *connect.Request[v1.UsageRequest]) (*connect.Response[v1.UsageResponse], error)
+	// Sync flushes every filesystem's cached writes to its backing store
+	// (sync(2)): the service asks before it reads the sandbox's upper layer
+	// (a suspend, a snapshot, a fork), since gVisor caches writes.
+	Sync(context.Context, *connect.Request[v1.SyncRequest]) (*connect.Response[v1.SyncResponse], error)
 	// Exec starts a process and streams its output and exit. The first event is
 	// always Started. With background set, the stream ends after Started and
 	// the process goes on; its output is kept in a bounded ring buffer that
@@ -545,6 +567,12 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 		ExecutorUsageProcedure,
 		svc.Usage,
 		connect.WithSchema(executorMethods.ByName("Usage")),
+		connect.WithHandlerOptions(opts...),
+	)
+	executorSyncHandler := connect.NewUnaryHandler(
+		ExecutorSyncProcedure,
+		svc.Sync,
+		connect.WithSchema(executorMethods.ByName("Sync")),
 		connect.WithHandlerOptions(opts...),
 	)
 	executorExecHandler := connect.NewServerStreamHandler(
@@ -681,6 +709,8 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 			executorHealthHandler.ServeHTTP(w, r)
 		case ExecutorUsageProcedure:
 			executorUsageHandler.ServeHTTP(w, r)
+		case ExecutorSyncProcedure:
+			executorSyncHandler.ServeHTTP(w, r)
 		case ExecutorExecProcedure:
 			executorExecHandler.ServeHTTP(w, r)
 		case ExecutorAttachProcedure:
@@ -742,6 +772,10 @@ func (UnimplementedExecutorHandler) Health(context.Context, *connect.Request[v1.
 
 func (UnimplementedExecutorHandler) Usage(context.Context, *connect.Request[v1.UsageRequest]) (*connect.Response[v1.UsageResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.Usage is not implemented"))
+}
+
+func (UnimplementedExecutorHandler) Sync(context.Context, *connect.Request[v1.SyncRequest]) (*connect.Response[v1.SyncResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.Sync is not implemented"))
 }
 
 func (UnimplementedExecutorHandler) Exec(context.Context, *connect.Request[v1.ExecRequest], *connect.ServerStream[v1.ExecEvent]) error {

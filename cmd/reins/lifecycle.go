@@ -1,0 +1,317 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+)
+
+// The lifecycle of short-lived sandboxes: suspend, resume, snapshot, fork,
+// events, and the snapshots (docs/lifecycle.md).
+
+// spin shows what runs, with the time it has taken, until the returned
+// stop is called: saving a workspace is one call that answers at its end.
+func spin(what string) (stop func()) {
+	bar := newStatusLine(os.Stderr)
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		frames := `|/-\`
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			bar.show(fmt.Sprintf("%c %s  (%.1fs)", frames[i%len(frames)], what, time.Since(bar.start).Seconds()), false)
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+		bar.Done()
+	}
+}
+
+// savedWords says what a save stored: "12 files, 3.4 MiB (1.1 MiB new)".
+func savedWords(s *reinsv1.Snapshot) string {
+	return fmt.Sprintf("%d files, %s (%s new)", s.GetFiles(), humanBytes(s.GetBytes()), humanBytes(s.GetStoredBytes()))
+}
+
+func suspendCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "suspend ID",
+		Short: "Save a sandbox's workspace and delete its guest (no CPU, memory or disk held); resume brings it back",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			stop := spin("suspending " + args[0] + ": saving its workspace")
+			resp, err := cl.Suspend(ctx, args[0])
+			stop()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), resp)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s suspended: workspace %s saved, %s\n", args[0], shortDigest(resp.Workspace.GetDigest()), savedWords(resp.Workspace))
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox and its saved workspace as JSON")
+	return c
+}
+
+func resumeCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "resume ID",
+		Short: "Bring a suspended sandbox back on a fresh guest (same id, files, limits, labels, network rules), or a paused one",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			stop := spin("resuming " + args[0])
+			sb, err := cl.Resume(ctx, args[0])
+			stop()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), sb)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s %s\n", sb.Id, sandboxStateName(sb.State))
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
+	return c
+}
+
+func snapshotSandboxCmd() *cobra.Command {
+	var name string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "snapshot ID --name NAME",
+		Short: "Save a running sandbox's workspace as a snapshot, usable as --image snapshot:NAME",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if name == "" {
+				return usageError{errors.New("snapshot needs --name NAME (a-z, 0-9, '.', '_', '-'; create from it with --image snapshot:NAME)")}
+			}
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			stop := spin("saving " + args[0] + "'s workspace as " + name)
+			s, err := cl.Snapshot(ctx, args[0], name)
+			stop()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), s)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "snapshot %s (%s): %s\n", s.Name, shortDigest(s.Digest), savedWords(s))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&name, "name", "", "the snapshot's name")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the snapshot as JSON")
+	return c
+}
+
+func forkCmd() *cobra.Command {
+	var count int
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "fork ID [--count N]",
+		Short: "Make N new sandboxes from a running sandbox's current files; prints one id per line",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if count < 1 || count > 64 {
+				return usageError{errors.New("--count must be from 1 to 64")}
+			}
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			stop := spin(fmt.Sprintf("forking %s into %d sandboxes", args[0], count))
+			sbs, err := cl.Fork(ctx, args[0], count)
+			stop()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSONList(c.OutOrStdout(), sbs)
+			}
+			for _, sb := range sbs {
+				fmt.Fprintln(c.OutOrStdout(), sb.Id)
+			}
+			return nil
+		},
+	}
+	c.Flags().IntVar(&count, "count", 1, "how many sandboxes (1 to 64)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the sandboxes as a JSON array")
+	return c
+}
+
+func eventsCmd() *cobra.Command {
+	var follow, asJSON bool
+	var after int64
+	c := &cobra.Command{
+		Use:   "events [ID]",
+		Short: "Show sandboxes' lifecycle events (created, expiring, suspended, resumed, snapshot, forked, stopped); all yours without ID",
+		Args:  usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			id := ""
+			if len(args) == 1 {
+				id = args[0]
+			}
+			w := c.OutOrStdout()
+			return cl.Events(ctx, id, after, follow, func(e *reinsv1.SandboxLifecycleEvent) error {
+				if asJSON {
+					return printJSONLine(w, e)
+				}
+				printEvent(w, e)
+				return nil
+			})
+		},
+	}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "wait for new events until interrupted")
+	c.Flags().Int64Var(&after, "after", 0, "only events after this sequence number")
+	c.Flags().BoolVar(&asJSON, "json", false, "print each event as a JSON line")
+	return c
+}
+
+func printEvent(w io.Writer, e *reinsv1.SandboxLifecycleEvent) {
+	line := fmt.Sprintf("%d  %s  %s  %-9s", e.Seq, time.Unix(0, e.TimeUnixNano).Format("15:04:05.000"), e.Sandbox, e.Kind)
+	if r := sandboxReasonName(e.Reason); r != "" {
+		line += "  " + r
+	}
+	if e.Message != "" {
+		line += "  " + e.Message
+	}
+	if e.Snapshot != "" {
+		line += "  [" + shortDigest(e.Snapshot) + "]"
+	}
+	fmt.Fprintln(w, line)
+}
+
+// shortDigest is the first 12 hex digits of a sha256 digest.
+func shortDigest(d string) string {
+	h := strings.TrimPrefix(d, "sha256:")
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func snapshotCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "snapshot",
+		Short: "List and remove saved workspaces (reins sandbox snapshot ID --name NAME makes one)",
+	}
+	c.AddCommand(snapshotLsCmd(), snapshotRmCmd())
+	return group(c)
+}
+
+func snapshotLsCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List your snapshots, newest first, with who needs each",
+		Args:    usageArgs(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			list, err := cl.ListSnapshots(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSONList(c.OutOrStdout(), list)
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tDIGEST\tSANDBOX\tIMAGE\tCREATED\tFILES\tSIZE\tNEEDED BY")
+			for _, s := range list {
+				name := s.Name
+				if name == "" {
+					name = "-"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, shortDigest(s.Digest), s.Sandbox, s.Image,
+					ago(s.CreatedUnixNano), s.Files, humanBytes(s.Bytes), strings.Join(s.NeededBy, ","))
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func snapshotRmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm NAME...",
+		Short: "Remove snapshots (a name, or an unnamed one's sha256:… digest); refused while a sandbox or template needs one",
+		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			var errs []error
+			for _, name := range args {
+				if err := cl.DeleteSnapshot(ctx, name); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintln(c.OutOrStdout(), name)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+// onExpireArg is the API's action for --on-expire.
+func onExpireArg(s string) (reinsv1.ExpireAction, error) {
+	switch s {
+	case "":
+		return reinsv1.ExpireAction_EXPIRE_ACTION_UNSPECIFIED, nil
+	case "suspend":
+		return reinsv1.ExpireAction_EXPIRE_ACTION_SUSPEND, nil
+	case "delete":
+		return reinsv1.ExpireAction_EXPIRE_ACTION_DELETE, nil
+	}
+	return 0, usageError{fmt.Errorf("--on-expire %q: choose suspend (keep the workspace; resume brings it back) or delete", s)}
+}

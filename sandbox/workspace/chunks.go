@@ -1,0 +1,100 @@
+package workspace
+
+import (
+	"encoding/hex"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// chunkName is a chunk's path below DIR/chunks.
+func chunkName(sum [32]byte) string {
+	h := hex.EncodeToString(sum[:])
+	return h[:2] + "/" + h
+}
+
+// putChunk stores data, whose sha256 is sum, unless a whole copy is there
+// already; it reports whether it wrote one. The chunk is made as an
+// anonymous file and linked in whole, so a name always holds all of its
+// bytes (durable once the capture syncs the store's filesystem).
+func (s *Store) putChunk(sum [32]byte, data []byte) (bool, error) {
+	name := chunkName(sum)
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.chunks, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Size == int64(len(data)) {
+		return false, nil
+	}
+	fd, err := unix.Openat(s.chunks, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o400)
+	if err != nil {
+		return false, storeError(err)
+	}
+	defer unix.Close(fd)
+	for b := data; len(b) > 0; {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false, storeError(err)
+		}
+		b = b[n:]
+	}
+	err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), s.chunks, name, unix.AT_SYMLINK_FOLLOW)
+	if err == unix.EEXIST {
+		// Another capture linked the same content first, or a damaged
+		// copy (a crash) sits there: replace that one.
+		if unix.Fstatat(s.chunks, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Size == int64(len(data)) {
+			return false, nil
+		}
+		tmp := name + ".new"
+		unix.Unlinkat(s.chunks, tmp, 0)
+		if err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), s.chunks, tmp, unix.AT_SYMLINK_FOLLOW); err == nil {
+			err = unix.Renameat(s.chunks, tmp, s.chunks, name)
+		}
+	}
+	if err != nil {
+		return false, storeError(err)
+	}
+	return true, nil
+}
+
+// readChunk reads the chunk c into buf (of at least c.n bytes) and checks
+// that it is whole and hashes to its name.
+func (s *Store) readChunk(c chunkRef, buf []byte) ([]byte, error) {
+	fd, err := unix.Openat(s.chunks, chunkName(c.sum), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return nil, errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf("its chunk sha256:%x is missing from the workspace store", c.sum))
+	}
+	if err != nil {
+		return nil, storeError(err)
+	}
+	defer unix.Close(fd)
+	b := buf[:c.n]
+	for off := 0; off < len(b); {
+		n, err := unix.Pread(fd, b[off:], int64(off))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if n == 0 {
+			return nil, chunkDamaged(c)
+		}
+		off += n
+	}
+	var one [1]byte
+	if n, _ := unix.Pread(fd, one[:], c.n); n != 0 {
+		return nil, chunkDamaged(c)
+	}
+	if sha(b) != c.sum {
+		return nil, chunkDamaged(c)
+	}
+	return b, nil
+}
+
+func chunkDamaged(c chunkRef) error {
+	return errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf(
+		"its chunk sha256:%x in the workspace store is damaged (its bytes do not match its digest or its length %d)", c.sum, c.n))
+}
