@@ -53,7 +53,7 @@ type Server struct {
 	snapshots Snapshots
 	// pausers, when set, serves Pause (pause.go).
 	pausers Pausers
-	egress    EgressLogs
+	egress  EgressLogs
 	// ports, when set, serves port URLs (ports.go) through portProxy,
 	// at most PortConnsPerSandbox at once per sandbox.
 	ports     *Ports

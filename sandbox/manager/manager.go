@@ -985,11 +985,11 @@ func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
 		if reason == sandbox.ReasonTTLExpired && (b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt)) {
 			return // extended meanwhile
 		}
-	case sandbox.StateSuspended:
+	case sandbox.StateSuspended, sandbox.StatePaused:
 		if b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt) {
 			return // resumed or extended meanwhile, or just suspended
 		}
-		m.log.Info("suspended sandbox deleted", "sandbox", b.rec.ID, "message", msg)
+		m.log.Info(string(b.rec.State)+" sandbox deleted", "sandbox", b.rec.ID, "message", msg)
 		m.stopLocked(b, reason, msg)
 		if err := m.cleanup(b, true); err != nil {
 			m.log.Warn("cleanup failed", "sandbox", b.rec.ID, "err", err)

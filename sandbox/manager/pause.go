@@ -135,9 +135,18 @@ func (m *Manager) pauseLocked(ctx context.Context, b *box) (int64, error) {
 	m.releaseLocked(b)
 	b.rec.Pid, b.rec.PidStart = 0, 0
 	b.rec.PausedMemoryBytes = n
+	// Kept as long as a suspended sandbox is (then deleted with the
+	// reason, unless extended or resumed); the TTL starts again at the
+	// resume.
+	b.rec.ExpiresAt = time.Time{}
+	if m.cfg.SuspendedRetention > 0 {
+		b.rec.ExpiresAt = time.Now().Add(m.cfg.SuspendedRetention)
+	}
+	b.warned = time.Time{}
 	if err := m.setState(b, sandbox.StatePaused, "", ""); err != nil {
 		return 0, err
 	}
+	m.emit(b, LifecycleEvent{Kind: EventPaused, Message: "paused with its memory (" + sandbox.FormatBytes(n) + " image)"})
 	return n, nil
 }
 
@@ -154,6 +163,11 @@ func (m *Manager) checkpointLocked(ctx context.Context, b *box) error {
 	ex := b.client
 	if ex == nil {
 		return fmt.Errorf("sandbox %s: no connection to its executor: %w", b.rec.ID, errdefs.ErrUnavailable)
+	}
+	// What the sandbox wrote, on its disk before the image is taken
+	// (the disk is what the restore mounts again).
+	if err := ex.Sync(ctx); err != nil {
+		m.log.Warn("flush before the pause failed", "sandbox", b.rec.ID, "err", err)
 	}
 	m.stopGateway(b)
 	if err := ex.ReleaseHost(ctx); err != nil {
@@ -204,12 +218,22 @@ func (m *Manager) resumePausedLocked(ctx context.Context, b *box) error {
 		return fmt.Errorf("sandbox %s is paused but its memory image is gone: remove it (reins sandbox rm %s): %w", id, id, errdefs.ErrFailedPrecondition)
 	}
 	b.activity = time.Now()
+	prevExpiry := b.rec.ExpiresAt
+	b.rec.ExpiresAt = time.Time{}
+	if b.rec.Spec.TTL > 0 {
+		b.rec.ExpiresAt = b.activity.Add(b.rec.Spec.TTL)
+	}
 	if err := m.restoreLocked(ctx, b, dir); err != nil {
 		m.releaseLocked(b)
+		b.rec.ExpiresAt = prevExpiry
+		if werr := writeRecord(b.dir, &b.rec); werr != nil {
+			m.log.Warn("writing record failed", "sandbox", id, "err", werr)
+		}
 		return fmt.Errorf("resuming sandbox %s: %w; it stays paused: try again, or remove it (reins sandbox rm %s)", id, err, id)
 	}
 	os.RemoveAll(dir)
 	os.Remove(filepath.Join(b.dir, checkpointRecord))
+	m.emit(b, LifecycleEvent{Kind: EventResumed, Message: "resumed from its pause, memory and processes as they were"})
 	b.rec.PausedMemoryBytes = 0
 	if err := writeRecord(b.dir, &b.rec); err != nil {
 		m.log.Warn("writing record failed", "sandbox", id, "err", err)

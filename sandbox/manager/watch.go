@@ -150,11 +150,11 @@ func (m *Manager) checkAll(ctx context.Context) {
 				m.forget(b)
 			}
 			continue
-		case sandbox.StateSuspended:
+		case sandbox.StateSuspended, sandbox.StatePaused:
 			b.mu.Unlock()
 			if !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt) {
-				m.expire(b, sandbox.ReasonTTLExpired, fmt.Sprintf("it stayed suspended past %s (reins serve --suspended-retention, or the ttl an extend gave it), so it was deleted with its workspace",
-					rec.ExpiresAt.Format(time.RFC3339)))
+				m.expire(b, sandbox.ReasonTTLExpired, fmt.Sprintf("it stayed %s past %s (reins serve --suspended-retention, or the ttl an extend gave it), so it was deleted with its workspace",
+					rec.State, rec.ExpiresAt.Format(time.RFC3339)))
 			}
 			continue
 		case sandbox.StateRunning:
