@@ -459,6 +459,9 @@ type createOpts struct {
 	origin string
 	// reserved: the quota was checked and a place held (reserve).
 	reserved bool
+	// memory: restore the new sandbox from another's checkpoint, on a
+	// copy of its disk, with its image (ForkMemory).
+	memory *memorySource
 }
 
 // CreateFrom is Create for a sandbox that replaces stopped sandbox oldID:
@@ -502,7 +505,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		// the service dials no private address for it.
 		rctx = image.Untrusted(ctx)
 	}
-	if o.from == nil && strings.HasPrefix(spec.Image, SnapshotPrefix) {
+	if o.from == nil && o.memory == nil && strings.HasPrefix(spec.Image, SnapshotPrefix) {
 		s, err := m.resolveSnapshot(tenant, strings.TrimPrefix(spec.Image, SnapshotPrefix))
 		if err != nil {
 			return Record{}, false, err
@@ -510,7 +513,9 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		o.from = &s
 	}
 	var img Image
-	if o.from != nil {
+	if o.memory != nil {
+		img = o.memory.img
+	} else if o.from != nil {
 		if m.cfg.Workspaces == nil {
 			return Record{}, false, fmt.Errorf("this service keeps no workspaces, so it cannot make a sandbox from a snapshot: %w", errdefs.ErrUnimplemented)
 		}
@@ -532,6 +537,9 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		// Its workspace is the snapshot until it saves its own: the
 		// fresh disk gets it at the start (localRoot).
 		b.rec.Origin, b.rec.Workspace, b.rec.Base = o.origin, o.from.Digest, o.from.Digest
+	}
+	if o.memory != nil {
+		b.rec.Origin = o.origin
 	}
 	if spec.Gateway != nil {
 		b.rec.GatewayToken = newGatewayToken() // recorded below, before the sandbox (or anyone) sees it
@@ -560,7 +568,11 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	log := m.log.With("sandbox", b.rec.ID, "tenant", tenant)
 	restored := oldID != "" && m.takeDisk(oldID, b.dir)
 	progress(sandbox.Progress{Phase: sandbox.PhaseBoot, Message: "starting " + spec.Backend + " sandbox"})
-	if err := m.start(ctx, b, img); err != nil {
+	start := m.start
+	if o.memory != nil {
+		start = func(ctx context.Context, b *box, _ Image) error { return m.restoreFork(ctx, b, o.memory) }
+	}
+	if err := start(ctx, b, img); err != nil {
 		log.Warn("create failed", "err", err)
 		m.stopLocked(b, sandbox.ReasonError, err.Error())
 		m.cleanup(b, true)
