@@ -38,25 +38,12 @@ type memorySource struct {
 // CheckpointCapable can; a sandbox with a model gateway cannot (its
 // processes hold its gateway token): Fork carries files only.
 func (m *Manager) ForkMemory(ctx context.Context, tenant, id string, n int) ([]sandbox.Info, error) {
-	if n == 0 {
-		n = 1
-	}
-	if n < 1 || n > MaxFork {
-		return nil, fmt.Errorf("fork count %d: give 1 to %d: %w", n, MaxFork, errdefs.ErrInvalidArgument)
-	}
-	b, err := m.lookup(tenant, id)
+	b, n, release, err := m.forkStart(ctx, tenant, id, n)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	owner := b.tenant
-	limit, err := m.limit(ctx, owner)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.reserve(owner, limit, n, nil); err != nil {
-		return nil, err
-	}
-	defer m.unreserve(owner, n)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -72,28 +59,9 @@ func (m *Manager) ForkMemory(ctx context.Context, tenant, id string, n int) ([]s
 	}
 	spec := b.rec.Spec
 	spec.Labels = maps.Clone(spec.Labels)
-	out := make([]sandbox.Info, n)
-	errs := make([]error, n)
-	sem := make(chan struct{}, forkParallel)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			rec, _, err := m.create(ctx, owner, spec, createOpts{memory: src, origin: "fork:" + id, reserved: true})
-			out[i], errs[i] = rec.Info, err
-		})
-	}
-	wg.Wait()
+	out, err := m.createN(ctx, owner, spec, n, createOpts{memory: src, origin: "fork:" + id, reserved: true})
 	resumeErr := m.resumePausedLocked(context.WithoutCancel(ctx), b)
-	if err := errors.Join(errs...); err != nil {
-		for _, info := range out {
-			if info.ID != "" {
-				if derr := m.Delete(context.WithoutCancel(ctx), "", info.ID); derr != nil {
-					m.log.Warn("removing a fork of a failed fork", "sandbox", info.ID, "err", derr)
-				}
-			}
-		}
+	if err != nil {
 		return nil, errors.Join(fmt.Errorf("forking sandbox %s with its memory: %w", id, err), resumeErr)
 	}
 	ids := make([]string, n)

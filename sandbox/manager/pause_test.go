@@ -87,6 +87,22 @@ func askPort(t *testing.T, ctx context.Context, c *client.Client) int {
 	return n
 }
 
+// counterBox is a busybox gVisor sandbox of m running pauseCounter,
+// which has counted a few times.
+func counterBox(t *testing.T, ctx context.Context, m *Manager) (sandbox.Info, *client.Client) {
+	t.Helper()
+	id, c, _ := pausedBox(t, m, sandbox.Limits{})
+	if _, err := c.Start(ctx, &executorv1.ExecRequest{Argv: []string{"sh", "-c", pauseCounter}, Background: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, ctx, c, 3)
+	info, err := m.Get(ctx, "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info, c
+}
+
 func waitCount(t *testing.T, ctx context.Context, c *client.Client, over int) int {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -109,19 +125,7 @@ func TestPauseResume(t *testing.T) {
 	m := gvisorManager(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := m.Create(ctx, "", sandbox.Spec{Image: "busybox"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Delete(context.Background(), "", info.ID) })
-	c, err := m.Client(ctx, "", info.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Start(ctx, &executorv1.ExecRequest{Argv: []string{"sh", "-c", pauseCounter}, Background: true}); err != nil {
-		t.Fatal(err)
-	}
-	waitCount(t, ctx, c, 3)
+	info, _ := counterBox(t, ctx, m)
 
 	paused, instead, n, err := m.Pause(ctx, "", info.ID, false)
 	if err != nil || instead {
@@ -229,19 +233,7 @@ func TestForkMemory(t *testing.T) {
 	m := gvisorManager(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := m.Create(ctx, "", sandbox.Spec{Image: "busybox"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Delete(context.Background(), "", info.ID) })
-	c, err := m.Client(ctx, "", info.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Start(ctx, &executorv1.ExecRequest{Argv: []string{"sh", "-c", pauseCounter}, Background: true}); err != nil {
-		t.Fatal(err)
-	}
-	waitCount(t, ctx, c, 3)
+	info, c := counterBox(t, ctx, m)
 	forks, err := m.ForkMemory(ctx, "", info.ID, 2)
 	if err != nil {
 		t.Fatalf("ForkMemory: %v", err)
