@@ -80,8 +80,8 @@ const forkParallel = 10
 // gateway token, the source's spec (limits, labels, env, network rules,
 // gateway) and origin "fork:ID". The tenant's quota is checked for all n
 // first; should any of them fail, the others are removed: all or none.
-// The source keeps running. (Memory is not carried: a seam for a
-// sandbox.Checkpointer to add it.)
+// The source keeps running. (Memory is not carried: ForkMemory carries
+// it, on a backend that is a sandbox.Checkpointer.)
 func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox.Info, error) {
 	b, n, release, err := m.forkStart(ctx, tenant, id, n)
 	if err != nil {
