@@ -49,6 +49,9 @@ type Record struct {
 	// Base is the digest of the snapshot it was made from (a create from
 	// snapshot:, a fork), which it needs while it is not stopped.
 	Base string `json:"base,omitempty"`
+	// PausedMemoryBytes is the size of a paused sandbox's memory image
+	// (DIR/checkpoint); 0 when it is not paused.
+	PausedMemoryBytes int64 `json:"paused_memory_bytes,omitempty"`
 	// DiskKept says a suspended sandbox kept its disk (no workspace
 	// store, or its last save failed): it wakes on it. Otherwise a disk
 	// found at a wake is a half-made one (a crash mid-restore) and goes.
