@@ -49,9 +49,15 @@ func (c *Client) Snapshot(ctx context.Context, id, name string) (*reinsv1.Snapsh
 
 // Fork makes count sandboxes from sandbox id's current state.
 func (c *Client) Fork(ctx context.Context, id string, count int) ([]*reinsv1.Sandbox, error) {
+	return c.ForkWith(ctx, id, count, false)
+}
+
+// ForkWith is Fork, with the source's memory and processes too when
+// memory is set (a backend that can checkpoint: gvisor).
+func (c *Client) ForkWith(ctx context.Context, id string, count int, memory bool) ([]*reinsv1.Sandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, SaveTimeout)
 	defer cancel()
-	resp, err := c.sandboxes.Fork(ctx, connect.NewRequest(&reinsv1.ForkSandboxRequest{Id: id, Count: int32(count)}))
+	resp, err := c.sandboxes.Fork(ctx, connect.NewRequest(&reinsv1.ForkSandboxRequest{Id: id, Count: int32(count), Memory: memory}))
 	if err != nil {
 		return nil, c.wrap(err)
 	}

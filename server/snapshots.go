@@ -20,6 +20,12 @@ type Snapshots interface {
 	DeleteSnapshot(ctx context.Context, tenant, name string) error
 }
 
+// memoryForker is what a fork with memory needs: the manager has it
+// (ForkMemory, on a backend that can checkpoint).
+type memoryForker interface {
+	ForkMemory(ctx context.Context, tenant, id string, n int) ([]sandbox.Info, error)
+}
+
 // WithSnapshots serves Snapshot, Fork, ListSnapshots and DeleteSnapshot.
 func (s *Server) WithSnapshots(x Snapshots) *Server {
 	s.snapshots = x
@@ -53,7 +59,15 @@ func (s *Server) Fork(ctx context.Context, req *connect.Request[reinsv1.ForkSand
 	if err := s.needSnapshots(); err != nil {
 		return nil, err
 	}
-	infos, err := s.snapshots.Fork(ctx, tenant(ctx), req.Msg.Id, int(req.Msg.Count))
+	fork := s.snapshots.Fork
+	if req.Msg.Memory {
+		mf, ok := s.snapshots.(memoryForker)
+		if !ok {
+			return nil, errdefs.WithMessage(errdefs.ErrUnimplemented, "this service cannot fork a sandbox's memory: fork without --memory")
+		}
+		fork = mf.ForkMemory
+	}
+	infos, err := fork(ctx, tenant(ctx), req.Msg.Id, int(req.Msg.Count))
 	if err != nil {
 		return nil, err
 	}

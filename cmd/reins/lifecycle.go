@@ -136,10 +136,10 @@ func snapshotSandboxCmd() *cobra.Command {
 
 func forkCmd() *cobra.Command {
 	var count int
-	var asJSON bool
+	var asJSON, memory bool
 	c := &cobra.Command{
-		Use:   "fork ID [--count N]",
-		Short: "Make N new sandboxes from a running sandbox's current files; prints one id per line",
+		Use:   "fork ID [--count N] [--memory]",
+		Short: "Make N new sandboxes from a running sandbox's current files (and, with --memory, its processes); prints one id per line",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if count < 1 || count > 64 {
@@ -151,7 +151,7 @@ func forkCmd() *cobra.Command {
 			}
 			defer cancel()
 			stop := spin(fmt.Sprintf("forking %s into %d sandboxes", args[0], count))
-			sbs, err := cl.Fork(ctx, args[0], count)
+			sbs, err := cl.ForkWith(ctx, args[0], count, memory)
 			stop()
 			if err != nil {
 				return err
@@ -166,6 +166,7 @@ func forkCmd() *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&count, "count", 1, "how many sandboxes (1 to 64)")
+	c.Flags().BoolVar(&memory, "memory", false, "carry the source's memory and processes too (gvisor: a checkpoint restored in each fork, one after another, so slower than a fork of files)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the sandboxes as a JSON array")
 	return c
 }

@@ -159,3 +159,57 @@ func TestPauseRunc(t *testing.T) {
 	s.must("sandbox", "resume", id)
 	s.must("sandbox", "rm", id)
 }
+
+// TestForkMemory: `sandbox fork --memory` carries the source's processes
+// and memory into each fork (the counter goes on counting there, from
+// where the source was, and a file in the in-memory /tmp is there), each
+// fork its own sandbox (a write in one is not in the other, nor in the
+// source) while the source keeps counting; a fork of files only has the
+// counter's file but no counter, and --memory on runc is refused.
+func TestForkMemory(t *testing.T) {
+	s := startService(t)
+	id := s.create("--backend", "gvisor", "--memory", "256M")
+	s.must("sandbox", "exec", id, "--", "sh", "-c", "echo in-memory > /tmp/mark")
+	s.must("sandbox", "exec", "--detach", id, "--", "sh", "-c", pauseCounter)
+	before := waitPauseCount(t, s, id, 3)
+
+	forks := strings.Fields(s.must("sandbox", "fork", id, "--count", "2", "--memory"))
+	if len(forks) != 2 || forks[0] == forks[1] || forks[0] == id || forks[1] == id {
+		t.Fatalf("fork --memory --count 2 printed %q", forks)
+	}
+	for _, f := range forks {
+		if got := pauseCounts(t, s, f); got < before {
+			t.Errorf("fork %s: count.log has %d counts, want the source's %d at least", f, got, before)
+		}
+		n := pauseCounts(t, s, f)
+		waitPauseCount(t, s, f, n+2) // its counter runs, in order, from the source's count
+		if out := s.must("sandbox", "exec", f, "--", "cat", "/tmp/mark"); out != "in-memory\n" {
+			t.Errorf("fork %s: /tmp/mark (gVisor's in-memory /tmp) is %q, want the source's", f, out)
+		}
+	}
+	s.must("sandbox", "exec", forks[0], "--", "sh", "-c", "echo mine > /workspace/only0")
+	for _, other := range []string{forks[1], id} {
+		if r := s.run("sandbox", "exec", other, "--", "cat", "/workspace/only0"); r.code == 0 {
+			t.Errorf("%s sees fork %s's file", other, forks[0])
+		}
+	}
+	waitPauseCount(t, s, id, pauseCounts(t, s, id)+2) // the source goes on
+
+	files := strings.Fields(s.must("sandbox", "fork", id))
+	if len(files) != 1 {
+		t.Fatalf("fork printed %q", files)
+	}
+	n := pauseCounts(t, s, files[0])
+	time.Sleep(time.Second)
+	if again := pauseCounts(t, s, files[0]); n == 0 || again != n {
+		t.Errorf("a fork of files only: count.log had %d then %d counts; want the source's file, and no counter", n, again)
+	}
+
+	rc := s.create("--backend", "runc")
+	if r := s.run("sandbox", "fork", rc, "--memory"); r.code == 0 || !strings.Contains(r.stderr, "memory") {
+		t.Errorf("fork --memory on runc: %s, want a refusal that says it cannot keep memory", r)
+	}
+	for _, x := range append(append(forks, files...), id, rc) {
+		s.must("sandbox", "rm", x)
+	}
+}

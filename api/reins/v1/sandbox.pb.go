@@ -2488,9 +2488,13 @@ func (x *SnapshotSandboxResponse) GetSnapshot() *Snapshot {
 }
 
 type ForkSandboxRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Count         int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"` // 1..64; 0 means 1
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Count int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"` // 1..64; 0 means 1
+	// memory carries the source's memory and processes too (a gVisor
+	// checkpoint restored in each fork, one after another); a backend that
+	// cannot is refused.
+	Memory        bool `protobuf:"varint,3,opt,name=memory,proto3" json:"memory,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2537,6 +2541,13 @@ func (x *ForkSandboxRequest) GetCount() int32 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *ForkSandboxRequest) GetMemory() bool {
+	if x != nil {
+		return x.Memory
+	}
+	return false
 }
 
 type ForkSandboxResponse struct {
@@ -3906,10 +3917,11 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"I\n" +
 	"\x17SnapshotSandboxResponse\x12.\n" +
-	"\bsnapshot\x18\x01 \x01(\v2\x12.reins.v1.SnapshotR\bsnapshot\":\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x12.reins.v1.SnapshotR\bsnapshot\"R\n" +
 	"\x12ForkSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"F\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x16\n" +
+	"\x06memory\x18\x03 \x01(\bR\x06memory\"F\n" +
 	"\x13ForkSandboxResponse\x12/\n" +
 	"\tsandboxes\x18\x01 \x03(\v2\x11.reins.v1.SandboxR\tsandboxes\"\xb9\x02\n" +
 	"\bSnapshot\x12\x12\n" +
