@@ -184,7 +184,29 @@ func TestTemplateStartReady(t *testing.T) {
 	if got := s.must("sandbox", "exec", id, "--", "wget", "-q", "-O-", "http://127.0.0.1:8080/"); got != "hello-web\n" {
 		t.Errorf("the first exec got %q from the template's server, want hello-web", got)
 	}
+	// Suspended and resumed on a fresh guest, it runs the start again.
+	s.must("sandbox", "suspend", id)
+	s.must("sandbox", "resume", id)
+	if got := s.must("sandbox", "exec", id, "--", "wget", "-q", "-O-", "http://127.0.0.1:8080/"); got != "hello-web\n" {
+		t.Errorf("after a resume the template's server answered %q, want hello-web", got)
+	}
 	s.must("sandbox", "rm", id)
+
+	// A ready that succeeds in the build sandbox (its /tmp, a tmpfs, is
+	// not in the snapshot) but never in the template's sandboxes: create
+	// fails with the timeout and leaves no running sandbox.
+	r = s.run("template", "build", "flaky", "--from", "busybox", "--run", "touch /tmp/only-in-the-build",
+		"--start", "echo started; exec sleep 600", "--ready", "test -f /tmp/only-in-the-build", "--ready-timeout", "2s")
+	if r.code != 0 {
+		t.Fatalf("build flaky: %s", r)
+	}
+	r = s.run("sandbox", "create", "--image", "template:flaky")
+	if r.code == 0 || !strings.Contains(r.stderr, "did not exit 0 within 2s") || !strings.Contains(r.stderr, "started") {
+		t.Errorf("create from a template whose ready fails: %s", r)
+	}
+	if out := s.must("sandbox", "ls", "--json"); strings.Contains(out, "SANDBOX_STATE_RUNNING") {
+		t.Errorf("a create whose ready failed left a running sandbox:\n%s", out)
+	}
 
 	r = s.run("template", "build", "never", "--from", "busybox",
 		"--start", "echo listening; exec sleep 600", "--ready", "echo not yet; false", "--ready-timeout", "2s")
