@@ -104,6 +104,9 @@ func testTemplateBuild(t *testing.T, img string) {
 		t.Errorf("template rm while %s uses it: %s", id, r)
 	}
 
+	// The records and the cache survive a restart of the service.
+	s.stop()
+	s.start()
 	// The same build again: every step cached, nothing ran twice.
 	r = build("hello")
 	if r.code != 0 {
