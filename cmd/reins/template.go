@@ -16,6 +16,7 @@ import (
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/archive"
 	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/sandbox/template"
 	"github.com/reinsdev/reins/server"
 )
 
@@ -232,7 +233,7 @@ func (b *buildPrinter) progress(p *reinsv1.TemplateProgress) {
 		b.bar.Done()
 		b.step, b.what = int(p.Step), p.What
 		switch {
-		case p.Step > p.Steps:
+		case p.Step == 0 || p.Step > p.Steps:
 			fmt.Fprintf(b.w, "%s\n", p.What)
 		case p.Cached:
 			fmt.Fprintf(b.w, "step %d/%d %s: cached\n", p.Step, p.Steps, p.What)
@@ -245,13 +246,9 @@ func (b *buildPrinter) progress(p *reinsv1.TemplateProgress) {
 		io.WriteString(b.w, p.Output)
 	}
 	if sp := p.Progress; sp != nil {
-		if sp.Phase == reinsv1.ProgressPhase_PROGRESS_PHASE_UNSPECIFIED && sp.Message != "" {
-			if sp.Total > 0 && sp.Done >= sp.Total {
-				b.bar.Done()
-				fmt.Fprintf(b.w, "  %s\n", sp.Message)
-			} else {
-				b.bar.show("  "+sp.Message, false)
-			}
+		if sp.Item == template.ItemSaved {
+			b.bar.Done()
+			fmt.Fprintf(b.w, "  %s\n", sp.Message)
 			return
 		}
 		b.bar.Progress(sp)
