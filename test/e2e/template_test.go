@@ -104,6 +104,10 @@ func testTemplateBuild(t *testing.T, img string) {
 		t.Errorf("template rm while %s uses it: %s", id, r)
 	}
 
+	// The template's snapshot cannot be removed from under it.
+	if r := s.run("snapshot", "rm", first.Snapshot); r.code == 0 || !strings.Contains(r.stderr, "template:app") {
+		t.Errorf("snapshot rm of the template's snapshot: %s; want it refused, naming template:app", r)
+	}
 	// The records and the cache survive a restart of the service.
 	s.stop()
 	s.start()
