@@ -196,6 +196,24 @@ func (c *Client) Extend(ctx context.Context, id string, ttl time.Duration) (*rei
 	return resp.Msg.Sandbox, nil
 }
 
+// Pause keeps sandbox id's memory and processes and releases its compute;
+// with orSuspend, a backend that cannot keep memory suspends it instead
+// (the answer says so). Writing the memory out takes a while: the call
+// has PauseTimeout.
+func (c *Client) Pause(ctx context.Context, id string, orSuspend bool) (*reinsv1.PauseSandboxResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, PauseTimeout)
+	defer cancel()
+	resp, err := c.sandboxes.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: orSuspend}))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg, nil
+}
+
+// PauseTimeout bounds a Pause: a sandbox's whole memory written to the
+// service's disk.
+const PauseTimeout = 5 * time.Minute
+
 // UnaryTimeout bounds calls that return one answer, so a service or an
 // executor that does not answer fails the call instead of hanging it.
 const UnaryTimeout = 60 * time.Second

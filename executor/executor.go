@@ -91,7 +91,7 @@ type Server struct {
 	fs      *files.FS
 	procs   *process.Table
 	log     *slog.Logger
-	token   [sha256.Size]byte
+	token   atomic.Pointer[[sha256.Size]byte] // changed by a rekey (checkpoint.go)
 	env     []string
 	started time.Time
 	// activity is when anything last happened (process.MonoNow).
@@ -101,6 +101,9 @@ type Server struct {
 	memory   settler
 	ports    ports
 	gateway  gatewayListener
+	// host is the listener Serve was given when it can be let go of
+	// for a checkpoint (HostListener).
+	host atomic.Pointer[HostListener]
 }
 
 var _ executorv1connect.ExecutorHandler = (*Server)(nil)
@@ -118,7 +121,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, fs: fsys, log: cfg.Logger, started: time.Now(), token: sha256.Sum256([]byte(cfg.Token))}
+	s := &Server{cfg: cfg, fs: fsys, log: cfg.Logger, started: time.Now()}
+	s.setToken(cfg.Token)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -170,17 +174,22 @@ func (s *Server) Handler() http.Handler {
 		// Usage, and that must not keep an idle sandbox alive.
 		// A gateway request is not activity by itself: the service keeps
 		// accepts waiting in every sandbox with a gateway; a handover is.
+		// A checkpoint call is no activity either.
 		port, gw := strings.HasPrefix(r.URL.Path, PortPath), strings.HasPrefix(r.URL.Path, gatewayPrefix)
-		if port || gw {
+		ckpt := strings.HasPrefix(r.URL.Path, checkpointPrefix)
+		if port || gw || ckpt {
 			if port {
 				s.touch()
 			}
-			if !s.authorized(r.Header.Get("Authorization")) {
+			switch {
+			case !s.authorized(r.Header.Get("Authorization")):
 				portError(w, http.StatusUnauthorized, "missing or wrong executor token")
-			} else if port {
+			case port:
 				s.servePort(w, r)
-			} else {
+			case gw:
 				s.serveGateway(w, r)
+			default:
+				s.serveCheckpoint(w, r)
 			}
 			return
 		}
@@ -206,7 +215,7 @@ func (s *Server) authorized(header string) bool {
 	}
 	// Hashing first makes the comparison constant-time in the length too.
 	sum := sha256.Sum256([]byte(tok))
-	return subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
+	return subtle.ConstantTimeCompare(sum[:], s.token.Load()[:]) == 1
 }
 
 // HTTPServer returns an http.Server for the API speaking HTTP/1.1 and
@@ -233,6 +242,9 @@ func (s *Server) Serve(l net.Listener) error {
 	hs := s.HTTPServer()
 	if !s.http.CompareAndSwap(nil, hs) {
 		return errors.New("executor: Serve called twice")
+	}
+	if h, ok := l.(*HostListener); ok {
+		s.host.Store(h)
 	}
 	// A Close that came first found no server to stop: stop here. (Close
 	// sets closed before it looks for the server, so one of the two sees

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/reinsdev/reins/egress"
@@ -242,16 +243,29 @@ type RootMaker interface {
 // sandbox's memory and processes and restore them (gVisor's runsc
 // checkpoint and restore): pause and, where it can, fork and warm
 // templates (docs/decisions/0032-short-lived-sandboxes.md).
+//
+// The sandbox's init must hold no host socket when it is saved (gVisor
+// cannot save one): the executor lets go of its own when asked before the
+// checkpoint, and listens again on RelistenSignal, which the backend
+// sends after a restore and after a checkpoint that failed.
 type Checkpointer interface {
 	// Checkpoint saves sandbox id's memory and processes under dir (a
 	// directory the service made, on the host, that the sandbox cannot
-	// reach) and ends the sandbox.
+	// reach) and ends the sandbox. When it fails the sandbox runs on, as
+	// it was, and the error says why (errdefs.ErrNoSpace for a full host
+	// disk).
 	Checkpoint(ctx context.Context, id, dir string) error
 	// Restore starts the sandbox b from the image Checkpoint left in dir,
 	// its processes continuing where they were, and returns where its
-	// executor is reached, as Start does.
+	// executor is reached, as Start does. b may be another sandbox's
+	// (a fork): its root filesystem must hold the same files.
 	Restore(ctx context.Context, b Bundle, dir string) (Endpoint, error)
 }
+
+// RelistenSignal is sent to a sandbox's init after a restore, and after a
+// checkpoint that failed, so that an init that let go of its host sockets
+// for the checkpoint takes them again (executor.ListenAgainSignal).
+const RelistenSignal = syscall.SIGUSR2
 
 // Usage is a sandbox's resource use, as a backend measures it from the host.
 type Usage struct {

@@ -51,7 +51,9 @@ type Server struct {
 	expiries  Expiries
 	suspender Suspender
 	snapshots Snapshots
-	egress    EgressLogs
+	// pausers, when set, serves Pause (pause.go).
+	pausers Pausers
+	egress  EgressLogs
 	// templates, when set, serves the template calls (templates.go).
 	templates Templates
 	// ports, when set, serves port URLs (ports.go) through portProxy,

@@ -78,7 +78,7 @@ func run() error {
 	// Listen first: the service's first call waits in the socket's
 	// backlog while the rest starts, instead of polling for the socket
 	// (this is on every create's path).
-	l, err := executor.Listen(*listen)
+	l, err := executor.ListenHost(*listen)
 	if err != nil {
 		return err
 	}
@@ -139,18 +139,27 @@ func run() error {
 	}
 
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, executor.ListenAgainSignal)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	log.Debug("serving", "socket", *listen, "root", *root, "version", executor.Version)
-	select {
-	case sig := <-sigs:
-		log.Info("stopping: killing every process group", "signal", sig.String())
-		srv.Close()
-		return nil
-	case err := <-errc:
-		srv.Close()
-		return err
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == executor.ListenAgainSignal {
+				// After a checkpoint (executor.HostListener).
+				if err := srv.Relisten(); err != nil {
+					log.Warn("cannot listen again", "err", err)
+				}
+				continue
+			}
+			log.Info("stopping: killing every process group", "signal", sig.String())
+			srv.Close()
+			return nil
+		case err := <-errc:
+			srv.Close()
+			return err
+		}
 	}
 }
 

@@ -31,14 +31,19 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 }
 
 // dialUpgrade opens a fresh connection to the executor and upgrades it
-// (see upgrade); ctx bounds the handshake only.
+// (see upgradeWith); ctx bounds the handshake only.
 func (c *Client) dialUpgrade(ctx context.Context, method, path, proto, what string) (net.Conn, error) {
+	return c.dialUpgradeWith(ctx, method, path, proto, what, "")
+}
+
+// dialUpgradeWith is dialUpgrade with extra header lines ("K: V\r\n"…).
+func (c *Client) dialUpgradeWith(ctx context.Context, method, path, proto, what, extra string) (net.Conn, error) {
 	conn, err := c.dial(ctx)
 	if err != nil {
 		return nil, errdefs.WithMessage(errdefs.ErrUnavailable, "the sandbox's executor cannot be reached")
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	rc, err := c.upgrade(conn, method, path, proto, what)
+	rc, err := c.upgradeWith(conn, method, path, proto, what, extra)
 	if !stop() || err != nil {
 		conn.Close()
 		if err == nil || ctx.Err() != nil {
@@ -56,11 +61,12 @@ func (c *Client) dialUpgrade(ctx context.Context, method, path, proto, what stri
 // upgrade request.
 const maxAnswerHead = 16 << 10
 
-// upgrade sends an upgrade request (method path, Upgrade: proto) on conn
-// and reads the answer; what names the request in errors ("port").
-func (c *Client) upgrade(conn net.Conn, method, path, proto, what string) (net.Conn, error) {
+// upgradeWith sends an upgrade request (method path, Upgrade: proto, and
+// the extra header lines) on conn and reads the answer; what names the
+// request in errors ("port").
+func (c *Client) upgradeWith(conn net.Conn, method, path, proto, what, extra string) (net.Conn, error) {
 	req := method + " " + path + " HTTP/1.1\r\nHost: executor\r\n" +
-		"Authorization: Bearer " + c.token + "\r\nConnection: Upgrade\r\nUpgrade: " + proto + "\r\n\r\n"
+		"Authorization: Bearer " + c.token + "\r\nConnection: Upgrade\r\nUpgrade: " + proto + "\r\n" + extra + "\r\n"
 	if _, err := io.WriteString(conn, req); err != nil {
 		return nil, errdefs.WithMessage(errdefs.ErrUnavailable, "the sandbox's executor closed the connection")
 	}

@@ -20,6 +20,7 @@
 package gvisor
 
 import (
+	"context"
 	"debug/buildinfo"
 	"fmt"
 	"os"
@@ -43,7 +44,20 @@ var (
 	_ sandbox.Backend       = (*Backend)(nil)
 	_ sandbox.UsageReporter = (*Backend)(nil)
 	_ sandbox.Versioner     = (*Backend)(nil)
+	_ sandbox.Checkpointer  = (*Backend)(nil)
 )
+
+// Checkpoint saves the sandbox's memory and processes with runsc
+// checkpoint into dir and ends it (oci.Runtime.CheckpointTo).
+func (b *Backend) Checkpoint(ctx context.Context, id, dir string) error {
+	return b.CheckpointTo(ctx, id, dir)
+}
+
+// Restore starts bundle from the image in dir with runsc restore
+// (oci.Runtime.RestoreFrom).
+func (b *Backend) Restore(ctx context.Context, bundle sandbox.Bundle, dir string) (sandbox.Endpoint, error) {
+	return b.RestoreFrom(ctx, bundle, dir)
+}
 
 // Option changes how New sets up the backend.
 type Option func(*oci.Config)

@@ -174,6 +174,9 @@ type box struct {
 	// warned is the expiry the expiring event was sent for; retryAt when
 	// an expired sandbox whose save failed is tried again.
 	warned, retryAt time.Time
+	// pausing is set while the sandbox's memory is being saved, for Get
+	// to answer without waiting on mu (pause.go).
+	pausing atomic.Pointer[pauseProgress]
 }
 
 // endpoint is where the sandbox's executor is reached: what its backend
@@ -582,6 +585,30 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 // filesystem (skipped for a sandbox.RootMaker, which makes its own), the
 // backend's start, and the executor's first answer.
 func (m *Manager) start(ctx context.Context, b *box, img Image) error {
+	bundle := m.bundle(b, img)
+	backend := m.cfg.Backends[b.rec.Spec.Backend]
+	t0 := time.Now()
+	if _, remote := backend.(sandbox.RootMaker); remote {
+		bundle.Image = sandbox.BundleImage{Ref: b.rec.Spec.Image, Digest: img.Digest}
+		bundle.Executor = m.cfg.ExecutorPath
+	} else if err := m.localRoot(ctx, b, img, &bundle); err != nil {
+		return err
+	}
+	if err := m.attachNetwork(ctx, b, &bundle); err != nil {
+		return err
+	}
+	t3 := time.Now()
+	ep, err := backend.Start(ctx, bundle)
+	if err != nil {
+		return err
+	}
+	m.log.Debug("sandbox boot", "sandbox", b.rec.ID, "root", t3.Sub(t0), "backend_start", time.Since(t3))
+	return m.connect(ctx, b, ep)
+}
+
+// bundle is what the backend gets to start b (before its root filesystem
+// and network stages); b.mu is held.
+func (m *Manager) bundle(b *box, img Image) sandbox.Bundle {
 	spec := b.rec.Spec
 	workdir := spec.Workdir
 	if workdir == "" {
@@ -615,35 +642,25 @@ func (m *Manager) start(ctx context.Context, b *box, img Image) error {
 		// The executor owns the port before any process of the sandbox runs.
 		bundle.Args = append(bundle.Args, "--gateway")
 	}
-	backend := m.cfg.Backends[spec.Backend]
-	t0 := time.Now()
-	if _, remote := backend.(sandbox.RootMaker); remote {
-		bundle.Image = sandbox.BundleImage{Ref: spec.Image, Digest: img.Digest}
-		bundle.Executor = m.cfg.ExecutorPath
-	} else if err := m.localRoot(ctx, b, img, &bundle); err != nil {
-		return err
-	}
-	if err := m.attachNetwork(ctx, b, &bundle); err != nil {
-		return err
-	}
-	t3 := time.Now()
-	ep, err := backend.Start(ctx, bundle)
-	if err != nil {
-		return err
-	}
+	return bundle
+}
+
+// connect waits for the executor of b's new (or restored) guest at ep to
+// answer, and records b running; b.mu is held.
+func (m *Manager) connect(ctx context.Context, b *box, ep sandbox.Endpoint) error {
+	backend := m.cfg.Backends[b.rec.Spec.Backend]
 	if ep.IsZero() {
-		return fmt.Errorf("the %s backend gave no way to reach the sandbox's executor: %w", spec.Backend, errdefs.ErrInternal)
+		return fmt.Errorf("the %s backend gave no way to reach the sandbox's executor: %w", b.rec.Spec.Backend, errdefs.ErrInternal)
 	}
 	b.rec.Endpoint = ep
-	t4 := time.Now()
+	t0 := time.Now()
 	readyCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
 	ex, err := client.WaitReady(readyCtx, ep.Unix, b.rec.Token, m.clientOptions(b)...)
 	if err != nil {
 		return fmt.Errorf("the sandbox's executor did not start: %w%s", err, initLog(b.dir))
 	}
-	m.log.Debug("sandbox boot", "sandbox", b.rec.ID, "root", t3.Sub(t0),
-		"backend_start", t4.Sub(t3), "executor_ready", time.Since(t4))
+	m.log.Debug("sandbox executor ready", "sandbox", b.rec.ID, "executor_ready", time.Since(t0))
 	b.client = ex
 	b.rec.Runtime = runtimeOf(backend)
 	if err := m.setState(b, sandbox.StateRunning, "", ""); err != nil {
@@ -843,6 +860,9 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (sandbox.Info, err
 	if err != nil {
 		return sandbox.Info{}, err
 	}
+	if p := b.pausing.Load(); p != nil {
+		return p.now(), nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.rec.State == sandbox.StateRunning && m.refreshLocked(ctx, b, true) {
@@ -946,7 +966,7 @@ func (m *Manager) cleanup(b *box, keepRecord bool) error {
 		if err := rootfs.Unmount(l); err != nil {
 			return err
 		}
-		remove := []string{l.Disk(), l.Rootfs(), l.Run()}
+		remove := []string{l.Disk(), l.Rootfs(), l.Run(), checkpointDir(b.dir), filepath.Join(b.dir, checkpointRecord)}
 		switch b.rec.Reason {
 		case sandbox.ReasonTTLExpired, sandbox.ReasonIdleTimeout, sandbox.ReasonKilled:
 			remove = append(remove, l.DiskImage())
@@ -972,11 +992,14 @@ func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
 	defer b.mu.Unlock()
 	switch b.rec.State {
 	case sandbox.StateRunning:
-	case sandbox.StateSuspended:
+		if reason == sandbox.ReasonTTLExpired && (b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt)) {
+			return // extended meanwhile
+		}
+	case sandbox.StateSuspended, sandbox.StatePaused:
 		if b.rec.ExpiresAt.IsZero() || time.Now().Before(b.rec.ExpiresAt) {
 			return // resumed or extended meanwhile, or just suspended
 		}
-		m.log.Info("suspended sandbox deleted", "sandbox", b.rec.ID, "message", msg)
+		m.log.Info(string(b.rec.State)+" sandbox deleted", "sandbox", b.rec.ID, "message", msg)
 		m.stopLocked(b, reason, msg)
 		if err := m.cleanup(b, true); err != nil {
 			m.log.Warn("cleanup failed", "sandbox", b.rec.ID, "err", err)

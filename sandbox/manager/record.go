@@ -45,6 +45,9 @@ type Record struct {
 	// Base is the digest of the snapshot it was made from (a create from
 	// snapshot:, a fork), which it needs while it is not stopped.
 	Base string `json:"base,omitempty"`
+	// PausedMemoryBytes is the size of a paused sandbox's memory image
+	// (DIR/checkpoint); 0 when it is not paused.
+	PausedMemoryBytes int64 `json:"paused_memory_bytes,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }

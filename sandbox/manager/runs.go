@@ -207,6 +207,9 @@ func (m *Manager) Client(ctx context.Context, tenant, id string) (*client.Client
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.activity = time.Now()
+	if b.rec.State == sandbox.StateSuspended || b.rec.State == sandbox.StatePaused {
+		return nil, fmt.Errorf("sandbox %s is %s: resume it first (reins sandbox resume %s): %w", id, b.rec.State, id, errdefs.ErrFailedPrecondition)
+	}
 	if b.rec.State != sandbox.StateRunning {
 		return nil, fmt.Errorf("sandbox %s is %s%s: %w", id, b.rec.State, stoppedWhy(b.rec), errdefs.ErrFailedPrecondition)
 	}

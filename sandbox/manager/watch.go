@@ -62,8 +62,8 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 	defer b.mu.Unlock()
 	log := m.log.With("sandbox", b.rec.ID)
 	switch b.rec.State {
-	case sandbox.StateStopped, sandbox.StateSuspended:
-		return
+	case sandbox.StateStopped, sandbox.StateSuspended, sandbox.StatePaused:
+		return // a paused one resumes from its image when asked
 	case sandbox.StateCreating:
 		// The service died mid-create: the user never got this id.
 		m.stopLocked(b, sandbox.ReasonError, "the service restarted while creating it")
@@ -76,6 +76,9 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 		return
 	}
 	st, err := backend.Status(ctx, b.rec.ID)
+	if (err != nil || !st.Running) && m.recoverPaused(b) {
+		return
+	}
 	if err != nil || !st.Running {
 		reason, msg := sandbox.ReasonLost, "it was gone when the service restarted"
 		if err == nil && st.OOMKilled {
@@ -147,11 +150,11 @@ func (m *Manager) checkAll(ctx context.Context) {
 				m.forget(b)
 			}
 			continue
-		case sandbox.StateSuspended:
+		case sandbox.StateSuspended, sandbox.StatePaused:
 			b.mu.Unlock()
 			if !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt) {
-				m.expire(b, sandbox.ReasonTTLExpired, fmt.Sprintf("it stayed suspended past %s (reins serve --suspended-retention, or the ttl an extend gave it), so it was deleted with its workspace",
-					rec.ExpiresAt.Format(time.RFC3339)))
+				m.expire(b, sandbox.ReasonTTLExpired, fmt.Sprintf("it stayed %s past %s (reins serve --suspended-retention, or the ttl an extend gave it), so it was deleted with its workspace",
+					rec.State, rec.ExpiresAt.Format(time.RFC3339)))
 			}
 			continue
 		case sandbox.StateRunning:
@@ -168,10 +171,10 @@ func (m *Manager) checkAll(ctx context.Context) {
 		switch {
 		case !alive:
 		case !rec.ExpiresAt.IsZero() && now.After(rec.ExpiresAt):
-			m.expire(b, sandbox.ReasonTTLExpired, fmt.Sprintf("its TTL of %s ran out", rec.Spec.TTL))
+			m.expireSoon(b, sandbox.ReasonTTLExpired, fmt.Sprintf("its TTL of %s ran out", rec.Spec.TTL))
 		case rec.Spec.IdleTimeout > 0 && idleFor > rec.Spec.IdleTimeout:
 			if m.idle(ctx, b, rec.Spec.IdleTimeout) {
-				m.expire(b, sandbox.ReasonIdleTimeout, fmt.Sprintf("nothing ran in it for %s", rec.Spec.IdleTimeout))
+				m.expireSoon(b, sandbox.ReasonIdleTimeout, fmt.Sprintf("nothing ran in it for %s", rec.Spec.IdleTimeout))
 			}
 		}
 	}
@@ -180,6 +183,14 @@ func (m *Manager) checkAll(ctx context.Context) {
 		m.pruneEvents(now)
 		m.pruneCheckpoints(now)
 	}
+}
+
+// expireSoon runs expire in the background: a suspend saves the
+// workspace, which must not hold up the checks of the other sandboxes.
+// (A second call for the same expiry finds it done: expire checks again
+// under the sandbox's lock.)
+func (m *Manager) expireSoon(b *box, reason sandbox.Reason, msg string) {
+	m.waits.Go(func() { m.expire(b, reason, msg) })
 }
 
 // maintainEvery is how often forgotten sandboxes' events and old unnamed

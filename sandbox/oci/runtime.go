@@ -126,10 +126,12 @@ func (r *Runtime) Start(ctx context.Context, b sandbox.Bundle) (sandbox.Endpoint
 	if err != nil {
 		return sandbox.Endpoint{}, err
 	}
-	return ep, r.startBundle(ctx, b)
+	return ep, r.startBundle(ctx, b, "")
 }
 
-func (r *Runtime) startBundle(ctx context.Context, b sandbox.Bundle) error {
+// startBundle starts b, or restores it from the checkpoint image in
+// restore when that is not "".
+func (r *Runtime) startBundle(ctx context.Context, b sandbox.Bundle, restore string) error {
 	spec, err := Spec(b)
 	if err != nil {
 		return err
@@ -145,7 +147,7 @@ func (r *Runtime) startBundle(ctx context.Context, b sandbox.Bundle) error {
 		}
 		return fmt.Errorf("sandbox %s: %w", b.ID, err)
 	}
-	if err := r.start(ctx, b, dir, spec); err != nil {
+	if err := r.start(ctx, b, dir, spec, restore); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 		defer cancel()
 		_ = r.Delete(cctx, b.ID)
@@ -154,7 +156,7 @@ func (r *Runtime) startBundle(ctx context.Context, b sandbox.Bundle) error {
 	return nil
 }
 
-func (r *Runtime) start(ctx context.Context, b sandbox.Bundle, dir string, spec *specs.Spec) error {
+func (r *Runtime) start(ctx context.Context, b sandbox.Bundle, dir string, spec *specs.Spec, restore string) error {
 	if r.cfg.Stage != nil {
 		if err := r.cfg.Stage(spec, b); err != nil {
 			return err
@@ -173,7 +175,8 @@ func (r *Runtime) start(ctx context.Context, b sandbox.Bundle, dir string, spec 
 	}
 	sc := shimConfig{
 		Version: 1, Runtime: r.cfg.Runtime, Root: r.root, GlobalArgs: args,
-		ID: b.ID, Log: logPath, CgroupsPath: spec.Linux.CgroupsPath,
+		ID: b.ID, Log: logPath, CgroupsPath: spec.Linux.CgroupsPath, Restore: restore,
+		Listens: b.Listen != "",
 	}
 	if err := writeJSON(recordPath(dir, fileShim), sc); err != nil {
 		return fmt.Errorf("sandbox %s: write shim config: %w", b.ID, err)

@@ -44,6 +44,13 @@ type shimConfig struct {
 	ID          string   `json:"id"`
 	Log         string   `json:"log"`          // the init's stdout and stderr
 	CgroupsPath string   `json:"cgroups_path"` // where to read the OOM count
+	// Restore, when set, is a checkpoint image the init is restored from
+	// (`<runtime> restore --detach`) instead of started.
+	Restore string `json:"restore,omitempty"`
+	// Listens: the init serves the bundle's Listen socket, and is sent
+	// sandbox.RelistenSignal after a checkpoint (an init that does not
+	// handle it would die of it).
+	Listens bool `json:"listens,omitempty"`
 }
 
 // handshake is what the shim writes on fd 3.
@@ -119,7 +126,8 @@ func runShim(dir string) int {
 	return 0
 }
 
-// runDetached runs `<runtime> run --detach` and returns the init's pid.
+// runDetached runs `<runtime> run --detach` (or `restore --detach`) and
+// returns the init's pid.
 func runDetached(dir string, cfg shimConfig) (int, error) {
 	log, err := os.OpenFile(cfg.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err != nil {
@@ -137,21 +145,27 @@ func runDetached(dir string, cfg shimConfig) (int, error) {
 	pidFile := recordPath(dir, filePid)
 	// The runtime hands its stdio down to the init: the log and /dev/null,
 	// never a pipe whose reader could vanish.
-	_, err = r.Run(context.Background(), cfg.ID, dir, &runc.CreateOpts{
-		IO:      fileIO{in: null, out: log},
-		PidFile: pidFile,
-		Detach:  true,
-	})
+	stdio := fileIO{in: null, out: log}
+	verb := "run"
+	if cfg.Restore != "" {
+		verb = "restore"
+		_, err = r.Restore(context.Background(), cfg.ID, dir, &runc.RestoreOpts{
+			CheckpointOpts: runc.CheckpointOpts{ImagePath: cfg.Restore},
+			IO:             stdio, PidFile: pidFile, Detach: true,
+		})
+	} else {
+		_, err = r.Run(context.Background(), cfg.ID, dir, &runc.CreateOpts{IO: stdio, PidFile: pidFile, Detach: true})
+	}
 	if err != nil {
-		return 0, fmt.Errorf("%s run: %v: %s", cfg.Runtime, err, tail(cfg.Log, end))
+		return 0, fmt.Errorf("%s %s: %v: %s", cfg.Runtime, verb, err, tail(cfg.Log, end))
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
-		return 0, fmt.Errorf("%s run: no pid file: %w", cfg.Runtime, err)
+		return 0, fmt.Errorf("%s %s: no pid file: %w", cfg.Runtime, verb, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return 0, fmt.Errorf("%s run: pid file: %w", cfg.Runtime, err)
+		return 0, fmt.Errorf("%s %s: pid file: %w", cfg.Runtime, verb, err)
 	}
 	return pid, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -198,8 +199,7 @@ func (c *capture) walkTop(top int) error {
 func (c *capture) emit(p *pending) error {
 	if p.e.kind != kEnd {
 		if c.index >= c.o.MaxEntries {
-			return errdefs.WithMessage(errdefs.ErrTooLarge, fmt.Sprintf(
-				"the workspace holds more than %d entries, the cap for a snapshot", c.o.MaxEntries))
+			return c.tooMany()
 		}
 		c.index++
 	}
@@ -211,10 +211,18 @@ func (c *capture) emit(p *pending) error {
 	}
 }
 
+func (c *capture) tooMany() error {
+	return errdefs.WithMessage(errdefs.ErrTooLarge, fmt.Sprintf(
+		"the workspace holds more than %d entries, the cap for a snapshot", c.o.MaxEntries))
+}
+
 // walkDir walks the directory fd (path, depth deep). cur, if not nil, is
 // the parent snapshot's cursor inside the same directory.
 func (c *capture) walkDir(fd int, path string, depth int, cur *cursor) error {
 	ents, err := readDir(fd, c.o.MaxEntries-c.index, c.dbuf)
+	if err == errTooMany {
+		return c.tooMany()
+	}
 	if err != nil {
 		return fmt.Errorf("reading the workspace's directory %q: %w", displayPath(path), err)
 	}
@@ -598,14 +606,19 @@ func (c *capture) writer() error {
 	return first
 }
 
+var errTooMany = errors.New("too many entries")
+
 type dirent struct {
 	name string
 	typ  uint8
 }
 
-// readDir reads the names in the directory fd, sorted, refusing more
-// than max of them.
+// readDir reads the names in the directory fd, from its start, sorted,
+// refusing more than max of them.
 func readDir(fd int, max int64, buf []byte) ([]dirent, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, osErr(err)
+	}
 	var out []dirent
 	for {
 		n, err := unix.Getdents(fd, buf)
@@ -631,7 +644,7 @@ func readDir(fd int, max int64, buf []byte) ([]dirent, error) {
 			b = b[reclen:]
 			if s := string(name); s != "." && s != ".." {
 				if int64(len(out)) >= max {
-					return nil, errdefs.WithMessage(errdefs.ErrTooLarge, "the workspace holds more entries than the cap for a snapshot")
+					return nil, errTooMany
 				}
 				out = append(out, dirent{s, typ})
 			}

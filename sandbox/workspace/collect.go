@@ -42,7 +42,12 @@ func (s *Store) Collect(ctx context.Context, live []string) (freed int64, err er
 		s.mu.Unlock()
 	}()
 
-	names, err := readDir(s.manifests, 1<<62, make([]byte, 64<<10))
+	mfd, err := openDir(s.root, "manifests") // an offset of its own
+	if err != nil {
+		return 0, fmt.Errorf("collecting workspaces: %w", storeError(err))
+	}
+	names, err := readDir(mfd, 1<<62, make([]byte, 64<<10))
+	unix.Close(mfd)
 	if err != nil {
 		return 0, fmt.Errorf("collecting workspaces: %w", storeError(err))
 	}

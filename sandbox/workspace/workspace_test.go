@@ -3,7 +3,6 @@ package workspace
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -131,43 +130,6 @@ func TestRoundTripIsExact(t *testing.T) {
 	must(t, err)
 	if again.StoredBytes != 0 || again.Digest != snap.Digest {
 		t.Errorf("second capture %+v, first %+v", again, snap)
-	}
-}
-
-// Sockets, fifos and device nodes are never captured, only counted; the
-// rest of the tree is.
-func TestSpecialFilesAreSkipped(t *testing.T) {
-	ctx := context.Background()
-	src := disk(t, 64<<20)
-	writeFile(t, filepath.Join(src, "kept"), []byte("k"), 0o644)
-	must(t, unix.Mkfifo(filepath.Join(src, "fifo"), 0o644))
-	must(t, unix.Mknod(filepath.Join(src, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
-	must(t, unix.Mknod(filepath.Join(src, "blk"), unix.S_IFBLK|0o600, int(unix.Mkdev(7, 0))))
-	l, err := net.Listen("unix", filepath.Join(src, "sock"))
-	must(t, err)
-	defer l.Close()
-	s := store(t, "")
-	done := make(chan struct{})
-	var snap Snapshot
-	go func() {
-		defer close(done)
-		snap, err = s.Capture(ctx, src, CaptureOptions{})
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Capture blocked on a special file")
-	}
-	must(t, err)
-	if snap.Skipped != 4 || snap.Files != 1 {
-		t.Fatalf("snapshot %+v, want 4 skipped and 1 file", snap)
-	}
-	dst := disk(t, 64<<20)
-	must(t, s.Restore(ctx, snap.Digest, dst, nil))
-	ents, err := os.ReadDir(dst)
-	must(t, err)
-	if len(ents) != 1 || ents[0].Name() != "kept" {
-		t.Errorf("restored %v, want only kept", ents)
 	}
 }
 
