@@ -376,28 +376,7 @@ at most 168h).`,
 }
 
 func rmCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:     "rm ID...",
-		Aliases: []string{"remove", "delete"},
-		Short:   "Stop sandboxes and remove everything they had",
-		Args:    usageArgs(cobra.MinimumNArgs(1)),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			var errs []error
-			for _, id := range args {
-				if err := cl.Delete(ctx, id); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				fmt.Fprintln(c.OutOrStdout(), id)
-			}
-			return errors.Join(errs...)
-		},
-	}
+	return removeCmd("rm ID...", "Stop sandboxes and remove everything they had", (*client.Client).Delete)
 }
 
 func extendCmd() *cobra.Command {

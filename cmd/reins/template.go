@@ -267,7 +267,7 @@ func templateLsCmd() *cobra.Command {
 }
 
 func templateRmCmd() *cobra.Command {
-	return removeCmd("Remove templates (refused while a sandbox or a pool needs one)", (*client.Client).DeleteTemplate)
+	return removeCmd("rm NAME...", "Remove templates (refused while a sandbox or a pool needs one)", (*client.Client).DeleteTemplate)
 }
 
 func truncateText(s string, n int) string {
