@@ -246,9 +246,20 @@ func (b *buildPrinter) progress(p *reinsv1.TemplateProgress) {
 		io.WriteString(b.w, p.Output)
 	}
 	if sp := p.Progress; sp != nil {
-		if sp.Item == template.ItemSaved {
+		switch {
+		case sp.Item == template.ItemSaved:
 			b.bar.Done()
 			fmt.Fprintf(b.w, "  %s\n", sp.Message)
+			return
+		case sp.Phase == reinsv1.ProgressPhase_PROGRESS_PHASE_UNSPECIFIED:
+			// A save of the step's files: bytes of bytes, and the files.
+			text := "  " + sp.Item
+			if sp.Total > 0 {
+				text += fmt.Sprintf(" %s %s / %s", bar(sp.Done, sp.Total, 20), humanBytes(sp.Done), humanBytes(sp.Total))
+			} else {
+				text += " " + humanBytes(sp.Done)
+			}
+			b.bar.show(text+"  "+sp.Message, false)
 			return
 		}
 		b.bar.Progress(sp)

@@ -304,7 +304,7 @@ func (m *Manager) captureLocked(ctx context.Context, b *box) (Saved, error) {
 // (A collection running meanwhile keeps what the capture references: the
 // store sees to that.)
 func (m *Manager) captureUpper(ctx context.Context, b *box) (Saved, error) {
-	saved, err := m.cfg.Workspaces.Capture(ctx, rootfs.Layout{Dir: b.dir}.Upper(), b.rec.Workspace, nil)
+	saved, err := m.cfg.Workspaces.Capture(ctx, rootfs.Layout{Dir: b.dir}.Upper(), b.rec.Workspace, captureProgress(ctx))
 	if err != nil {
 		return Saved{}, fmt.Errorf("saving sandbox %s's workspace failed, and the sandbox is as it was: %w", b.rec.ID, err)
 	}

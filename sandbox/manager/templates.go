@@ -129,7 +129,7 @@ func (t TemplateBuilds) Executor(ctx context.Context, tenant, id string) (templa
 }
 
 func (t TemplateBuilds) SaveWorkspace(ctx context.Context, tenant, id string, progress func(sandbox.Progress)) (template.Saved, error) {
-	s, err := t.M.Snapshot(ctx, tenant, id, "")
+	s, err := t.M.Snapshot(withCaptureProgress(ctx, progress), tenant, id, "")
 	if err != nil {
 		return template.Saved{}, err
 	}
@@ -138,4 +138,22 @@ func (t TemplateBuilds) SaveWorkspace(ctx context.Context, tenant, id string, pr
 
 func (t TemplateBuilds) Delete(ctx context.Context, tenant, id string) error {
 	return t.M.Delete(ctx, tenant, id)
+}
+
+// captureProgressKey carries, in a call's context, who is told how a
+// capture of a workspace is getting on (files and bytes saved so far):
+// a template build's step shows its save live.
+type captureProgressKey struct{}
+
+func withCaptureProgress(ctx context.Context, progress func(sandbox.Progress)) context.Context {
+	if progress == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, captureProgressKey{}, progress)
+}
+
+// captureProgress is the progress the context carries, nil if none.
+func captureProgress(ctx context.Context) func(sandbox.Progress) {
+	f, _ := ctx.Value(captureProgressKey{}).(func(sandbox.Progress))
+	return f
 }
