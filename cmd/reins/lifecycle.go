@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
@@ -44,6 +46,28 @@ func spin(what string) (stop func()) {
 	}
 }
 
+// spinCall makes call under a spinner that says what it does (the call
+// answers only at its end), then prints the answer: as JSON with asJSON,
+// else in words.
+func spinCall[T proto.Message](c *cobra.Command, asJSON bool, what string, call func(context.Context, *client.Client) (T, error), words func(T) string) error {
+	cl, ctx, cancel, err := dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	stop := spin(what)
+	v, err := call(ctx, cl)
+	stop()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(c.OutOrStdout(), v)
+	}
+	fmt.Fprintln(c.OutOrStdout(), words(v))
+	return nil
+}
+
 // savedWords says what a save stored: "12 files, 3.4 MiB (1.1 MiB new)".
 func savedWords(s *reinsv1.Snapshot) string {
 	return fmt.Sprintf("%d files, %s (%s new)", s.GetFiles(), humanBytes(s.GetBytes()), humanBytes(s.GetStoredBytes()))
@@ -56,22 +80,13 @@ func suspendCmd() *cobra.Command {
 		Short: "Save a sandbox's workspace and delete its guest (no CPU, memory or disk held); resume brings it back",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			stop := spin("suspending " + args[0] + ": saving its workspace")
-			resp, err := cl.Suspend(ctx, args[0])
-			stop()
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(c.OutOrStdout(), resp)
-			}
-			fmt.Fprintf(c.OutOrStdout(), "%s suspended: workspace %s saved, %s\n", args[0], shortDigest(resp.Workspace.GetDigest()), savedWords(resp.Workspace))
-			return nil
+			return spinCall(c, asJSON, "suspending "+args[0]+": saving its workspace",
+				func(ctx context.Context, cl *client.Client) (*reinsv1.SuspendSandboxResponse, error) {
+					return cl.Suspend(ctx, args[0])
+				},
+				func(r *reinsv1.SuspendSandboxResponse) string {
+					return fmt.Sprintf("%s suspended: workspace %s saved, %s", args[0], shortDigest(r.Workspace.GetDigest()), savedWords(r.Workspace))
+				})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox and its saved workspace as JSON")
@@ -85,22 +100,9 @@ func resumeCmd() *cobra.Command {
 		Short: "Bring a suspended sandbox back on a fresh guest (same id, files, limits, labels, network rules), or a paused one",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			stop := spin("resuming " + args[0])
-			sb, err := cl.Resume(ctx, args[0])
-			stop()
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(c.OutOrStdout(), sb)
-			}
-			fmt.Fprintf(c.OutOrStdout(), "%s %s\n", sb.Id, sandboxStateName(sb.State))
-			return nil
+			return spinCall(c, asJSON, "resuming "+args[0],
+				func(ctx context.Context, cl *client.Client) (*reinsv1.Sandbox, error) { return cl.Resume(ctx, args[0]) },
+				func(sb *reinsv1.Sandbox) string { return sb.Id + " " + sandboxStateName(sb.State) })
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
@@ -118,22 +120,13 @@ func snapshotSandboxCmd() *cobra.Command {
 			if name == "" {
 				return usageError{errors.New("snapshot needs --name NAME (a-z, 0-9, '.', '_', '-'; create from it with --image snapshot:NAME)")}
 			}
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			stop := spin("saving " + args[0] + "'s workspace as " + name)
-			s, err := cl.Snapshot(ctx, args[0], name)
-			stop()
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(c.OutOrStdout(), s)
-			}
-			fmt.Fprintf(c.OutOrStdout(), "snapshot %s (%s): %s\n", s.Name, shortDigest(s.Digest), savedWords(s))
-			return nil
+			return spinCall(c, asJSON, "saving "+args[0]+"'s workspace as "+name,
+				func(ctx context.Context, cl *client.Client) (*reinsv1.Snapshot, error) {
+					return cl.Snapshot(ctx, args[0], name)
+				},
+				func(s *reinsv1.Snapshot) string {
+					return fmt.Sprintf("snapshot %s (%s): %s", s.Name, shortDigest(s.Digest), savedWords(s))
+				})
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "the snapshot's name")
@@ -255,8 +248,33 @@ func snapshotLsCmd() *cobra.Command {
 }
 
 func snapshotRmCmd() *cobra.Command {
-	return removeCmd("rm NAME...", "Remove snapshots (a name, or an unnamed one's sha256:… digest); refused while a sandbox or template needs one",
-		(*client.Client).DeleteSnapshot)
+	return &cobra.Command{
+		Use:   "rm NAME...",
+		Short: "Remove snapshots (a name, or an unnamed one's sha256:… digest); refused while a sandbox or template needs one",
+		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			return removeEach(c, args, (*client.Client).DeleteSnapshot)
+		},
+	}
+}
+
+// removeEach removes each of names with remove, printing each one
+// removed; the errors of the others are joined.
+func removeEach(c *cobra.Command, names []string, remove func(*client.Client, context.Context, string) error) error {
+	cl, ctx, cancel, err := dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	var errs []error
+	for _, name := range names {
+		if err := remove(cl, ctx, name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintln(c.OutOrStdout(), name)
+	}
+	return errors.Join(errs...)
 }
 
 // onExpireArg is the API's action for --on-expire.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -53,9 +52,8 @@ func printTable[T any](out io.Writer, header string, items []T, row func(T) stri
 	return w.Flush()
 }
 
-// removeCmd is an `rm NAME...` command (use says what it takes): it
-// removes each with del, printing the ones removed, and reports every one
-// that was not.
+// removeCmd is an `rm NAME...` command (use says what it takes) that
+// removes each with del (removeEach).
 func removeCmd(use, short string, del func(*client.Client, context.Context, string) error) *cobra.Command {
 	return &cobra.Command{
 		Use:     use,
@@ -63,20 +61,7 @@ func removeCmd(use, short string, del func(*client.Client, context.Context, stri
 		Short:   short,
 		Args:    usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			var errs []error
-			for _, name := range args {
-				if err := del(cl, ctx, name); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				fmt.Fprintln(c.OutOrStdout(), name)
-			}
-			return errors.Join(errs...)
+			return removeEach(c, args, del)
 		},
 	}
 }

@@ -89,6 +89,7 @@ func createCmd() *cobra.Command {
 		spec        reinsv1.SandboxSpec
 		mem, disk   sizeFlag
 		ttl, idle   time.Duration
+		warning     time.Duration
 		env, labels kvFlag
 		asJSON      bool
 		network     *networkFlags
@@ -124,8 +125,8 @@ without it each call goes to the provider of its wire format. It works
 with every --network, none included.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if ttl < 0 || idle < 0 {
-				return usageError{errors.New("--ttl and --idle-timeout must not be negative")}
+			if ttl < 0 || idle < 0 || warning < 0 {
+				return usageError{errors.New("--ttl, --idle-timeout and --expiry-warning must not be negative")}
 			}
 			var err error
 			if spec.Network, err = network.spec(); err != nil {
@@ -143,6 +144,7 @@ with every --network, none included.`,
 			}
 			spec.MemoryBytes, spec.DiskBytes = mem.v, disk.v
 			spec.TtlMs, spec.IdleTimeoutMs = ttl.Milliseconds(), idle.Milliseconds()
+			spec.ExpiryWarningMs = warning.Milliseconds()
 			spec.Env, spec.Labels = env.v, labels.Map()
 			ctx, cancel := cmdContext()
 			defer cancel()
@@ -168,6 +170,7 @@ with every --network, none included.`,
 	f.Var(&disk, "disk", "size of the writable disk, e.g. 10G")
 	f.DurationVar(&ttl, "ttl", 0, "expire the sandbox after this long, e.g. 30m (see --on-expire)")
 	f.DurationVar(&idle, "idle-timeout", 0, "expire the sandbox after this long without activity (see --on-expire)")
+	f.DurationVar(&warning, "expiry-warning", 0, "send the expiring event this long before the TTL runs out (default: the service's, 1m)")
 	f.StringVar(&onExpire, "on-expire", "", "what an expiry does: suspend (the default: the workspace is kept, resume brings it back) or delete")
 	f.Var(&env, "env", "environment variable K=V (repeatable)")
 	f.Var(&labels, "label", "label K=V (repeatable)")
@@ -376,7 +379,15 @@ at most 168h).`,
 }
 
 func rmCmd() *cobra.Command {
-	return removeCmd("rm ID...", "Stop sandboxes and remove everything they had", (*client.Client).Delete)
+	return &cobra.Command{
+		Use:     "rm ID...",
+		Aliases: []string{"remove", "delete"},
+		Short:   "Stop sandboxes and remove everything they had",
+		Args:    usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			return removeEach(c, args, (*client.Client).Delete)
+		},
+	}
 }
 
 func extendCmd() *cobra.Command {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
@@ -51,6 +52,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 	}
 	defer m.unreserve(owner, n)
 
+	t0 := time.Now()
 	b.mu.Lock()
 	if err := m.canSave(b, "fork"); err != nil {
 		b.mu.Unlock()
@@ -62,6 +64,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 	if err != nil {
 		return nil, err
 	}
+	tSaved := time.Now()
 	spec.Labels = maps.Clone(spec.Labels)
 	if spec.Gateway != nil {
 		g := *spec.Gateway
@@ -92,6 +95,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 		}
 		return nil, fmt.Errorf("forking sandbox %s: %w", id, err)
 	}
+	m.log.Debug("sandbox fork", "sandbox", id, "save", tSaved.Sub(t0), "creates", time.Since(tSaved))
 	ids := make([]string, n)
 	for i, info := range out {
 		ids[i] = info.ID

@@ -120,6 +120,11 @@ ln -s d/f /workspace/link && ln /workspace/d/f /workspace/hard && rm /bin/ls && 
 		t.Errorf("snapshot of a suspended sandbox: %v", err)
 	}
 
+	// What a crash in the middle of a restore leaves: a disk image that
+	// is not the workspace. The resume starts over on a fresh disk.
+	if err := os.WriteFile(l.DiskImage(), []byte("half a restore"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	got, err := m.Resume(ctx, "", src.ID)
 	if err != nil {
 		t.Fatal(err)

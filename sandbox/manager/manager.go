@@ -143,6 +143,7 @@ type Manager struct {
 
 	events       events
 	collecting   sync.Mutex // one collection of saved workspaces at a time
+	snapMu       sync.Mutex // a named snapshot's check and write, as one
 	lastMaintain time.Time
 
 	// life ends the goroutines that wait on sandboxes (see watchDeath);
@@ -691,6 +692,7 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 	if err := rootfs.MountDisk(l); err != nil {
 		return err
 	}
+	t2 := time.Now()
 	// A fresh disk of a sandbox with a saved workspace (resumed, or made
 	// from a snapshot) gets it back before the overlay sees the upper layer.
 	if fresh && b.rec.Workspace != "" && m.cfg.Workspaces != nil {
@@ -698,13 +700,15 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 			return fmt.Errorf("restoring the sandbox's saved workspace: %w", err)
 		}
 	}
+	t3 := time.Now()
 	if err := rootfs.MountOverlay(l, img.Layers); err != nil {
 		return err
 	}
 	if err := rootfs.PrepareRun(l); err != nil {
 		return err
 	}
-	m.log.Debug("sandbox root", "sandbox", b.rec.ID, "disk", t1.Sub(t0), "mount", time.Since(t1))
+	m.log.Debug("sandbox root", "sandbox", b.rec.ID, "disk", t1.Sub(t0), "mount", t2.Sub(t1),
+		"restore", t3.Sub(t2), "overlay", time.Since(t3))
 	bundle.Rootfs = l.Rootfs()
 	bundle.Mounts = []sandbox.Mount{
 		{Source: m.cfg.ExecutorPath, Target: ExecutorTarget, ReadOnly: true},

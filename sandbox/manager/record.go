@@ -48,6 +48,10 @@ type Record struct {
 	// PausedMemoryBytes is the size of a paused sandbox's memory image
 	// (DIR/checkpoint); 0 when it is not paused.
 	PausedMemoryBytes int64 `json:"paused_memory_bytes,omitempty"`
+	// DiskKept says a suspended sandbox kept its disk (no workspace
+	// store, or its last save failed): it wakes on it. Otherwise a disk
+	// found at a wake is a half-made one (a crash mid-restore) and goes.
+	DiskKept bool `json:"disk_kept,omitempty"`
 }
 
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }

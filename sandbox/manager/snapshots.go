@@ -221,7 +221,7 @@ func (m *Manager) Snapshot(ctx context.Context, tenant, id, name string) (Snapsh
 			return SnapshotInfo{}, err
 		}
 		if _, err := readSnapshot(m.snapshotPath(tenant, name)); err == nil {
-			return SnapshotInfo{}, fmt.Errorf("snapshot %s exists: remove it first (reins snapshot rm %s) or choose another name: %w", name, name, errdefs.ErrAlreadyExists)
+			return SnapshotInfo{}, errSnapshotExists(name)
 		}
 	}
 	b, err := m.lookup(tenant, id)
@@ -277,8 +277,8 @@ func (m *Manager) saveLocked(ctx context.Context, b *box, name string) (Snapshot
 		Image: b.rec.Spec.Image, ImageDigest: b.rec.ImageDigest, Layers: b.rec.Layers, ImageEnv: b.rec.ImageEnv,
 		ImageWorkdir: b.rec.ImageWorkdir, CreatedAt: time.Now(),
 		Files: saved.Files, Bytes: saved.Bytes, StoredBytes: saved.StoredBytes}
-	if err := m.writeSnapshot(&s); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("recording the snapshot: %w", err)
+	if err := m.recordSnapshot(&s); err != nil {
+		return SnapshotInfo{}, err
 	}
 	b.rec.Workspace = saved.Digest
 	if err := writeRecord(b.dir, &b.rec); err != nil {
@@ -287,17 +287,41 @@ func (m *Manager) saveLocked(ctx context.Context, b *box, name string) (Snapshot
 	return s, nil
 }
 
+func errSnapshotExists(name string) error {
+	return fmt.Errorf("snapshot %s exists: remove it first (reins snapshot rm %s) or choose another name: %w", name, name, errdefs.ErrAlreadyExists)
+}
+
+// recordSnapshot writes s's record; a named one only if the name is
+// still free (two snapshots of one name at once: the second is refused).
+func (m *Manager) recordSnapshot(s *SnapshotInfo) error {
+	m.snapMu.Lock()
+	defer m.snapMu.Unlock()
+	if s.Name != "" {
+		if _, err := readSnapshot(m.snapshotPath(s.Tenant, s.Name)); err == nil {
+			return errSnapshotExists(s.Name)
+		}
+	}
+	if err := m.writeSnapshot(s); err != nil {
+		return fmt.Errorf("recording the snapshot: %w", err)
+	}
+	return nil
+}
+
 // captureLocked flushes running b's writes (the executor's Sync) and saves
 // its upper layer, reusing its newest workspace; b.mu is held. The
 // sandbox keeps running: what it writes during the capture may or may not
 // be in it. A failure (the store full) says so and changes nothing.
 func (m *Manager) captureLocked(ctx context.Context, b *box) (Saved, error) {
+	t0 := time.Now()
 	if b.client != nil {
 		if err := b.client.Sync(ctx); err != nil {
 			return Saved{}, fmt.Errorf("sandbox %s did not flush its writes before the save (it keeps running): %w", b.rec.ID, err)
 		}
 	}
-	return m.captureUpper(ctx, b)
+	t1 := time.Now()
+	saved, err := m.captureUpper(ctx, b)
+	m.log.Debug("sandbox save", "sandbox", b.rec.ID, "sync", t1.Sub(t0), "capture", time.Since(t1))
+	return saved, err
 }
 
 // captureUpper saves b's upper layer as it is on its disk; b.mu is held.

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -66,6 +67,7 @@ func (m *Manager) ownSave(b *box) SnapshotInfo {
 func (m *Manager) suspendLocked(ctx context.Context, b *box, why sandbox.Reason) (Saved, error) {
 	if m.cfg.Workspaces == nil {
 		m.releaseLocked(b)
+		b.rec.DiskKept = true
 		return Saved{}, m.markSuspended(b, why, "its disk is kept")
 	}
 	first, err := m.captureLocked(ctx, b)
@@ -80,7 +82,11 @@ func (m *Manager) suspendLocked(ctx context.Context, b *box, why sandbox.Reason)
 		}
 	}
 	m.haltLocked(b)
-	final, err := m.captureUpper(ctx, b)
+	// Once halted the save is finished even if the caller goes: a kept
+	// disk is the worse outcome.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), expireTimeout)
+	final, err := m.captureUpper(fctx, b)
+	cancel()
 	l := rootfs.Layout{Dir: b.dir}
 	if uerr := rootfs.Unmount(l); uerr != nil {
 		m.log.Warn("unmount failed", "sandbox", b.rec.ID, "err", uerr)
@@ -88,17 +94,16 @@ func (m *Manager) suspendLocked(ctx context.Context, b *box, why sandbox.Reason)
 	m.detachNetwork(b)
 	if err != nil {
 		m.log.Warn("the last save of a suspend failed: its disk is kept", "sandbox", b.rec.ID, "err", err)
+		b.rec.DiskKept = true
 		return first, m.markSuspended(b, why, "its last save failed, so its disk is kept")
 	}
-	b.rec.Workspace = final.Digest
+	b.rec.Workspace, b.rec.DiskKept = final.Digest, false
 	// The record says which workspace before the disk goes.
 	if err := m.markSuspended(b, why, ""); err != nil {
 		return Saved{}, err
 	}
-	for _, p := range []string{l.DiskImage(), l.Disk(), l.Rootfs(), l.Run()} {
-		if err := os.RemoveAll(p); err != nil {
-			m.log.Warn("removing a suspended sandbox's disk failed", "sandbox", b.rec.ID, "err", err)
-		}
+	if err := removeDisk(l); err != nil {
+		m.log.Warn("removing a suspended sandbox's disk failed", "sandbox", b.rec.ID, "err", err)
 	}
 	final.StoredBytes += first.StoredBytes
 	return final, nil
@@ -147,6 +152,17 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 		return false, nil
 	}
 	img := Image{Digest: b.rec.ImageDigest, Layers: b.rec.Layers, Env: b.rec.ImageEnv, WorkingDir: b.rec.ImageWorkdir}
+	if restore := b.rec.Workspace != "" && !b.rec.DiskKept && m.cfg.Workspaces != nil; restore {
+		// A disk here is what a crash left of an earlier wake's restore:
+		// start over on a fresh one.
+		l := rootfs.Layout{Dir: b.dir}
+		if err := rootfs.Unmount(l); err != nil {
+			return false, fmt.Errorf("resuming sandbox %s: %w", id, err)
+		}
+		if err := removeDisk(l); err != nil {
+			return false, fmt.Errorf("resuming sandbox %s: %w", id, err)
+		}
+	}
 	b.activity = time.Now()
 	prevExpiry, prevWhy := b.rec.ExpiresAt, b.rec.SuspendedReason
 	// A fresh TTL from now; the reason it was suspended goes with the
@@ -159,11 +175,8 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 		// Still suspended (start records running last): give back what
 		// the start took, keep the saved workspace for another try.
 		m.releaseLocked(b)
-		if b.rec.Workspace != "" && m.cfg.Workspaces != nil {
-			l := rootfs.Layout{Dir: b.dir}
-			for _, p := range []string{l.DiskImage(), l.Disk(), l.Rootfs(), l.Run()} {
-				os.RemoveAll(p)
-			}
+		if b.rec.Workspace != "" && !b.rec.DiskKept && m.cfg.Workspaces != nil {
+			removeDisk(rootfs.Layout{Dir: b.dir})
 		}
 		b.rec.ExpiresAt, b.rec.SuspendedReason = prevExpiry, prevWhy
 		if werr := writeRecord(b.dir, &b.rec); werr != nil {
@@ -171,8 +184,26 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 		}
 		return false, fmt.Errorf("resuming sandbox %s failed, and it stays suspended (try again): %w", id, err)
 	}
+	if b.rec.DiskKept {
+		b.rec.DiskKept = false
+		if err := writeRecord(b.dir, &b.rec); err != nil {
+			m.log.Warn("writing record failed", "sandbox", id, "err", err)
+		}
+	}
 	m.rewarmLocked(ctx, b)
 	m.emit(b, LifecycleEvent{Kind: EventResumed, Snapshot: b.rec.Workspace, Message: "resumed on a fresh guest"})
 	m.log.Info("sandbox resumed", "sandbox", id, "workspace", b.rec.Workspace)
 	return true, nil
+}
+
+// removeDisk deletes an unmounted sandbox's disk image and the directories
+// its mounts used; the record and the rest of its directory stay.
+func removeDisk(l rootfs.Layout) error {
+	var errs []error
+	for _, p := range []string{l.DiskImage(), l.Disk(), l.Rootfs(), l.Run()} {
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -164,8 +164,8 @@ func TestSuspendResume(t *testing.T) {
 // --on-expire delete it is stopped instead, and a stopped sandbox cannot
 // be snapshot.
 func TestExpirySuspends(t *testing.T) {
-	s := startService(t, "--expiry-warning", "2s")
-	id := s.create("--ttl", "3s")
+	s := startService(t, "--expiry-warning", "500ms")
+	id := s.create("--ttl", "4s", "--expiry-warning", "3s")
 	s.must("sandbox", "exec", id, "--", "sh", "-c", "echo before > /workspace/f")
 	gone := s.create("--ttl", "2s", "--on-expire", "delete")
 	idle := s.create("--idle-timeout", "1500ms")
@@ -179,6 +179,8 @@ func TestExpirySuspends(t *testing.T) {
 		var e struct {
 			Kind   string `json:"kind"`
 			Reason string `json:"reason"`
+			Time   int64  `json:"time_unix_nano,string"`
+			At     int64  `json:"at_unix_nano,string"`
 		}
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("event line %q: %v", line, err)
@@ -186,6 +188,10 @@ func TestExpirySuspends(t *testing.T) {
 		kinds = append(kinds, e.Kind)
 		if e.Kind == "suspended" && e.Reason != "SANDBOX_REASON_TTL_EXPIRED" {
 			t.Errorf("suspended event's reason %q", e.Reason)
+		}
+		// The spec's warning (3s), not the service's (500ms).
+		if lead := time.Duration(e.At - e.Time); e.Kind == "expiring" && (lead < 2*time.Second || lead > 3*time.Second) {
+			t.Errorf("the expiring event came %s before the expiry, want about 3s (the sandbox's --expiry-warning)", lead)
 		}
 	}
 	if strings.Join(kinds, " ") != "created expiring suspended" {
