@@ -101,36 +101,40 @@ func counts(t *testing.T, ctl string) int {
 	return len(lines)
 }
 
-// waitCounts waits until count.log has more than n counts.
-func waitCounts(t *testing.T, ctl string, n int) int {
+// waitOver waits until get gives more than n, and returns it; what names
+// it in the failure.
+func waitOver(t *testing.T, what string, n int, get func() int) int {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if got := counts(t, ctl); got > n {
-			return got
+		if v := get(); v > n {
+			return v
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("count.log stayed at %d counts", n)
+			t.Fatalf("%s stayed at or under %d", what, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitCounts waits until count.log has more than n counts.
+func waitCounts(t *testing.T, ctl string, n int) int {
+	t.Helper()
+	return waitOver(t, "count.log's counts", n, func() int { return counts(t, ctl) })
 }
 
 // waitProbe waits for the prober to record an answer of the listener
 // that is more than n.
 func waitProbe(t *testing.T, ctl string, n int) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	return waitOver(t, "the answer of the listener in the sandbox", n, func() int {
 		b, _ := os.ReadFile(filepath.Join(ctl, "probe"))
-		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > n {
-			return v
+		v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return -1
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the listener in the sandbox gave no count over %d (last answer %q)", n, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return v
+	})
 }
 
 // A checkpoint ends the sandbox with nothing running after it; a restore

@@ -13,6 +13,58 @@ import (
 	"github.com/reinsdev/reins/sandbox"
 )
 
+// forkStart checks a fork of n (0 is 1) of sandbox id and holds places
+// for n sandboxes in its tenant's quota until release.
+func (m *Manager) forkStart(ctx context.Context, tenant, id string, n int) (b *box, count int, release func(), err error) {
+	if n == 0 {
+		n = 1
+	}
+	if n < 1 || n > MaxFork {
+		return nil, 0, nil, fmt.Errorf("fork count %d: give 1 to %d: %w", n, MaxFork, errdefs.ErrInvalidArgument)
+	}
+	if b, err = m.lookup(tenant, id); err != nil {
+		return nil, 0, nil, err
+	}
+	limit, err := m.limit(ctx, b.tenant)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if err := m.reserve(b.tenant, limit, n, nil); err != nil {
+		return nil, 0, nil, err
+	}
+	return b, n, func() { m.unreserve(b.tenant, n) }, nil
+}
+
+// createN makes n sandboxes of owner with spec and o at once (at most
+// forkParallel at a time); should any fail, the others are removed: all
+// or none.
+func (m *Manager) createN(ctx context.Context, owner string, spec sandbox.Spec, n int, o createOpts) ([]sandbox.Info, error) {
+	out := make([]sandbox.Info, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, forkParallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rec, _, err := m.create(ctx, owner, spec, o)
+			out[i], errs[i] = rec.Info, err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, info := range out {
+			if info.ID != "" {
+				if derr := m.Delete(context.WithoutCancel(ctx), "", info.ID); derr != nil {
+					m.log.Warn("removing a fork of a failed fork", "sandbox", info.ID, "err", derr)
+				}
+			}
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
 // MaxFork is the most sandboxes one fork makes.
 const MaxFork = 64
 
@@ -32,25 +84,12 @@ const forkParallel = 10
 // The source keeps running. (Memory is not carried: a seam for a
 // sandbox.Checkpointer to add it.)
 func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox.Info, error) {
-	if n == 0 {
-		n = 1
-	}
-	if n < 1 || n > MaxFork {
-		return nil, fmt.Errorf("fork count %d: give 1 to %d: %w", n, MaxFork, errdefs.ErrInvalidArgument)
-	}
-	b, err := m.lookup(tenant, id)
+	b, n, release, err := m.forkStart(ctx, tenant, id, n)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	owner := b.tenant
-	limit, err := m.limit(ctx, owner)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.reserve(owner, limit, n, nil); err != nil {
-		return nil, err
-	}
-	defer m.unreserve(owner, n)
 
 	t0 := time.Now()
 	b.mu.Lock()
@@ -71,28 +110,8 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 		spec.Gateway = &g
 	}
 
-	out := make([]sandbox.Info, n)
-	errs := make([]error, n)
-	sem := make(chan struct{}, forkParallel)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			rec, _, err := m.create(ctx, owner, spec, createOpts{from: &snap, origin: "fork:" + id, reserved: true})
-			out[i], errs[i] = rec.Info, err
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		for i, info := range out {
-			if info.ID != "" {
-				if derr := m.Delete(context.WithoutCancel(ctx), "", info.ID); derr != nil {
-					m.log.Warn("removing a fork of a failed fork", "sandbox", info.ID, "err", derr)
-				}
-				out[i] = sandbox.Info{}
-			}
-		}
+	out, err := m.createN(ctx, owner, spec, n, createOpts{from: &snap, origin: "fork:" + id, reserved: true})
+	if err != nil {
 		return nil, fmt.Errorf("forking sandbox %s: %w", id, err)
 	}
 	m.log.Debug("sandbox fork", "sandbox", id, "save", tSaved.Sub(t0), "creates", time.Since(tSaved))

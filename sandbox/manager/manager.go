@@ -462,6 +462,9 @@ type createOpts struct {
 	origin string
 	// reserved: the quota was checked and a place held (reserve).
 	reserved bool
+	// memory: restore the new sandbox from another's checkpoint, on a
+	// copy of its disk, with its image (ForkMemory).
+	memory *memorySource
 }
 
 // CreateFrom is Create for a sandbox that replaces stopped sandbox oldID:
@@ -509,7 +512,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		// the service dials no private address for it.
 		rctx = image.Untrusted(ctx)
 	}
-	if o.from == nil && strings.HasPrefix(spec.Image, SnapshotPrefix) {
+	if o.from == nil && o.memory == nil && strings.HasPrefix(spec.Image, SnapshotPrefix) {
 		s, err := m.resolveSnapshot(tenant, strings.TrimPrefix(spec.Image, SnapshotPrefix))
 		if err != nil {
 			return Record{}, false, err
@@ -517,7 +520,9 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		o.from = &s
 	}
 	var img Image
-	if o.from != nil {
+	if o.memory != nil {
+		img = o.memory.img
+	} else if o.from != nil {
 		if m.cfg.Workspaces == nil {
 			return Record{}, false, fmt.Errorf("this service keeps no workspaces, so it cannot make a sandbox from a snapshot: %w", errdefs.ErrUnimplemented)
 		}
@@ -539,6 +544,9 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		// Its workspace is the snapshot until it saves its own: the
 		// fresh disk gets it at the start (localRoot).
 		b.rec.Origin, b.rec.Workspace, b.rec.Base = o.origin, o.from.Digest, o.from.Digest
+	}
+	if o.memory != nil {
+		b.rec.Origin = o.origin
 	}
 	if spec.Gateway != nil {
 		b.rec.GatewayToken = newGatewayToken() // recorded below, before the sandbox (or anyone) sees it
@@ -567,7 +575,11 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	log := m.log.With("sandbox", b.rec.ID, "tenant", tenant)
 	restored := oldID != "" && m.takeDisk(oldID, b.dir)
 	progress(sandbox.Progress{Phase: sandbox.PhaseBoot, Message: "starting " + spec.Backend + " sandbox"})
-	err = m.start(ctx, b, img)
+	start := m.start
+	if o.memory != nil {
+		start = func(ctx context.Context, b *box, _ Image) error { return m.restoreFork(ctx, b, o.memory) }
+	}
+	err = start(ctx, b, img)
 	if err == nil {
 		err = m.warmLocked(ctx, b, warm) // a template's start, ready before the sandbox is handed over
 	}

@@ -87,6 +87,22 @@ func askPort(t *testing.T, ctx context.Context, c *client.Client) int {
 	return n
 }
 
+// counterBox is a busybox gVisor sandbox of m running pauseCounter,
+// which has counted a few times.
+func counterBox(t *testing.T, ctx context.Context, m *Manager) (sandbox.Info, *client.Client) {
+	t.Helper()
+	id, c, _ := pausedBox(t, m, sandbox.Limits{})
+	if _, err := c.Start(ctx, &executorv1.ExecRequest{Argv: []string{"sh", "-c", pauseCounter}, Background: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, ctx, c, 3)
+	info, err := m.Get(ctx, "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info, c
+}
+
 func waitCount(t *testing.T, ctx context.Context, c *client.Client, over int) int {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -109,19 +125,7 @@ func TestPauseResume(t *testing.T) {
 	m := gvisorManager(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := m.Create(ctx, "", sandbox.Spec{Image: "busybox"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Delete(context.Background(), "", info.ID) })
-	c, err := m.Client(ctx, "", info.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Start(ctx, &executorv1.ExecRequest{Argv: []string{"sh", "-c", pauseCounter}, Background: true}); err != nil {
-		t.Fatal(err)
-	}
-	waitCount(t, ctx, c, 3)
+	info, _ := counterBox(t, ctx, m)
 
 	paused, instead, n, err := m.Pause(ctx, "", info.ID, false)
 	if err != nil || instead {
@@ -218,5 +222,59 @@ func TestPauseRuncRefused(t *testing.T) {
 	}
 	if _, _, _, err := m.Pause(ctx, "", info.ID, true); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "suspended") {
 		t.Errorf("pausing a suspended sandbox: %v", err)
+	}
+}
+
+// ForkMemory: each fork goes on counting from the source's count (its
+// memory and open file), on its own disk, with its own executor token
+// (the source's no longer opens it); the source goes on too.
+func TestForkMemory(t *testing.T) {
+	dir := t.TempDir()
+	m := gvisorManager(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	info, c := counterBox(t, ctx, m)
+	forks, err := m.ForkMemory(ctx, "", info.ID, 2)
+	if err != nil {
+		t.Fatalf("ForkMemory: %v", err)
+	}
+	src, _ := m.lookup("", info.ID)
+	for _, f := range forks {
+		t.Cleanup(func() { m.Delete(context.Background(), "", f.ID) })
+	}
+	for i, f := range forks {
+		if f.ID == info.ID || f.State != sandbox.StateRunning || f.Origin != "fork:"+info.ID {
+			t.Fatalf("fork %d: %+v", i, f)
+		}
+		fc, err := m.Client(ctx, "", f.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := countsIn(t, ctx, fc)
+		waitCount(t, ctx, fc, n+2)
+		if v := askPort(t, ctx, fc); v < n {
+			t.Errorf("fork %d's listener answered %d, want at least %d", i, v, n)
+		}
+		shOK(t, fc, "echo mine > /workspace/fork-"+strconv.Itoa(i))
+		fb, _ := m.lookup("", f.ID)
+		if fb.rec.Token == src.rec.Token {
+			t.Fatalf("fork %d has its source's token", i)
+		}
+		old, err := client.Dial(ctx, fb.endpoint(), src.rec.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := old.Hello(ctx); !errors.Is(err, errdefs.ErrUnauthenticated) {
+			t.Errorf("the source's token on fork %d: %v, want unauthenticated", i, err)
+		}
+		old.Close()
+	}
+	c, err = m.Client(ctx, "", info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, ctx, c, countsIn(t, ctx, c)+2)
+	if out := shOK(t, c, "ls /workspace"); strings.Contains(out, "fork-") {
+		t.Errorf("a fork's file is in the source: %q", out)
 	}
 }
