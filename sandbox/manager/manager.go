@@ -480,7 +480,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	if progress == nil {
 		progress = func(sandbox.Progress) {}
 	}
-	warm, err := m.fromTemplate(tenant, &spec, &o)
+	warm, err := m.templateOf(tenant, &spec)
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -511,6 +511,9 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		// A tenant's image comes from a public registry, anonymously:
 		// the service dials no private address for it.
 		rctx = image.Untrusted(ctx)
+	}
+	if err := m.fromTemplate(tenant, warm, &o); err != nil {
+		return Record{}, false, err
 	}
 	if o.from == nil && o.memory == nil && strings.HasPrefix(spec.Image, SnapshotPrefix) {
 		s, err := m.resolveSnapshot(tenant, strings.TrimPrefix(spec.Image, SnapshotPrefix))
@@ -580,7 +583,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		start = func(ctx context.Context, b *box, _ Image) error { return m.restoreFork(ctx, b, o.memory) }
 	}
 	err = start(ctx, b, img)
-	if err == nil {
+	if err == nil && o.memory == nil { // a memory fork's start runs already
 		err = m.warmLocked(ctx, b, warm) // a template's start, ready before the sandbox is handed over
 	}
 	if err != nil {
