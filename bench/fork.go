@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +27,7 @@ import (
 const forkBound = 10
 
 func (b *bench) fork(n, rounds int) error {
+	phases := &forkPhases{d: map[string][]time.Duration{}}
 	ws, err := workspace.Open(filepath.Join(b.dir, "forkws"))
 	if err != nil {
 		return err
@@ -31,7 +36,7 @@ func (b *bench) fork(n, rounds int) error {
 		Dir: filepath.Join(b.dir, "forksb"), ExecutorPath: b.executor,
 		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
 		Images: manager.ImageStore(b.images), CheckInterval: time.Hour, DiskPool: n + 2,
-		Workspaces: manager.WorkspaceStore(ws), Logger: slog.New(slog.DiscardHandler),
+		Workspaces: manager.WorkspaceStore(ws), Logger: slog.New(phases),
 	})
 	if err != nil {
 		return err
@@ -57,6 +62,7 @@ func (b *bench) fork(n, rounds int) error {
 	var forks, creates []time.Duration
 	for range rounds {
 		time.Sleep(2 * time.Second) // the pool refills
+		phases.set("fork")
 		t0 := time.Now()
 		infos, err := m.Fork(b.ctx, "", src.ID, n)
 		if err != nil {
@@ -66,6 +72,7 @@ func (b *bench) fork(n, rounds int) error {
 		removeAll(infos)
 
 		time.Sleep(2 * time.Second)
+		phases.set("create")
 		t0 = time.Now()
 		made := make([]sandbox.Info, n)
 		errs := make([]error, n)
@@ -87,8 +94,57 @@ func (b *bench) fork(n, rounds int) error {
 			}
 		}
 	}
+	phases.set("")
+	phases.print()
 	f, c := pct(forks, 50), pct(creates, 50)
 	b.add(fmt.Sprintf("fork ×%d of a running sandbox (1 MiB workspace), total, p50 of %d", n, rounds), ms(f),
 		fmt.Sprintf("%s (%d creates of busybox, %d at a time)", ms(c), n, forkBound), float64(f)/float64(c), "≤ 1 s")
 	return nil
+}
+
+// forkPhases collects the durations the manager logs at debug level
+// (its sandbox root, boot and fork timings), by round kind ("fork" or
+// "create"), and prints their p50 and max: where a fork's time goes.
+type forkPhases struct {
+	mu   sync.Mutex
+	kind string
+	d    map[string][]time.Duration
+	keys []string
+}
+
+func (p *forkPhases) set(kind string) {
+	p.mu.Lock()
+	p.kind = kind
+	p.mu.Unlock()
+}
+
+func (p *forkPhases) Enabled(_ context.Context, l slog.Level) bool { return true }
+func (p *forkPhases) WithAttrs([]slog.Attr) slog.Handler           { return p }
+func (p *forkPhases) WithGroup(string) slog.Handler                { return p }
+func (p *forkPhases) Handle(_ context.Context, r slog.Record) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.kind == "" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Value.Kind() == slog.KindDuration {
+			k := p.kind + " " + strings.TrimPrefix(r.Message, "sandbox ") + "." + a.Key
+			if _, ok := p.d[k]; !ok {
+				p.keys = append(p.keys, k)
+			}
+			p.d[k] = append(p.d[k], a.Value.Duration())
+		}
+		return true
+	})
+	return nil
+}
+
+func (p *forkPhases) print() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	slices.Sort(p.keys)
+	for _, k := range p.keys {
+		fmt.Fprintf(os.Stderr, "  %-28s p50 %7s  max %7s  (%d)\n", k, ms(pct(p.d[k], 50)), ms(pct(p.d[k], 100)), len(p.d[k]))
+	}
 }

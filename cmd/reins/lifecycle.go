@@ -249,7 +249,7 @@ func snapshotLsCmd() *cobra.Command {
 }
 
 func snapshotRmCmd() *cobra.Command {
-	return removeCmd("Remove snapshots (a name, or an unnamed one's sha256:… digest); refused while a sandbox or template needs one",
+	return removeCmd("rm NAME...", "Remove snapshots (a name, or an unnamed one's sha256:… digest); refused while a sandbox or template needs one",
 		(*client.Client).DeleteSnapshot)
 }
 

@@ -52,13 +52,14 @@ func printTable[T any](out io.Writer, header string, items []T, row func(T) stri
 	return w.Flush()
 }
 
-// removeCmd is an `rm NAME...` command: it removes each name with del,
-// printing the ones removed, and reports every one that was not.
-func removeCmd(short string, del func(*client.Client, context.Context, string) error) *cobra.Command {
+// removeCmd is an `rm NAME...` command (use says what it takes) that
+// removes each with del (removeEach).
+func removeCmd(use, short string, del func(*client.Client, context.Context, string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rm NAME...",
-		Short: short,
-		Args:  usageArgs(cobra.MinimumNArgs(1)),
+		Use:     use,
+		Aliases: []string{"remove", "delete"},
+		Short:   short,
+		Args:    usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			return removeEach(c, args, del)
 		},

@@ -16,6 +16,7 @@ import (
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/archive"
 	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/sandbox/template"
 	"github.com/reinsdev/reins/server"
 )
 
@@ -232,7 +233,7 @@ func (b *buildPrinter) progress(p *reinsv1.TemplateProgress) {
 		b.bar.Done()
 		b.step, b.what = int(p.Step), p.What
 		switch {
-		case p.Step > p.Steps:
+		case p.Step == 0 || p.Step > p.Steps:
 			fmt.Fprintf(b.w, "%s\n", p.What)
 		case p.Cached:
 			fmt.Fprintf(b.w, "step %d/%d %s: cached\n", p.Step, p.Steps, p.What)
@@ -245,13 +246,20 @@ func (b *buildPrinter) progress(p *reinsv1.TemplateProgress) {
 		io.WriteString(b.w, p.Output)
 	}
 	if sp := p.Progress; sp != nil {
-		if sp.Phase == reinsv1.ProgressPhase_PROGRESS_PHASE_UNSPECIFIED && sp.Message != "" {
-			if sp.Total > 0 && sp.Done >= sp.Total {
-				b.bar.Done()
-				fmt.Fprintf(b.w, "  %s\n", sp.Message)
+		switch {
+		case sp.Item == template.ItemSaved:
+			b.bar.Done()
+			fmt.Fprintf(b.w, "  %s\n", sp.Message)
+			return
+		case sp.Phase == reinsv1.ProgressPhase_PROGRESS_PHASE_UNSPECIFIED:
+			// A save of the step's files: bytes of bytes, and the files.
+			text := "  " + sp.Item
+			if sp.Total > 0 {
+				text += fmt.Sprintf(" %s %s / %s", bar(sp.Done, sp.Total, 20), humanBytes(sp.Done), humanBytes(sp.Total))
 			} else {
-				b.bar.show("  "+sp.Message, false)
+				text += " " + humanBytes(sp.Done)
 			}
+			b.bar.show(text+"  "+sp.Message, false)
 			return
 		}
 		b.bar.Progress(sp)
@@ -270,7 +278,7 @@ func templateLsCmd() *cobra.Command {
 }
 
 func templateRmCmd() *cobra.Command {
-	return removeCmd("Remove templates (refused while a sandbox or a pool needs one)", (*client.Client).DeleteTemplate)
+	return removeCmd("rm NAME...", "Remove templates (refused while a sandbox or a pool needs one)", (*client.Client).DeleteTemplate)
 }
 
 func truncateText(s string, n int) string {

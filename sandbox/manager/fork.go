@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
@@ -90,6 +91,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 	defer release()
 	owner := b.tenant
 
+	t0 := time.Now()
 	b.mu.Lock()
 	if err := m.canSave(b, "fork"); err != nil {
 		b.mu.Unlock()
@@ -101,6 +103,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 	if err != nil {
 		return nil, err
 	}
+	tSaved := time.Now()
 	spec.Labels = maps.Clone(spec.Labels)
 	if spec.Gateway != nil {
 		g := *spec.Gateway
@@ -111,6 +114,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 	if err != nil {
 		return nil, fmt.Errorf("forking sandbox %s: %w", id, err)
 	}
+	m.log.Debug("sandbox fork", "sandbox", id, "save", tSaved.Sub(t0), "creates", time.Since(tSaved))
 	ids := make([]string, n)
 	for i, info := range out {
 		ids[i] = info.ID

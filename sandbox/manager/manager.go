@@ -490,7 +490,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	if progress == nil {
 		progress = func(sandbox.Progress) {}
 	}
-	warm, err := m.fromTemplate(tenant, &spec, &o)
+	warm, err := m.templateOf(tenant, &spec)
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -526,6 +526,9 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		// A tenant's image comes from a public registry, anonymously:
 		// the service dials no private address for it.
 		rctx = image.Untrusted(ctx)
+	}
+	if err := m.fromTemplate(tenant, warm, &o); err != nil {
+		return Record{}, false, err
 	}
 	if o.from == nil && o.memory == nil && strings.HasPrefix(spec.Image, SnapshotPrefix) {
 		s, err := m.resolveSnapshot(tenant, strings.TrimPrefix(spec.Image, SnapshotPrefix))
@@ -595,7 +598,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		start = func(ctx context.Context, b *box, _ Image) error { return m.restoreFork(ctx, b, o.memory) }
 	}
 	err = start(ctx, b, img)
-	if err == nil {
+	if err == nil && o.memory == nil { // a memory fork's start runs already
 		err = m.warmLocked(ctx, b, warm) // a template's start, ready before the sandbox is handed over
 	}
 	if err != nil {
@@ -719,6 +722,7 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 	if err := rootfs.MountDisk(l); err != nil {
 		return err
 	}
+	t2 := time.Now()
 	// A fresh disk of a sandbox with a saved workspace (resumed, or made
 	// from a snapshot) gets it back before the overlay sees the upper layer.
 	if fresh && b.rec.Workspace != "" && m.cfg.Workspaces != nil {
@@ -726,13 +730,15 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 			return fmt.Errorf("restoring the sandbox's saved workspace: %w", err)
 		}
 	}
+	t3 := time.Now()
 	if err := rootfs.MountOverlay(l, img.Layers); err != nil {
 		return err
 	}
 	if err := rootfs.PrepareRun(l); err != nil {
 		return err
 	}
-	m.log.Debug("sandbox root", "sandbox", b.rec.ID, "disk", t1.Sub(t0), "mount", time.Since(t1))
+	m.log.Debug("sandbox root", "sandbox", b.rec.ID, "disk", t1.Sub(t0), "mount", t2.Sub(t1),
+		"restore", t3.Sub(t2), "overlay", time.Since(t3))
 	bundle.Rootfs = l.Rootfs()
 	bundle.Mounts = []sandbox.Mount{
 		{Source: m.cfg.ExecutorPath, Target: ExecutorTarget, ReadOnly: true},

@@ -312,19 +312,23 @@ func (m *Manager) recordSnapshot(s *SnapshotInfo) error {
 // sandbox keeps running: what it writes during the capture may or may not
 // be in it. A failure (the store full) says so and changes nothing.
 func (m *Manager) captureLocked(ctx context.Context, b *box) (Saved, error) {
+	t0 := time.Now()
 	if b.client != nil {
 		if err := b.client.Sync(ctx); err != nil {
 			return Saved{}, fmt.Errorf("sandbox %s did not flush its writes before the save (it keeps running): %w", b.rec.ID, err)
 		}
 	}
-	return m.captureUpper(ctx, b)
+	t1 := time.Now()
+	saved, err := m.captureUpper(ctx, b)
+	m.log.Debug("sandbox save", "sandbox", b.rec.ID, "sync", t1.Sub(t0), "capture", time.Since(t1))
+	return saved, err
 }
 
 // captureUpper saves b's upper layer as it is on its disk; b.mu is held.
 // (A collection running meanwhile keeps what the capture references: the
 // store sees to that.)
 func (m *Manager) captureUpper(ctx context.Context, b *box) (Saved, error) {
-	saved, err := m.cfg.Workspaces.Capture(ctx, rootfs.Layout{Dir: b.dir}.Upper(), b.rec.Workspace, nil)
+	saved, err := m.cfg.Workspaces.Capture(ctx, rootfs.Layout{Dir: b.dir}.Upper(), b.rec.Workspace, captureProgress(ctx))
 	if err != nil {
 		return Saved{}, fmt.Errorf("saving sandbox %s's workspace failed, and the sandbox is as it was: %w", b.rec.ID, err)
 	}

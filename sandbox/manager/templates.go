@@ -32,14 +32,12 @@ func (m *Manager) templateStore() Templates {
 	return m.templates
 }
 
-// fromTemplate resolves spec's image when it is template:NAME of tenant's:
-// o.from becomes the template's snapshot (with the template's env over the
-// image's), the spec takes the template's backend unless it names one, and
-// the template is returned for its start command. Another tenant's
-// template is not found, as a missing one.
-func (m *Manager) fromTemplate(tenant string, spec *sandbox.Spec, o *createOpts) (*template.Template, error) {
+// templateOf resolves spec's image when it is template:NAME of tenant's
+// (nil otherwise): the spec takes the template's backend unless it names
+// one. Another tenant's template is not found, as a missing one.
+func (m *Manager) templateOf(tenant string, spec *sandbox.Spec) (*template.Template, error) {
 	name, ok := strings.CutPrefix(spec.Image, template.Prefix)
-	if !ok || o.from != nil {
+	if !ok {
 		return nil, nil
 	}
 	ts := m.templateStore()
@@ -50,16 +48,27 @@ func (m *Manager) fromTemplate(tenant string, spec *sandbox.Spec, o *createOpts)
 	if err != nil {
 		return nil, err
 	}
-	s, err := m.resolveSnapshot(tenant, t.Snapshot)
-	if err != nil {
-		return nil, fmt.Errorf("template %s: its snapshot is gone (%w): build it again", name, err)
-	}
-	s.ImageEnv = append(slices.Clip(s.ImageEnv), t.Env...)
-	o.from, o.origin = &s, spec.Image
 	if spec.Backend == "" {
 		spec.Backend = t.Backend
 	}
 	return &t, nil
+}
+
+// fromTemplate makes a create of template t start from its snapshot, with
+// the template's env over the image's, unless it starts from something
+// else already (a fork). It runs after the warm pool had its chance: a
+// pool of template:NAME hands out sandboxes already made from it.
+func (m *Manager) fromTemplate(tenant string, t *template.Template, o *createOpts) error {
+	if t == nil || o.from != nil || o.memory != nil {
+		return nil
+	}
+	s, err := m.resolveSnapshot(tenant, t.Snapshot)
+	if err != nil {
+		return fmt.Errorf("template %s: its snapshot is gone (%w): build it again", t.Name, err)
+	}
+	s.ImageEnv = append(slices.Clip(s.ImageEnv), t.Env...)
+	o.from, o.origin = &s, t.Ref()
+	return nil
 }
 
 // warmLocked runs a template's start command in new sandbox b and waits
@@ -129,7 +138,7 @@ func (t TemplateBuilds) Executor(ctx context.Context, tenant, id string) (templa
 }
 
 func (t TemplateBuilds) SaveWorkspace(ctx context.Context, tenant, id string, progress func(sandbox.Progress)) (template.Saved, error) {
-	s, err := t.M.Snapshot(ctx, tenant, id, "")
+	s, err := t.M.Snapshot(withCaptureProgress(ctx, progress), tenant, id, "")
 	if err != nil {
 		return template.Saved{}, err
 	}
@@ -138,4 +147,22 @@ func (t TemplateBuilds) SaveWorkspace(ctx context.Context, tenant, id string, pr
 
 func (t TemplateBuilds) Delete(ctx context.Context, tenant, id string) error {
 	return t.M.Delete(ctx, tenant, id)
+}
+
+// captureProgressKey carries, in a call's context, who is told how a
+// capture of a workspace is getting on (files and bytes saved so far):
+// a template build's step shows its save live.
+type captureProgressKey struct{}
+
+func withCaptureProgress(ctx context.Context, progress func(sandbox.Progress)) context.Context {
+	if progress == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, captureProgressKey{}, progress)
+}
+
+// captureProgress is the progress the context carries, nil if none.
+func captureProgress(ctx context.Context) func(sandbox.Progress) {
+	f, _ := ctx.Value(captureProgressKey{}).(func(sandbox.Progress))
+	return f
 }

@@ -52,8 +52,12 @@ type Progress struct {
 	Sub         *sandbox.Progress
 }
 
-// PhaseSnapshot is the Sub progress phase of saving a step's result.
-const PhaseSnapshot = "snapshot"
+// PhaseSnapshot is the Sub progress phase of saving a step's result;
+// ItemSaved marks the one that says what was saved, in files and bytes.
+const (
+	PhaseSnapshot = "snapshot"
+	ItemSaved     = "saved"
+)
 
 // Builder runs builds. Its methods are safe for concurrent use.
 type Builder struct {
@@ -271,8 +275,12 @@ func (r *build) ensureSandbox(ctx context.Context) error {
 			Labels:   map[string]string{"reins.template": r.spec.Name},
 			OnExpire: sandbox.ExpireDelete, TTL: buildTTL,
 		}
+		from := "FROM " + r.spec.From
+		if r.done > 0 {
+			from = fmt.Sprintf("FROM step %d's cached result", r.done)
+		}
 		info, err := r.b.Sandboxes.Create(ctx, r.tenant, spec, func(p sandbox.Progress) {
-			r.progress(Progress{Step: r.done, Steps: len(r.spec.Steps), What: "FROM " + r.spec.From, Sub: &p})
+			r.progress(Progress{Step: 0, Steps: len(r.spec.Steps), What: from, Sub: &p})
 		})
 		if info.ID != "" {
 			r.id = info.ID
@@ -410,7 +418,7 @@ func (r *build) save(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("saving step %d/%d: %w", i, n, err)
 	}
-	r.progress(Progress{Step: i, Steps: n, What: what, Sub: &sandbox.Progress{Phase: PhaseSnapshot, Done: saved.Files, Total: saved.Files,
+	r.progress(Progress{Step: i, Steps: n, What: what, Sub: &sandbox.Progress{Phase: PhaseSnapshot, Item: ItemSaved, Done: saved.Files, Total: saved.Files,
 		Message: fmt.Sprintf("saved %d files, %s (%s new)", saved.Files, sandbox.FormatBytes(saved.Bytes), sandbox.FormatBytes(saved.Stored))}})
 	r.snapshot, r.bytes = saved.Digest, saved.Bytes
 	if i == 0 {

@@ -2,10 +2,10 @@ package template
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
@@ -51,15 +51,12 @@ func Warm(ctx context.Context, ex Executor, env []string, start, ready string, t
 	if ready == "" {
 		return nil
 	}
+	w := watchStart(ctx, ex, st.Pid)
+	defer w.stop()
 	deadline := time.Now().Add(timeout)
 	var last tail
 	var lastCode int32 = -1
 	for {
-		if ended, out := startEnded(ctx, ex, st.Pid); ended != nil {
-			return errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf(
-				"the start command %q exited with code %d before the ready command %q succeeded%s",
-				truncate(start, 80), ended.ExitCode, truncate(ready, 80), outputSays("its output", out)))
-		}
 		try := min(time.Until(deadline), readyTryMost)
 		if try <= 0 {
 			break
@@ -79,28 +76,57 @@ func Warm(ctx context.Context, ex Executor, env []string, start, ready string, t
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-w.exited:
+			return errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf(
+				"the start command %q exited with code %d before the ready command %q succeeded%s",
+				truncate(start, 80), w.exit.ExitCode, truncate(ready, 80), outputSays(", its output", w.output())))
 		case <-time.After(readyEvery):
 		}
 	}
-	_, out := startEnded(ctx, ex, st.Pid)
 	return errdefs.WithMessage(errdefs.ErrTimeout, fmt.Sprintf(
 		"the ready command %q did not exit 0 within %s (its last exit code %d%s); the start command %q is running%s: "+
 			"check that start serves what ready asks, or give a longer ready timeout",
-		truncate(ready, 80), timeout, lastCode, outputSays(", its output", last.String()), truncate(start, 80), outputSays(", its output", out)))
+		truncate(ready, 80), timeout, lastCode, outputSays(", its output", last.String()), truncate(start, 80), outputSays(", its output", w.output())))
 }
 
-// startEnded reports how the start command ended (nil while it runs) and
-// the tail of what it printed.
-func startEnded(ctx context.Context, ex Executor, pid int32) (*executorv1.Exited, string) {
-	var out tail
-	exit, err := ex.Attach(ctx, pid, false, func(ev *executorv1.ExecEvent) {
-		out.write(ev.GetStdout())
-		out.write(ev.GetStderr())
+// startWatch follows the start command's output (its tail) and its exit
+// (exited is closed, exit set), until stop.
+type startWatch struct {
+	mu     sync.Mutex
+	out    tail
+	exit   *executorv1.Exited
+	exited chan struct{}
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+func watchStart(ctx context.Context, ex Executor, pid int32) *startWatch {
+	w := &startWatch{exited: make(chan struct{})}
+	ctx, w.cancel = context.WithCancel(ctx)
+	w.done.Go(func() {
+		exit, err := ex.Attach(ctx, pid, true, func(ev *executorv1.ExecEvent) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.out.write(ev.GetStdout())
+			w.out.write(ev.GetStderr())
+		})
+		if err == nil && exit != nil {
+			w.exit = exit
+			close(w.exited)
+		}
 	})
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return nil, ""
-	}
-	return exit, out.String()
+	return w
+}
+
+func (w *startWatch) output() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out.String()
+}
+
+func (w *startWatch) stop() {
+	w.cancel()
+	w.done.Wait()
 }
 
 func outputSays(what, out string) string {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -151,6 +152,42 @@ func TestTenantIsolation(t *testing.T) {
 			t.Errorf("%s's sandbox ls lacks acme's sandbox: %s", name, r)
 		}
 	}
+	// Templates are per tenant: another tenant's is answered as a
+	// missing one by rm, by create --image template:NAME and by a build
+	// from it; it is never listed; a build of the same name and steps
+	// makes the tenant's own, taking nothing from the other's cache.
+	if r := s.asTenant(acme, "template", "build", "acmeweb", "--from", "busybox", "--run", "echo acme > /owner"); r.code != 0 {
+		t.Fatalf("acme's template build: %s", r)
+	}
+	tplCLI := [][]string{
+		{"template", "rm", "NAME"},
+		{"sandbox", "create", "--image", "template:NAME"},
+		{"template", "build", "mine", "--from", "template:NAME", "--run", "true"},
+	}
+	for _, args := range tplCLI {
+		with := func(name string) []string {
+			out := slices.Clone(args)
+			for i := range out {
+				out[i] = strings.ReplaceAll(out[i], "NAME", name)
+			}
+			return out
+		}
+		other, missing := s.asTenant(beta, with("acmeweb")...), s.asTenant(beta, with("nosuchweb")...)
+		if other.code == 0 || !strings.Contains(other.stderr, "not found") ||
+			strings.ReplaceAll(other.stderr, "acmeweb", "NAME") != strings.ReplaceAll(missing.stderr, "nosuchweb", "NAME") {
+			t.Errorf("reins %v with beta's token: %s; a missing one: %s; want the same not found", with("acmeweb"), other, missing)
+		}
+	}
+	if r := s.asTenant(beta, "template", "ls", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("template ls with beta's token: %s; want []", r)
+	}
+	if r := s.asTenant(beta, "template", "build", "acmeweb", "--from", "busybox", "--run", "echo acme > /owner"); r.code != 0 || strings.Contains(r.stderr, "cached") {
+		t.Errorf("beta's build of the same name and steps: %s; want its own, uncached", r)
+	}
+	if r := s.asTenant(acme, "template", "ls", "--json"); r.code != 0 || strings.Count(r.stdout, `"acmeweb"`) != 1 {
+		t.Errorf("acme's template ls after beta's build: %s", r)
+	}
+
 	// The admin's sandboxes are no tenant's either.
 	adminSbx := s.create()
 	if r := s.asTenant(acme, "sandbox", "show", adminSbx); r.code == 0 || !strings.Contains(r.stderr, "not found") {
