@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,7 +115,52 @@ type rjob struct {
 	fd   int
 	e    *entry
 	path string
+	made made
 }
+
+// made is what a new inode has before attrs sets it: its owner and mode
+// as the kernel made them (known), so that attrs skips a chown or chmod
+// that would change nothing (two of a small file's few syscalls).
+type made struct {
+	known    bool
+	uid, gid uint32
+	mode     uint32 // permission bits
+}
+
+var euid, egid = uint32(os.Geteuid()), uint32(os.Getegid())
+
+// newInode is what the kernel makes of an inode created with perm in a
+// directory of meta parent: the process's owner, the directory's group
+// if it is set-group-ID (and that bit, for a directory), perm less the
+// umask.
+func newInode(parent *meta, perm uint32, dir bool) made {
+	m := made{known: true, uid: euid, gid: egid, mode: perm &^ umask()}
+	if parent.mode&unix.S_ISGID != 0 {
+		m.gid = parent.gid
+		if dir {
+			m.mode |= unix.S_ISGID
+		}
+	}
+	return m
+}
+
+// umask is the process's file mode creation mask, read once from
+// /proc/self/status (umask(2) would change it for every thread for a
+// moment); unknown, it counts as masking everything.
+var umask = sync.OnceValue(func() uint32 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0o777
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+				return uint32(m) & 0o777
+			}
+		}
+	}
+	return 0o777
+})
 
 func (r *restorer) fail(err error) {
 	r.mu.Lock()
@@ -183,14 +230,15 @@ func (r *restorer) entry(e *entry) error {
 	r.n++
 	if len(r.stack) == 0 { // the top directory
 		r.stack = append(r.stack, frame{fd: r.top, path: "", meta: e.meta})
-		return entryErr("/", r.attrs(r.top, -1, "", &e.meta, true))
+		return entryErr("/", r.attrs(r.top, -1, "", &e.meta, true, made{}))
 	}
 	parent := r.stack[len(r.stack)-1]
 	pfd := parent.fd
 	path := parent.path + "/" + e.name
 	switch e.kind {
 	case kDir:
-		if err := unix.Mkdirat(pfd, e.name, 0o700); err != nil {
+		perm := e.meta.mode & 0o777
+		if err := unix.Mkdirat(pfd, e.name, perm); err != nil {
 			return entryErr(path, err)
 		}
 		fd, err := openDir(pfd, e.name)
@@ -198,9 +246,10 @@ func (r *restorer) entry(e *entry) error {
 			return entryErr(path, err)
 		}
 		r.stack = append(r.stack, frame{fd: fd, path: path, meta: e.meta})
-		return entryErr(path, r.attrs(fd, -1, "", &e.meta, true))
+		return entryErr(path, r.attrs(fd, -1, "", &e.meta, true, newInode(&parent.meta, perm, true)))
 	case kFile:
-		fd, err := unix.Openat(pfd, e.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		perm := e.meta.mode & 0o777
+		fd, err := unix.Openat(pfd, e.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 		if err != nil {
 			return entryErr(path, err)
 		}
@@ -212,7 +261,7 @@ func (r *restorer) entry(e *entry) error {
 			}
 			r.linked[idx] = linkTarget{dir: parent.path, name: e.name, ino: st.Ino}
 		}
-		j := &rjob{fd: fd, e: e.clone(), path: path}
+		j := &rjob{fd: fd, e: e.clone(), path: path, made: newInode(&parent.meta, perm, false)}
 		if len(e.chunks) > 4096 {
 			r.file(j, make([]byte, ChunkSize))
 			return r.firstErr()
@@ -229,13 +278,13 @@ func (r *restorer) entry(e *entry) error {
 			return entryErr(path, err)
 		}
 		r.files.Add(1)
-		return entryErr(path, r.attrs(-1, pfd, e.name, &e.meta, false))
+		return entryErr(path, r.attrs(-1, pfd, e.name, &e.meta, false, made{}))
 	case kWhiteout:
 		if err := unix.Mknodat(pfd, e.name, unix.S_IFCHR, 0); err != nil {
 			return entryErr(path, err)
 		}
 		r.files.Add(1)
-		return entryErr(path, r.attrs(-1, pfd, e.name, &e.meta, true))
+		return entryErr(path, r.attrs(-1, pfd, e.name, &e.meta, true, made{}))
 	case kLink:
 		r.files.Add(1)
 		return entryErr(path, r.link(e, pfd))
@@ -247,21 +296,24 @@ func (r *restorer) entry(e *entry) error {
 // followed), is its owner, mode, extended attributes and, for all but
 // directories (which get theirs once filled), times. Owner first: a
 // change of owner clears set-ID bits and file capabilities.
-func (r *restorer) attrs(fd, pfd int, name string, m *meta, chmod bool) error {
+func (r *restorer) attrs(fd, pfd int, name string, m *meta, chmod bool, now made) error {
 	lpath := ""
 	if fd < 0 {
 		lpath = fmt.Sprintf("/proc/self/fd/%d/%s", pfd, name)
 	}
 	var err error
-	if fd >= 0 {
-		err = unix.Fchown(fd, int(m.uid), int(m.gid))
-	} else {
-		err = unix.Fchownat(pfd, name, int(m.uid), int(m.gid), unix.AT_SYMLINK_NOFOLLOW)
+	if !now.known || now.uid != m.uid || now.gid != m.gid {
+		if fd >= 0 {
+			err = unix.Fchown(fd, int(m.uid), int(m.gid))
+		} else {
+			err = unix.Fchownat(pfd, name, int(m.uid), int(m.gid), unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil {
+			return fmt.Errorf("setting its owner: %w", err)
+		}
+		now.known = false // a chown may clear set-ID bits
 	}
-	if err != nil {
-		return fmt.Errorf("setting its owner: %w", err)
-	}
-	if chmod {
+	if chmod && (!now.known || now.mode != m.mode&0o7777) {
 		if fd >= 0 {
 			err = unix.Fchmod(fd, m.mode&0o7777)
 		} else {
@@ -349,7 +401,7 @@ func (r *restorer) worker() {
 func (r *restorer) file(j *rjob, buf []byte) {
 	err := r.fill(j, buf)
 	if err == nil {
-		err = r.attrs(j.fd, -1, "", &j.e.meta, true)
+		err = r.attrs(j.fd, -1, "", &j.e.meta, true, j.made)
 	}
 	if err == nil {
 		err = futimens(j.fd, j.e.meta.atime, j.e.meta.mtime)
