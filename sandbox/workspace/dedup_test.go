@@ -102,3 +102,43 @@ func TestParentSkipsUnchangedFiles(t *testing.T) {
 		t.Errorf("capture with a missing parent: %v", err)
 	}
 }
+
+// After a restore, the next capture with RestoreAs's snapshot as parent
+// reads only what changed: the restored files match it (this disk's
+// inodes), where they do not match the snapshot restored.
+func TestRestoreAsGivesTheNextCaptureAParent(t *testing.T) {
+	ctx := context.Background()
+	s := store(t, "")
+	a := disk(t, 64<<20)
+	writeFile(t, filepath.Join(a, "dir/same"), []byte("unchanged content"), 0o644)
+	writeFile(t, filepath.Join(a, "dir/changed"), []byte("before"), 0o644)
+	writeFile(t, filepath.Join(a, "links/x"), []byte("linked"), 0o644)
+	must(t, os.Link(filepath.Join(a, "links/x"), filepath.Join(a, "links/y")))
+	first, err := s.Capture(ctx, a, CaptureOptions{})
+	must(t, err)
+	b := disk(t, 64<<20)
+	restored, err := s.RestoreAs(ctx, first.Digest, b, nil)
+	must(t, err)
+	if restored.Digest == first.Digest || restored.Files != first.Files || restored.Bytes != first.Bytes {
+		t.Fatalf("RestoreAs = %+v, restored %+v", restored, first)
+	}
+	sameTree(t, a, b)
+	// It is a snapshot of the same tree.
+	c := disk(t, 64<<20)
+	must(t, s.Restore(ctx, restored.Digest, c, nil))
+	sameTree(t, a, c)
+	// The sandbox changes one file; the unchanged one is not read again
+	// (its chunk, deleted behind the store's back, is not written again).
+	writeFile(t, filepath.Join(b, "dir/changed"), []byte("after!"), 0o644)
+	sameSum := sha([]byte("unchanged content"))
+	must(t, unix.Unlinkat(s.chunks, chunkName(sameSum), 0))
+	next, err := s.Capture(ctx, b, CaptureOptions{Parent: restored.Digest})
+	must(t, err)
+	var st unix.Stat_t
+	if unix.Fstatat(s.chunks, chunkName(sameSum), &st, 0) == nil {
+		t.Error("the capture after RestoreAs read a file the sandbox had not changed")
+	}
+	if next.StoredBytes != int64(len("after!")) {
+		t.Errorf("the capture after RestoreAs stored %d bytes", next.StoredBytes)
+	}
+}

@@ -3,8 +3,10 @@ package workspace
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"strconv"
@@ -24,36 +26,59 @@ import (
 // is read as hostile (see the package comment); an error names the entry
 // it is about, and what Restore made is removed again.
 func (s *Store) Restore(ctx context.Context, digest, upper string, progress func(Progress)) error {
+	_, err := s.restore(ctx, digest, upper, progress, false)
+	return err
+}
+
+// RestoreAs is Restore that also returns a snapshot of upper as restored:
+// the same content (it restores the same tree), recorded with the new
+// disk's inodes and change times, so that the next Capture of upper with
+// it as Parent skips the files the sandbox did not change since (with
+// digest as Parent it would read them all: a fresh disk has new inodes).
+func (s *Store) RestoreAs(ctx context.Context, digest, upper string, progress func(Progress)) (Snapshot, error) {
+	return s.restore(ctx, digest, upper, progress, true)
+}
+
+func (s *Store) restore(ctx context.Context, digest, upper string, progress func(Progress), record bool) (Snapshot, error) {
 	hexd, err := parseDigest(digest)
 	if err != nil {
-		return err
+		return Snapshot{}, err
 	}
 	f, err := s.openManifest(hexd)
 	if err != nil {
-		return err
+		return Snapshot{}, err
 	}
 	defer f.Close()
 	t, err := readTrailer(f)
 	if err != nil {
-		return fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
+		return Snapshot{}, fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
 	}
 	dec, err := newDecoder(f, sha256.New(), DefaultMaxEntries)
 	if err != nil {
-		return fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
+		return Snapshot{}, fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
 	}
 	top, err := openDir(unix.AT_FDCWD, upper)
 	if err != nil {
-		return fmt.Errorf("the sandbox's new workspace cannot be opened: %w", osErr(err))
+		return Snapshot{}, fmt.Errorf("the sandbox's new workspace cannot be opened: %w", osErr(err))
 	}
 	defer unix.Close(top)
 	dbuf := make([]byte, 4096)
 	if ents, err := readDir(top, 1, dbuf); err != nil || len(ents) > 0 {
-		return errdefs.WithMessage(errdefs.ErrFailedPrecondition, "a workspace is restored only into an empty directory (a fresh disk)")
+		return Snapshot{}, errdefs.WithMessage(errdefs.ErrFailedPrecondition, "a workspace is restored only into an empty directory (a fresh disk)")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &restorer{s: s, ctx: ctx, cancel: cancel, top: top, dec: dec, total: t.bytes, progress: progress,
 		jobs: make(chan *rjob, 64), linked: map[uint64]linkTarget{}}
+	var rec *recorder
+	if record {
+		if rec, err = s.newRecorder(); err != nil {
+			return Snapshot{}, fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
+		}
+		defer rec.f.Close()
+		r.order = make(chan *rpend, 1024)
+		go rec.run(r.order)
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < workers(); i++ {
 		wg.Add(1)
@@ -71,15 +96,90 @@ func (s *Store) Restore(ctx context.Context, digest, upper string, progress func
 	if err == nil {
 		err = dec.verify(hexd)
 	}
+	snap := Snapshot{Digest: digest, Files: t.files, Bytes: t.bytes, Skipped: t.skipped}
+	if rec != nil {
+		close(r.order)
+		if rerr := <-rec.done; err == nil && rerr != nil {
+			err = rerr
+		}
+		if err == nil {
+			snap.Digest, err = rec.commit(t)
+		}
+	}
 	if err != nil {
 		r.closeStack()
 		removeContents(top, 0)
-		return fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
+		return Snapshot{}, fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
 	}
 	if progress != nil {
 		progress(Progress{Files: r.files.Load(), Bytes: r.bytes.Load(), TotalBytes: r.total})
 	}
-	return nil
+	return snap, nil
+}
+
+// recorder writes the manifest of a restored tree (RestoreAs).
+type recorder struct {
+	s    *Store
+	f    *os.File
+	h    hash.Hash
+	enc  *encoder
+	done chan error
+}
+
+// rpend is one restored entry on its way to the recorder: a file's once
+// its worker has set it (and knows its inode and change time).
+type rpend struct {
+	e   *entry
+	job *rjob
+}
+
+func (s *Store) newRecorder() (*recorder, error) {
+	fd, err := unix.Openat(s.manifests, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o400)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	f := os.NewFile(uintptr(fd), "manifest")
+	rec := &recorder{s: s, f: f, h: sha256.New(), done: make(chan error, 1)}
+	rec.enc = newEncoder(&hashWriter{f, rec.h})
+	return rec, nil
+}
+
+func (rec *recorder) run(order chan *rpend) {
+	var first error
+	for p := range order {
+		if p.job != nil {
+			<-p.job.done
+			p.e.meta.ino, p.e.meta.ctime = p.job.ino, p.job.ctime
+		} else {
+			p.e.meta.ino, p.e.meta.ctime = 0, unix.Timespec{}
+		}
+		if first == nil {
+			if err := rec.enc.entry(p.e); err != nil {
+				first = storeError(err)
+			}
+		}
+	}
+	rec.done <- first
+}
+
+// commit makes the recorded manifest durable (its chunks are already) and
+// names it.
+func (rec *recorder) commit(t trailer) (string, error) {
+	if err := rec.enc.finish(t); err != nil {
+		return "", storeError(err)
+	}
+	if err := rec.f.Sync(); err != nil {
+		return "", storeError(err)
+	}
+	hexd := hex.EncodeToString(rec.h.Sum(nil))
+	err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", rec.f.Fd()), rec.s.manifests, hexd, unix.AT_SYMLINK_FOLLOW)
+	if err != nil && err != unix.EEXIST {
+		return "", storeError(err)
+	}
+	if err := unix.Fsync(rec.s.manifests); err != nil {
+		return "", storeError(err)
+	}
+	return digestPrefix + hexd, nil
 }
 
 type restorer struct {
@@ -92,6 +192,8 @@ type restorer struct {
 	linked   map[uint64]linkTarget // entry number → where that file is
 	n        uint64                // entries numbered so far
 	jobs     chan *rjob
+	order    chan *rpend // RestoreAs: every entry, in order, to the recorder
+	last     *rjob       // the file job the last entry made
 	total    int64
 	progress func(Progress)
 
@@ -116,6 +218,11 @@ type rjob struct {
 	e    *entry
 	path string
 	made made
+	// RestoreAs: closed once the file is set, with its inode and change
+	// time then.
+	done  chan struct{}
+	ino   uint64
+	ctime unix.Timespec
 }
 
 // made is what a new inode has before attrs sets it: its owner and mode
@@ -203,8 +310,21 @@ func (r *restorer) run() error {
 		if err != nil {
 			return err
 		}
+		r.last = nil
 		if err := r.entry(&e); err != nil {
 			return err
+		}
+		if r.order != nil {
+			p := &rpend{job: r.last}
+			if p.job != nil {
+				p.e = p.job.e
+			} else {
+				p.e = e.clone()
+			}
+			select {
+			case r.order <- p:
+			case <-r.ctx.Done():
+			}
 		}
 		if r.progress != nil && time.Since(last) > 100*time.Millisecond {
 			last = time.Now()
@@ -262,6 +382,10 @@ func (r *restorer) entry(e *entry) error {
 			r.linked[idx] = linkTarget{dir: parent.path, name: e.name, ino: st.Ino}
 		}
 		j := &rjob{fd: fd, e: e.clone(), path: path, made: newInode(&parent.meta, perm, false)}
+		if r.order != nil {
+			j.done = make(chan struct{})
+			r.last = j
+		}
 		if len(e.chunks) > 4096 {
 			r.file(j, make([]byte, ChunkSize))
 			return r.firstErr()
@@ -270,7 +394,7 @@ func (r *restorer) entry(e *entry) error {
 		case r.jobs <- j:
 			return nil
 		case <-r.ctx.Done():
-			unix.Close(fd)
+			j.finish()
 			return r.ctx.Err()
 		}
 	case kSymlink:
@@ -389,7 +513,7 @@ func (r *restorer) worker() {
 	buf := make([]byte, ChunkSize)
 	for j := range r.jobs {
 		if r.ctx.Err() != nil {
-			unix.Close(j.fd)
+			j.finish()
 			continue
 		}
 		r.file(j, buf)
@@ -406,7 +530,13 @@ func (r *restorer) file(j *rjob, buf []byte) {
 	if err == nil {
 		err = futimens(j.fd, j.e.meta.atime, j.e.meta.mtime)
 	}
-	if cerr := unix.Close(j.fd); err == nil {
+	if err == nil && j.done != nil {
+		var st unix.Stat_t
+		if err = unix.Fstat(j.fd, &st); err == nil {
+			j.ino, j.ctime = st.Ino, st.Ctim
+		}
+	}
+	if cerr := j.finish(); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -414,6 +544,15 @@ func (r *restorer) file(j *rjob, buf []byte) {
 		return
 	}
 	r.files.Add(1)
+}
+
+// finish closes the job's file and says it is done.
+func (j *rjob) finish() error {
+	err := unix.Close(j.fd)
+	if j.done != nil {
+		close(j.done)
+	}
+	return err
 }
 
 func (r *restorer) fill(j *rjob, buf []byte) error {

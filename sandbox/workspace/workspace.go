@@ -124,7 +124,7 @@ type Store struct {
 	chunks    int
 	manifests int
 	tmp       int
-	seq       atomic.Int64 // names temporary files
+	seq       atomic.Int64  // names temporary files
 	grace     time.Duration // Collect keeps manifests younger than this
 
 	collectMu sync.Mutex // one Collect at a time
