@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/rootfs"
 	"github.com/reinsdev/reins/sandbox/workspace"
 )
@@ -82,6 +84,11 @@ func (b *bench) workspace() error {
 			if err != nil {
 				return err
 			}
+			// Dirty pages left by writing the tree or an earlier round's
+			// restore would be flushed by the capture's syncfs (the store
+			// and the loop disks' images share the host's filesystem):
+			// flush them first, for ours and tar's alike.
+			syscall.Sync()
 			t0 := time.Now()
 			snap, err = s.Capture(b.ctx, src, workspace.CaptureOptions{})
 			if err != nil {
@@ -90,6 +97,7 @@ func (b *bench) workspace() error {
 			}
 			capt = append(capt, time.Since(t0))
 			archive := filepath.Join(base, fmt.Sprintf("tree-%d.tar", r))
+			syscall.Sync()
 			d, err := tarCreate(src, archive, "")
 			if err != nil {
 				s.Close()
@@ -126,7 +134,7 @@ func (b *bench) workspace() error {
 			}
 			disks = disks[:len(disks)-2]
 		}
-		label := fmt.Sprintf("%s (%d files)", human(size), files)
+		label := fmt.Sprintf("%s (%d files)", sandbox.FormatBytes(size), files)
 		c, tc, re, tx := pct(capt, 50), pct(tarc, 50), pct(rest, 50), pct(tarx, 50)
 		b.add("workspace capture, "+label, rate(c, snap.Bytes), rate(tc, snap.Bytes)+" `tar -c` + fsync", ratio(c, tc), "≤ 1.5×")
 		b.add("workspace restore, "+label, rate(re, snap.Bytes), rate(tx, snap.Bytes)+" `tar -x`", ratio(re, tx), "≤ 1.5×")
@@ -157,6 +165,7 @@ func (b *bench) workspaceSecond(st *workspace.Store, src, base string, size int6
 	if err != nil {
 		return err
 	}
+	syscall.Sync()
 	t0 := time.Now()
 	withParent, err := st.Capture(b.ctx, src, workspace.CaptureOptions{Parent: first.Digest})
 	if err != nil {
@@ -164,6 +173,7 @@ func (b *bench) workspaceSecond(st *workspace.Store, src, base string, size int6
 	}
 	dp := time.Since(t0)
 	level1 := filepath.Join(base, "level1.tar")
+	syscall.Sync()
 	dt, err := tarCreate(src, level1, snar)
 	if err != nil {
 		return err
@@ -172,6 +182,7 @@ func (b *bench) workspaceSecond(st *workspace.Store, src, base string, size int6
 	if err != nil {
 		return err
 	}
+	syscall.Sync()
 	t0 = time.Now()
 	noParent, err := st.Capture(b.ctx, src, workspace.CaptureOptions{})
 	if err != nil {
@@ -181,11 +192,11 @@ func (b *bench) workspaceSecond(st *workspace.Store, src, base string, size int6
 	if noParent.Digest != withParent.Digest {
 		return fmt.Errorf("the captures with and without a parent differ: %s, %s", withParent.Digest, noParent.Digest)
 	}
-	tarDesc := fmt.Sprintf("%s, %s archive, `tar --listed-incremental` level 1", ms(dt), human(fi.Size()))
-	b.add(fmt.Sprintf("workspace second capture, %s of %s changed, with parent", human(changed), human(size)),
-		fmt.Sprintf("%s, stored %s", ms(dp), human(withParent.StoredBytes)), tarDesc, ratio(dp, dt), "stores only what changed")
-	b.add(fmt.Sprintf("workspace second capture, %s of %s changed, no parent (reads all, dedup)", human(changed), human(size)),
-		fmt.Sprintf("%s, stored %s", ms(dn), human(noParent.StoredBytes)), tarDesc, ratio(dn, dt), "")
+	tarDesc := fmt.Sprintf("%s, %s archive, `tar --listed-incremental` level 1", ms(dt), sandbox.FormatBytes(fi.Size()))
+	b.add(fmt.Sprintf("workspace second capture, %s of %s changed, with parent", sandbox.FormatBytes(changed), sandbox.FormatBytes(size)),
+		fmt.Sprintf("%s, stored %s", ms(dp), sandbox.FormatBytes(withParent.StoredBytes)), tarDesc, ratio(dp, dt), "stores only what changed")
+	b.add(fmt.Sprintf("workspace second capture, %s of %s changed, no parent (reads all, dedup)", sandbox.FormatBytes(changed), sandbox.FormatBytes(size)),
+		fmt.Sprintf("%s, stored %s", ms(dn), sandbox.FormatBytes(noParent.StoredBytes)), tarDesc, ratio(dn, dt), "")
 	return nil
 }
 
@@ -297,18 +308,6 @@ func tarCreate(dir, archive, snar string) (time.Duration, error) {
 	err = f.Sync()
 	f.Close()
 	return time.Since(t0), err
-}
-
-func human(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 func rate(d time.Duration, n int64) string {
