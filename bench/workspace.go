@@ -193,9 +193,10 @@ func (b *bench) workspaceSecond(st *workspace.Store, src, base string, size int6
 		return fmt.Errorf("the captures with and without a parent differ: %s, %s", withParent.Digest, noParent.Digest)
 	}
 	tarDesc := fmt.Sprintf("%s, %s archive, `tar --listed-incremental` level 1", ms(dt), sandbox.FormatBytes(fi.Size()))
-	b.add(fmt.Sprintf("workspace second capture, %s of %s changed, with parent", sandbox.FormatBytes(changed), sandbox.FormatBytes(size)),
+	what := fmt.Sprintf("workspace second capture of %s, 1%% of its small files and of its big files' MiB cells changed (%s written)", sandbox.FormatBytes(size), sandbox.FormatBytes(changed))
+	b.add(what+", with parent",
 		fmt.Sprintf("%s, stored %s", ms(dp), sandbox.FormatBytes(withParent.StoredBytes)), tarDesc, ratio(dp, dt), "stores only what changed")
-	b.add(fmt.Sprintf("workspace second capture, %s of %s changed, no parent (reads all, dedup)", sandbox.FormatBytes(changed), sandbox.FormatBytes(size)),
+	b.add(what+", no parent (reads all, dedup)",
 		fmt.Sprintf("%s, stored %s", ms(dn), sandbox.FormatBytes(noParent.StoredBytes)), tarDesc, ratio(dn, dt), "")
 	return nil
 }

@@ -76,22 +76,12 @@ func TestParentSkipsUnchangedFiles(t *testing.T) {
 	writeFile(t, filepath.Join(a, "dir/changed"), []byte("before"), 0o644)
 	first, err := s.Capture(ctx, a, CaptureOptions{})
 	must(t, err)
-	sameSum := sha([]byte("unchanged content"))
-	must(t, unix.Unlinkat(s.chunks, chunkName(sameSum), 0))
-	writeFile(t, filepath.Join(a, "dir/changed"), []byte("after!"), 0o644)
-	second, err := s.Capture(ctx, a, CaptureOptions{Parent: first.Digest})
-	must(t, err)
-	var st unix.Stat_t
-	if unix.Fstatat(s.chunks, chunkName(sameSum), &st, 0) == nil {
-		t.Fatal("the unchanged file was read again despite its parent")
-	}
-	if second.StoredBytes != int64(len("after!")) {
-		t.Errorf("second capture stored %d bytes, want the changed file's %d", second.StoredBytes, len("after!"))
-	}
+	second := changeOneSkipTheOther(t, s, a, first.Digest)
 	// Without the parent it is read, and its chunk comes back.
 	_, err = s.Capture(ctx, a, CaptureOptions{})
 	must(t, err)
-	if err := unix.Fstatat(s.chunks, chunkName(sameSum), &st, 0); err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.chunks, chunkName(sha([]byte("unchanged content"))), &st, 0); err != nil {
 		t.Fatalf("without a parent the file was not read: %v", err)
 	}
 	dst := disk(t, 64<<20)
@@ -127,18 +117,25 @@ func TestRestoreAsGivesTheNextCaptureAParent(t *testing.T) {
 	c := disk(t, 64<<20)
 	must(t, s.Restore(ctx, restored.Digest, c, nil))
 	sameTree(t, a, c)
-	// The sandbox changes one file; the unchanged one is not read again
-	// (its chunk, deleted behind the store's back, is not written again).
-	writeFile(t, filepath.Join(b, "dir/changed"), []byte("after!"), 0o644)
+	changeOneSkipTheOther(t, s, b, restored.Digest)
+}
+
+// changeOneSkipTheOther changes upper's dir/changed, then captures upper
+// with parent, checking that dir/same ("unchanged content") was not read:
+// its chunk, deleted behind the store's back, is not written again.
+func changeOneSkipTheOther(t *testing.T, s *Store, upper, parent string) Snapshot {
+	t.Helper()
+	writeFile(t, filepath.Join(upper, "dir/changed"), []byte("after!"), 0o644)
 	sameSum := sha([]byte("unchanged content"))
 	must(t, unix.Unlinkat(s.chunks, chunkName(sameSum), 0))
-	next, err := s.Capture(ctx, b, CaptureOptions{Parent: restored.Digest})
+	next, err := s.Capture(context.Background(), upper, CaptureOptions{Parent: parent})
 	must(t, err)
 	var st unix.Stat_t
 	if unix.Fstatat(s.chunks, chunkName(sameSum), &st, 0) == nil {
-		t.Error("the capture after RestoreAs read a file the sandbox had not changed")
+		t.Error("the capture read a file unchanged since its parent")
 	}
 	if next.StoredBytes != int64(len("after!")) {
-		t.Errorf("the capture after RestoreAs stored %d bytes", next.StoredBytes)
+		t.Errorf("the capture stored %d bytes, want the changed file's %d", next.StoredBytes, len("after!"))
 	}
+	return next
 }

@@ -412,13 +412,19 @@ func TestHostileManifestSizes(t *testing.T) {
 	}
 }
 
+// captured is a store holding a snapshot of one file, name, of data.
+func captured(t *testing.T, name string, data []byte) (*Store, Snapshot) {
+	s := store(t, "")
+	src := disk(t, 128<<20)
+	writeFile(t, filepath.Join(src, name), data, 0o644)
+	snap, err := s.Capture(context.Background(), src, CaptureOptions{})
+	must(t, err)
+	return s, snap
+}
+
 func TestHostileDamagedStore(t *testing.T) {
 	ctx := context.Background()
-	s := store(t, "")
-	src := disk(t, 64<<20)
-	writeFile(t, filepath.Join(src, "dir/file"), pattern("content", 3*ChunkSize), 0o644)
-	snap, err := s.Capture(ctx, src, CaptureOptions{})
-	must(t, err)
+	s, snap := captured(t, "dir/file", pattern("content", 3*ChunkSize))
 	hexd := strings.TrimPrefix(snap.Digest, "sha256:")
 	mpath := filepath.Join(s.dir, "manifests", hexd)
 	orig, err := os.ReadFile(mpath)
@@ -465,13 +471,9 @@ func TestHostileDamagedStore(t *testing.T) {
 // entry, and leaves the disk empty.
 func TestHostileRestoreOntoAFullDisk(t *testing.T) {
 	ctx := context.Background()
-	s := store(t, "")
-	src := disk(t, 128<<20)
-	writeFile(t, filepath.Join(src, "big"), pattern("big", 40*ChunkSize), 0o644)
-	snap, err := s.Capture(ctx, src, CaptureOptions{})
-	must(t, err)
+	s, snap := captured(t, "big", pattern("big", 40*ChunkSize))
 	dst := disk(t, 16<<20)
-	_, err = s.RestoreAs(ctx, snap.Digest, dst, nil)
+	_, err := s.RestoreAs(ctx, snap.Digest, dst, nil)
 	if !errors.Is(err, errdefs.ErrNoSpace) || !strings.Contains(err.Error(), `"/big"`) || !strings.Contains(err.Error(), "too small") {
 		t.Fatalf("restore of 40 MiB onto 16 MiB: %v", err)
 	}

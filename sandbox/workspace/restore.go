@@ -40,19 +40,11 @@ func (s *Store) RestoreAs(ctx context.Context, digest, upper string, progress fu
 }
 
 func (s *Store) restore(ctx context.Context, digest, upper string, progress func(Progress), record bool) (Snapshot, error) {
-	hexd, err := parseDigest(digest)
+	hexd, f, t, err := s.manifest(digest)
 	if err != nil {
-		return Snapshot{}, err
-	}
-	f, err := s.openManifest(hexd)
-	if err != nil {
-		return Snapshot{}, err
+		return Snapshot{}, fmt.Errorf("restoring: %w", err)
 	}
 	defer f.Close()
-	t, err := readTrailer(f)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
-	}
 	dec, err := newDecoder(f, sha256.New(), DefaultMaxEntries)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)

@@ -200,23 +200,30 @@ func openDir(at int, name string) (int, error) {
 // StoredBytes is 0: which capture added which chunk is not kept (it
 // would make two captures of the same tree two snapshots).
 func (s *Store) Stat(ctx context.Context, digest string) (Snapshot, error) {
-	hexd, err := parseDigest(digest)
-	if err != nil {
-		return Snapshot{}, err
-	}
 	if err := ctx.Err(); err != nil {
 		return Snapshot{}, err
 	}
-	f, err := s.openManifest(hexd)
+	_, f, t, err := s.manifest(digest)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	defer f.Close()
-	t, err := readTrailer(f)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("workspace snapshot %s: %w", digest, err)
-	}
+	f.Close()
 	return Snapshot{Digest: digest, Files: t.files, Bytes: t.bytes, Skipped: t.skipped}, nil
+}
+
+// manifest opens the manifest of digest and reads its trailer.
+func (s *Store) manifest(digest string) (hexd string, f *os.File, t trailer, err error) {
+	if hexd, err = parseDigest(digest); err != nil {
+		return "", nil, t, err
+	}
+	if f, err = s.openManifest(hexd); err != nil {
+		return "", nil, t, err
+	}
+	if t, err = readTrailer(f); err != nil {
+		f.Close()
+		return "", nil, t, fmt.Errorf("workspace snapshot %s: %w", digest, err)
+	}
+	return hexd, f, t, nil
 }
 
 func (s *Store) openManifest(hexd string) (*os.File, error) {
