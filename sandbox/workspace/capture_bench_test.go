@@ -19,7 +19,7 @@ func BenchmarkCapture(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s := store(b, filepath.Join("/var/tmp", fmt.Sprintf("wsbench-%d", i)))
+		s := store(b, filepath.Join(b.TempDir(), fmt.Sprintf("ws%d", i)))
 		if _, err := s.Capture(context.Background(), src, CaptureOptions{}); err != nil {
 			b.Fatal(err)
 		}
