@@ -70,10 +70,7 @@ func TestSecondCaptureStoresOnlyWhatChanged(t *testing.T) {
 // written again; a changed one is read.
 func TestParentSkipsUnchangedFiles(t *testing.T) {
 	ctx := context.Background()
-	s := store(t, "")
-	a := disk(t, 64<<20)
-	writeFile(t, filepath.Join(a, "dir/same"), []byte("unchanged content"), 0o644)
-	writeFile(t, filepath.Join(a, "dir/changed"), []byte("before"), 0o644)
+	s, a := twoFiles(t)
 	first, err := s.Capture(ctx, a, CaptureOptions{})
 	must(t, err)
 	second := changeOneSkipTheOther(t, s, a, first.Digest)
@@ -98,10 +95,7 @@ func TestParentSkipsUnchangedFiles(t *testing.T) {
 // inodes), where they do not match the snapshot restored.
 func TestRestoreAsGivesTheNextCaptureAParent(t *testing.T) {
 	ctx := context.Background()
-	s := store(t, "")
-	a := disk(t, 64<<20)
-	writeFile(t, filepath.Join(a, "dir/same"), []byte("unchanged content"), 0o644)
-	writeFile(t, filepath.Join(a, "dir/changed"), []byte("before"), 0o644)
+	s, a := twoFiles(t)
 	writeFile(t, filepath.Join(a, "links/x"), []byte("linked"), 0o644)
 	must(t, os.Link(filepath.Join(a, "links/x"), filepath.Join(a, "links/y")))
 	first, err := s.Capture(ctx, a, CaptureOptions{})
@@ -138,4 +132,14 @@ func changeOneSkipTheOther(t *testing.T, s *Store, upper, parent string) Snapsho
 		t.Errorf("the capture stored %d bytes, want the changed file's %d", next.StoredBytes, len("after!"))
 	}
 	return next
+}
+
+// twoFiles is a store and an upper layer holding dir/same and
+// dir/changed (see changeOneSkipTheOther).
+func twoFiles(t *testing.T) (*Store, string) {
+	s := store(t, "")
+	a := disk(t, 64<<20)
+	writeFile(t, filepath.Join(a, "dir/same"), []byte("unchanged content"), 0o644)
+	writeFile(t, filepath.Join(a, "dir/changed"), []byte("before"), 0o644)
+	return s, a
 }
