@@ -8,7 +8,7 @@
 //
 //	DIR/chunks/ab/abcdef…   one chunk of file content, named by its sha256
 //	DIR/manifests/abcdef…   one snapshot's manifest, named by its sha256
-//	DIR/tmp/…               chunks being written (emptied by Open)
+//	DIR/tmp/…               replacements of damaged chunks (emptied by Open)
 //
 // A snapshot is a manifest (format.go: the tree in walk order, every
 // entry's metadata, and each file's chunks) whose digest names it. File
@@ -29,8 +29,9 @@
 // Sockets, fifos and device nodes other than overlay whiteouts are never
 // captured (Snapshot.Skipped counts them) and so never restored.
 //
-// Durability and failure: chunks are written under temporary names and
-// renamed into place whole; a capture syncs the store's filesystem once, then links its
+// Durability and failure: a chunk is written in place under its name
+// with O_EXCL (a short one, being written or cut short by a crash, is
+// waited for or replaced whole); a capture syncs the store's filesystem once, then links its
 // manifest in last, so a failed or interrupted capture leaves no manifest,
 // only chunks that Collect deletes. A full store disk is
 // errdefs.ErrResourceExhausted.
