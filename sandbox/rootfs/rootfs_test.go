@@ -134,14 +134,7 @@ func TestRemountWaitsForTheDetachedFilesystem(t *testing.T) {
 	busy, detach := busyWait, detachWait
 	busyWait, detachWait = 100*time.Millisecond, 10*time.Second
 	t.Cleanup(func() { busyWait, detachWait = busy, detach })
-	l := Layout{Dir: filepath.Join(t.TempDir(), "sb")}
-	t.Cleanup(func() { Remove(l) })
-	if err := CreateDisk(context.Background(), l, 32<<20); err != nil {
-		t.Fatal(err)
-	}
-	if err := MountDisk(l); err != nil {
-		t.Fatal(err)
-	}
+	l := mountedDisk(t)
 	want := bytes.Repeat([]byte("written before the unmount\n"), 4000)
 	holder, err := os.Create(filepath.Join(l.Upper(), "kept"))
 	if err != nil {
@@ -203,14 +196,7 @@ func TestRemountWaitsForTheDetachedFilesystem(t *testing.T) {
 func TestDiskIsNosuidNodev(t *testing.T) {
 	testenv.RequiresRoot(t)
 	testenv.RequiresBinary(t, "mkfs.ext4", "e2fsprogs")
-	l := Layout{Dir: filepath.Join(t.TempDir(), "sb")}
-	t.Cleanup(func() { Remove(l) })
-	if err := CreateDisk(context.Background(), l, 32<<20); err != nil {
-		t.Fatal(err)
-	}
-	if err := MountDisk(l); err != nil {
-		t.Fatal(err)
-	}
+	l := mountedDisk(t)
 	var st unix.Statfs_t
 	if err := unix.Statfs(l.Disk(), &st); err != nil {
 		t.Fatal(err)
@@ -237,4 +223,18 @@ func TestDiskIsNosuidNodev(t *testing.T) {
 	if st.Flags&unix.ST_NOSUID != 0 {
 		t.Errorf("the overlay is nosuid (flags %#x): set-ID programs would not work in the sandbox", st.Flags)
 	}
+}
+
+// mountedDisk makes and mounts a 32 MiB disk, removed when the test ends.
+func mountedDisk(t *testing.T) Layout {
+	t.Helper()
+	l := Layout{Dir: filepath.Join(t.TempDir(), "sb")}
+	t.Cleanup(func() { Remove(l) })
+	if err := CreateDisk(context.Background(), l, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := MountDisk(l); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -124,7 +124,7 @@ func (s *Store) commit(mfd int, hexd string) error {
 	return nil
 }
 
-func workers() int { return max(2, runtime.GOMAXPROCS(0)) }
+func workers() int { return max(2, 4*runtime.GOMAXPROCS(0)) }
 
 type hashWriter struct {
 	f *os.File

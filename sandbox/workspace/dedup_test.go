@@ -70,28 +70,15 @@ func TestSecondCaptureStoresOnlyWhatChanged(t *testing.T) {
 // written again; a changed one is read.
 func TestParentSkipsUnchangedFiles(t *testing.T) {
 	ctx := context.Background()
-	s := store(t, "")
-	a := disk(t, 64<<20)
-	writeFile(t, filepath.Join(a, "dir/same"), []byte("unchanged content"), 0o644)
-	writeFile(t, filepath.Join(a, "dir/changed"), []byte("before"), 0o644)
+	s, a := twoFiles(t)
 	first, err := s.Capture(ctx, a, CaptureOptions{})
 	must(t, err)
-	sameSum := sha([]byte("unchanged content"))
-	must(t, unix.Unlinkat(s.chunks, chunkName(sameSum), 0))
-	writeFile(t, filepath.Join(a, "dir/changed"), []byte("after!"), 0o644)
-	second, err := s.Capture(ctx, a, CaptureOptions{Parent: first.Digest})
-	must(t, err)
-	var st unix.Stat_t
-	if unix.Fstatat(s.chunks, chunkName(sameSum), &st, 0) == nil {
-		t.Fatal("the unchanged file was read again despite its parent")
-	}
-	if second.StoredBytes != int64(len("after!")) {
-		t.Errorf("second capture stored %d bytes, want the changed file's %d", second.StoredBytes, len("after!"))
-	}
+	second := changeOneSkipTheOther(t, s, a, first.Digest)
 	// Without the parent it is read, and its chunk comes back.
 	_, err = s.Capture(ctx, a, CaptureOptions{})
 	must(t, err)
-	if err := unix.Fstatat(s.chunks, chunkName(sameSum), &st, 0); err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.chunks, chunkName(sha([]byte("unchanged content"))), &st, 0); err != nil {
 		t.Fatalf("without a parent the file was not read: %v", err)
 	}
 	dst := disk(t, 64<<20)
@@ -101,4 +88,58 @@ func TestParentSkipsUnchangedFiles(t *testing.T) {
 	if _, err := s.Capture(ctx, a, CaptureOptions{Parent: "sha256:1111111111111111111111111111111111111111111111111111111111111111"}); err != nil {
 		t.Errorf("capture with a missing parent: %v", err)
 	}
+}
+
+// After a restore, the next capture with RestoreAs's snapshot as parent
+// reads only what changed: the restored files match it (this disk's
+// inodes), where they do not match the snapshot restored.
+func TestRestoreAsGivesTheNextCaptureAParent(t *testing.T) {
+	ctx := context.Background()
+	s, a := twoFiles(t)
+	writeFile(t, filepath.Join(a, "links/x"), []byte("linked"), 0o644)
+	must(t, os.Link(filepath.Join(a, "links/x"), filepath.Join(a, "links/y")))
+	first, err := s.Capture(ctx, a, CaptureOptions{})
+	must(t, err)
+	b := disk(t, 64<<20)
+	restored, err := s.RestoreAs(ctx, first.Digest, b, nil)
+	must(t, err)
+	if restored.Digest == first.Digest || restored.Files != first.Files || restored.Bytes != first.Bytes {
+		t.Fatalf("RestoreAs = %+v, restored %+v", restored, first)
+	}
+	sameTree(t, a, b)
+	// It is a snapshot of the same tree.
+	c := disk(t, 64<<20)
+	must(t, s.Restore(ctx, restored.Digest, c, nil))
+	sameTree(t, a, c)
+	changeOneSkipTheOther(t, s, b, restored.Digest)
+}
+
+// changeOneSkipTheOther changes upper's dir/changed, then captures upper
+// with parent, checking that dir/same ("unchanged content") was not read:
+// its chunk, deleted behind the store's back, is not written again.
+func changeOneSkipTheOther(t *testing.T, s *Store, upper, parent string) Snapshot {
+	t.Helper()
+	writeFile(t, filepath.Join(upper, "dir/changed"), []byte("after!"), 0o644)
+	sameSum := sha([]byte("unchanged content"))
+	must(t, unix.Unlinkat(s.chunks, chunkName(sameSum), 0))
+	next, err := s.Capture(context.Background(), upper, CaptureOptions{Parent: parent})
+	must(t, err)
+	var st unix.Stat_t
+	if unix.Fstatat(s.chunks, chunkName(sameSum), &st, 0) == nil {
+		t.Error("the capture read a file unchanged since its parent")
+	}
+	if next.StoredBytes != int64(len("after!")) {
+		t.Errorf("the capture stored %d bytes, want the changed file's %d", next.StoredBytes, len("after!"))
+	}
+	return next
+}
+
+// twoFiles is a store and an upper layer holding dir/same and
+// dir/changed (see changeOneSkipTheOther).
+func twoFiles(t *testing.T) (*Store, string) {
+	s := store(t, "")
+	a := disk(t, 64<<20)
+	writeFile(t, filepath.Join(a, "dir/same"), []byte("unchanged content"), 0o644)
+	writeFile(t, filepath.Join(a, "dir/changed"), []byte("before"), 0o644)
+	return s, a
 }

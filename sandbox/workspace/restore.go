@@ -3,9 +3,13 @@ package workspace
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,36 +26,51 @@ import (
 // is read as hostile (see the package comment); an error names the entry
 // it is about, and what Restore made is removed again.
 func (s *Store) Restore(ctx context.Context, digest, upper string, progress func(Progress)) error {
-	hexd, err := parseDigest(digest)
+	_, err := s.restore(ctx, digest, upper, progress, false)
+	return err
+}
+
+// RestoreAs is Restore that also returns a snapshot of upper as restored:
+// the same content (it restores the same tree), recorded with the new
+// disk's inodes and change times, so that the next Capture of upper with
+// it as Parent skips the files the sandbox did not change since (with
+// digest as Parent it would read them all: a fresh disk has new inodes).
+func (s *Store) RestoreAs(ctx context.Context, digest, upper string, progress func(Progress)) (Snapshot, error) {
+	return s.restore(ctx, digest, upper, progress, true)
+}
+
+func (s *Store) restore(ctx context.Context, digest, upper string, progress func(Progress), record bool) (Snapshot, error) {
+	hexd, f, t, err := s.manifest(digest)
 	if err != nil {
-		return err
-	}
-	f, err := s.openManifest(hexd)
-	if err != nil {
-		return err
+		return Snapshot{}, fmt.Errorf("restoring: %w", err)
 	}
 	defer f.Close()
-	t, err := readTrailer(f)
-	if err != nil {
-		return fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
-	}
 	dec, err := newDecoder(f, sha256.New(), DefaultMaxEntries)
 	if err != nil {
-		return fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
+		return Snapshot{}, fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
 	}
 	top, err := openDir(unix.AT_FDCWD, upper)
 	if err != nil {
-		return fmt.Errorf("the sandbox's new workspace cannot be opened: %w", osErr(err))
+		return Snapshot{}, fmt.Errorf("the sandbox's new workspace cannot be opened: %w", osErr(err))
 	}
 	defer unix.Close(top)
 	dbuf := make([]byte, 4096)
 	if ents, err := readDir(top, 1, dbuf); err != nil || len(ents) > 0 {
-		return errdefs.WithMessage(errdefs.ErrFailedPrecondition, "a workspace is restored only into an empty directory (a fresh disk)")
+		return Snapshot{}, errdefs.WithMessage(errdefs.ErrFailedPrecondition, "a workspace is restored only into an empty directory (a fresh disk)")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &restorer{s: s, ctx: ctx, cancel: cancel, top: top, dec: dec, total: t.bytes, progress: progress,
 		jobs: make(chan *rjob, 64), linked: map[uint64]linkTarget{}}
+	var rec *recorder
+	if record {
+		if rec, err = s.newRecorder(); err != nil {
+			return Snapshot{}, fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
+		}
+		defer rec.f.Close()
+		r.order = make(chan *rpend, 1024)
+		go rec.run(r.order)
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < workers(); i++ {
 		wg.Add(1)
@@ -69,15 +88,90 @@ func (s *Store) Restore(ctx context.Context, digest, upper string, progress func
 	if err == nil {
 		err = dec.verify(hexd)
 	}
+	snap := Snapshot{Digest: digest, Files: t.files, Bytes: t.bytes, Skipped: t.skipped}
+	if rec != nil {
+		close(r.order)
+		if rerr := <-rec.done; err == nil && rerr != nil {
+			err = rerr
+		}
+		if err == nil {
+			snap.Digest, err = rec.commit(t)
+		}
+	}
 	if err != nil {
 		r.closeStack()
 		removeContents(top, 0)
-		return fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
+		return Snapshot{}, fmt.Errorf("restoring workspace snapshot %s: %w", digest, err)
 	}
 	if progress != nil {
 		progress(Progress{Files: r.files.Load(), Bytes: r.bytes.Load(), TotalBytes: r.total})
 	}
-	return nil
+	return snap, nil
+}
+
+// recorder writes the manifest of a restored tree (RestoreAs).
+type recorder struct {
+	s    *Store
+	f    *os.File
+	h    hash.Hash
+	enc  *encoder
+	done chan error
+}
+
+// rpend is one restored entry on its way to the recorder: a file's once
+// its worker has set it (and knows its inode and change time).
+type rpend struct {
+	e   *entry
+	job *rjob
+}
+
+func (s *Store) newRecorder() (*recorder, error) {
+	fd, err := unix.Openat(s.manifests, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o400)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	f := os.NewFile(uintptr(fd), "manifest")
+	rec := &recorder{s: s, f: f, h: sha256.New(), done: make(chan error, 1)}
+	rec.enc = newEncoder(&hashWriter{f, rec.h})
+	return rec, nil
+}
+
+func (rec *recorder) run(order chan *rpend) {
+	var first error
+	for p := range order {
+		if p.job != nil {
+			<-p.job.done
+			p.e.meta.ino, p.e.meta.ctime = p.job.ino, p.job.ctime
+		} else {
+			p.e.meta.ino, p.e.meta.ctime = 0, unix.Timespec{}
+		}
+		if first == nil {
+			if err := rec.enc.entry(p.e); err != nil {
+				first = storeError(err)
+			}
+		}
+	}
+	rec.done <- first
+}
+
+// commit makes the recorded manifest durable (its chunks are already) and
+// names it.
+func (rec *recorder) commit(t trailer) (string, error) {
+	if err := rec.enc.finish(t); err != nil {
+		return "", storeError(err)
+	}
+	if err := rec.f.Sync(); err != nil {
+		return "", storeError(err)
+	}
+	hexd := hex.EncodeToString(rec.h.Sum(nil))
+	err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", rec.f.Fd()), rec.s.manifests, hexd, unix.AT_SYMLINK_FOLLOW)
+	if err != nil && err != unix.EEXIST {
+		return "", storeError(err)
+	}
+	if err := unix.Fsync(rec.s.manifests); err != nil {
+		return "", storeError(err)
+	}
+	return digestPrefix + hexd, nil
 }
 
 type restorer struct {
@@ -90,6 +184,8 @@ type restorer struct {
 	linked   map[uint64]linkTarget // entry number → where that file is
 	n        uint64                // entries numbered so far
 	jobs     chan *rjob
+	order    chan *rpend // RestoreAs: every entry, in order, to the recorder
+	last     *rjob       // the file job the last entry made
 	total    int64
 	progress func(Progress)
 
@@ -113,7 +209,57 @@ type rjob struct {
 	fd   int
 	e    *entry
 	path string
+	made made
+	// RestoreAs: closed once the file is set, with its inode and change
+	// time then.
+	done  chan struct{}
+	ino   uint64
+	ctime unix.Timespec
 }
+
+// made is what a new inode has before attrs sets it: its owner and mode
+// as the kernel made them (known), so that attrs skips a chown or chmod
+// that would change nothing (two of a small file's few syscalls).
+type made struct {
+	known    bool
+	uid, gid uint32
+	mode     uint32 // permission bits
+}
+
+var euid, egid = uint32(os.Geteuid()), uint32(os.Getegid())
+
+// newInode is what the kernel makes of an inode created with perm in a
+// directory of meta parent: the process's owner, the directory's group
+// if it is set-group-ID (and that bit, for a directory), perm less the
+// umask.
+func newInode(parent *meta, perm uint32, dir bool) made {
+	m := made{known: true, uid: euid, gid: egid, mode: perm &^ umask()}
+	if parent.mode&unix.S_ISGID != 0 {
+		m.gid = parent.gid
+		if dir {
+			m.mode |= unix.S_ISGID
+		}
+	}
+	return m
+}
+
+// umask is the process's file mode creation mask, read once from
+// /proc/self/status (umask(2) would change it for every thread for a
+// moment); unknown, it counts as masking everything.
+var umask = sync.OnceValue(func() uint32 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0o777
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+				return uint32(m) & 0o777
+			}
+		}
+	}
+	return 0o777
+})
 
 func (r *restorer) fail(err error) {
 	r.mu.Lock()
@@ -156,8 +302,21 @@ func (r *restorer) run() error {
 		if err != nil {
 			return err
 		}
+		r.last = nil
 		if err := r.entry(&e); err != nil {
 			return err
+		}
+		if r.order != nil {
+			p := &rpend{job: r.last}
+			if p.job != nil {
+				p.e = p.job.e
+			} else {
+				p.e = e.clone()
+			}
+			select {
+			case r.order <- p:
+			case <-r.ctx.Done():
+			}
 		}
 		if r.progress != nil && time.Since(last) > 100*time.Millisecond {
 			last = time.Now()
@@ -183,14 +342,15 @@ func (r *restorer) entry(e *entry) error {
 	r.n++
 	if len(r.stack) == 0 { // the top directory
 		r.stack = append(r.stack, frame{fd: r.top, path: "", meta: e.meta})
-		return entryErr("/", r.attrs(r.top, -1, "", &e.meta, true))
+		return entryErr("/", r.attrs(r.top, -1, "", &e.meta, true, made{}))
 	}
 	parent := r.stack[len(r.stack)-1]
 	pfd := parent.fd
 	path := parent.path + "/" + e.name
 	switch e.kind {
 	case kDir:
-		if err := unix.Mkdirat(pfd, e.name, 0o700); err != nil {
+		perm := e.meta.mode & 0o777
+		if err := unix.Mkdirat(pfd, e.name, perm); err != nil {
 			return entryErr(path, err)
 		}
 		fd, err := openDir(pfd, e.name)
@@ -198,9 +358,10 @@ func (r *restorer) entry(e *entry) error {
 			return entryErr(path, err)
 		}
 		r.stack = append(r.stack, frame{fd: fd, path: path, meta: e.meta})
-		return entryErr(path, r.attrs(fd, -1, "", &e.meta, true))
+		return entryErr(path, r.attrs(fd, -1, "", &e.meta, true, newInode(&parent.meta, perm, true)))
 	case kFile:
-		fd, err := unix.Openat(pfd, e.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		perm := e.meta.mode & 0o777
+		fd, err := unix.Openat(pfd, e.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 		if err != nil {
 			return entryErr(path, err)
 		}
@@ -212,7 +373,11 @@ func (r *restorer) entry(e *entry) error {
 			}
 			r.linked[idx] = linkTarget{dir: parent.path, name: e.name, ino: st.Ino}
 		}
-		j := &rjob{fd: fd, e: e.clone(), path: path}
+		j := &rjob{fd: fd, e: e.clone(), path: path, made: newInode(&parent.meta, perm, false)}
+		if r.order != nil {
+			j.done = make(chan struct{})
+			r.last = j
+		}
 		if len(e.chunks) > 4096 {
 			r.file(j, make([]byte, ChunkSize))
 			return r.firstErr()
@@ -221,7 +386,7 @@ func (r *restorer) entry(e *entry) error {
 		case r.jobs <- j:
 			return nil
 		case <-r.ctx.Done():
-			unix.Close(fd)
+			j.finish()
 			return r.ctx.Err()
 		}
 	case kSymlink:
@@ -229,13 +394,13 @@ func (r *restorer) entry(e *entry) error {
 			return entryErr(path, err)
 		}
 		r.files.Add(1)
-		return entryErr(path, r.attrs(-1, pfd, e.name, &e.meta, false))
+		return entryErr(path, r.attrs(-1, pfd, e.name, &e.meta, false, made{}))
 	case kWhiteout:
 		if err := unix.Mknodat(pfd, e.name, unix.S_IFCHR, 0); err != nil {
 			return entryErr(path, err)
 		}
 		r.files.Add(1)
-		return entryErr(path, r.attrs(-1, pfd, e.name, &e.meta, true))
+		return entryErr(path, r.attrs(-1, pfd, e.name, &e.meta, true, made{}))
 	case kLink:
 		r.files.Add(1)
 		return entryErr(path, r.link(e, pfd))
@@ -247,21 +412,24 @@ func (r *restorer) entry(e *entry) error {
 // followed), is its owner, mode, extended attributes and, for all but
 // directories (which get theirs once filled), times. Owner first: a
 // change of owner clears set-ID bits and file capabilities.
-func (r *restorer) attrs(fd, pfd int, name string, m *meta, chmod bool) error {
+func (r *restorer) attrs(fd, pfd int, name string, m *meta, chmod bool, now made) error {
 	lpath := ""
 	if fd < 0 {
 		lpath = fmt.Sprintf("/proc/self/fd/%d/%s", pfd, name)
 	}
 	var err error
-	if fd >= 0 {
-		err = unix.Fchown(fd, int(m.uid), int(m.gid))
-	} else {
-		err = unix.Fchownat(pfd, name, int(m.uid), int(m.gid), unix.AT_SYMLINK_NOFOLLOW)
+	if !now.known || now.uid != m.uid || now.gid != m.gid {
+		if fd >= 0 {
+			err = unix.Fchown(fd, int(m.uid), int(m.gid))
+		} else {
+			err = unix.Fchownat(pfd, name, int(m.uid), int(m.gid), unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil {
+			return fmt.Errorf("setting its owner: %w", err)
+		}
+		now.known = false // a chown may clear set-ID bits
 	}
-	if err != nil {
-		return fmt.Errorf("setting its owner: %w", err)
-	}
-	if chmod {
+	if chmod && (!now.known || now.mode != m.mode&0o7777) {
 		if fd >= 0 {
 			err = unix.Fchmod(fd, m.mode&0o7777)
 		} else {
@@ -337,7 +505,7 @@ func (r *restorer) worker() {
 	buf := make([]byte, ChunkSize)
 	for j := range r.jobs {
 		if r.ctx.Err() != nil {
-			unix.Close(j.fd)
+			j.finish()
 			continue
 		}
 		r.file(j, buf)
@@ -349,12 +517,18 @@ func (r *restorer) worker() {
 func (r *restorer) file(j *rjob, buf []byte) {
 	err := r.fill(j, buf)
 	if err == nil {
-		err = r.attrs(j.fd, -1, "", &j.e.meta, true)
+		err = r.attrs(j.fd, -1, "", &j.e.meta, true, j.made)
 	}
 	if err == nil {
 		err = futimens(j.fd, j.e.meta.atime, j.e.meta.mtime)
 	}
-	if cerr := unix.Close(j.fd); err == nil {
+	if err == nil && j.done != nil {
+		var st unix.Stat_t
+		if err = unix.Fstat(j.fd, &st); err == nil {
+			j.ino, j.ctime = st.Ino, st.Ctim
+		}
+	}
+	if cerr := j.finish(); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -362,6 +536,15 @@ func (r *restorer) file(j *rjob, buf []byte) {
 		return
 	}
 	r.files.Add(1)
+}
+
+// finish closes the job's file and says it is done.
+func (j *rjob) finish() error {
+	err := unix.Close(j.fd)
+	if j.done != nil {
+		close(j.done)
+	}
+	return err
 }
 
 func (r *restorer) fill(j *rjob, buf []byte) error {

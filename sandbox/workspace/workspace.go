@@ -8,6 +8,7 @@
 //
 //	DIR/chunks/ab/abcdef…   one chunk of file content, named by its sha256
 //	DIR/manifests/abcdef…   one snapshot's manifest, named by its sha256
+//	DIR/tmp/…               replacements of damaged chunks (emptied by Open)
 //
 // A snapshot is a manifest (format.go: the tree in walk order, every
 // entry's metadata, and each file's chunks) whose digest names it. File
@@ -28,8 +29,9 @@
 // Sockets, fifos and device nodes other than overlay whiteouts are never
 // captured (Snapshot.Skipped counts them) and so never restored.
 //
-// Durability and failure: chunks are made as anonymous files and linked
-// in whole; a capture syncs the store's filesystem once, then links its
+// Durability and failure: a chunk is written in place under its name
+// with O_EXCL (a short one, being written or cut short by a crash, is
+// waited for or replaced whole); a capture syncs the store's filesystem once, then links its
 // manifest in last, so a failed or interrupted capture leaves no manifest,
 // only chunks that Collect deletes. A full store disk is
 // errdefs.ErrResourceExhausted.
@@ -51,6 +53,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -118,9 +121,11 @@ type CaptureOptions struct {
 // use, by one process.
 type Store struct {
 	dir       string
-	root      int // descriptors of dir, DIR/chunks, DIR/manifests
+	root      int // descriptors of dir, DIR/chunks, DIR/manifests, DIR/tmp
 	chunks    int
 	manifests int
+	tmp       int
+	seq       atomic.Int64  // names temporary files
 	grace     time.Duration // Collect keeps manifests younger than this
 
 	collectMu sync.Mutex // one Collect at a time
@@ -144,17 +149,24 @@ func Open(dir string) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("open workspace store: empty directory: %w", errdefs.ErrInvalidArgument)
 	}
-	for _, d := range []string{dir, filepath.Join(dir, "chunks"), filepath.Join(dir, "manifests")} {
+	// What a crashed capture left being written is garbage: one process
+	// serves a data directory.
+	if err := os.RemoveAll(filepath.Join(dir, "tmp")); err != nil {
+		return nil, fmt.Errorf("open workspace store: %w", storeError(err))
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "chunks"), filepath.Join(dir, "manifests"), filepath.Join(dir, "tmp")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("open workspace store: %w", storeError(err))
 		}
 	}
-	s := &Store{dir: dir, grace: defaultGrace, root: -1, chunks: -1, manifests: -1,
+	s := &Store{dir: dir, grace: defaultGrace, root: -1, chunks: -1, manifests: -1, tmp: -1,
 		running: map[*refs]struct{}{}, parents: map[string]int{}}
 	var err error
 	if s.root, err = openDir(unix.AT_FDCWD, dir); err == nil {
 		if s.chunks, err = openDir(s.root, "chunks"); err == nil {
-			s.manifests, err = openDir(s.root, "manifests")
+			if s.manifests, err = openDir(s.root, "manifests"); err == nil {
+				s.tmp, err = openDir(s.root, "tmp")
+			}
 		}
 	}
 	if err != nil {
@@ -172,12 +184,12 @@ func Open(dir string) (*Store, error) {
 
 // Close releases the store's descriptors.
 func (s *Store) Close() error {
-	for _, fd := range []int{s.manifests, s.chunks, s.root} {
+	for _, fd := range []int{s.tmp, s.manifests, s.chunks, s.root} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
 	}
-	s.root, s.chunks, s.manifests = -1, -1, -1
+	s.root, s.chunks, s.manifests, s.tmp = -1, -1, -1, -1
 	return nil
 }
 
@@ -189,23 +201,30 @@ func openDir(at int, name string) (int, error) {
 // StoredBytes is 0: which capture added which chunk is not kept (it
 // would make two captures of the same tree two snapshots).
 func (s *Store) Stat(ctx context.Context, digest string) (Snapshot, error) {
-	hexd, err := parseDigest(digest)
-	if err != nil {
-		return Snapshot{}, err
-	}
 	if err := ctx.Err(); err != nil {
 		return Snapshot{}, err
 	}
-	f, err := s.openManifest(hexd)
+	_, f, t, err := s.manifest(digest)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	defer f.Close()
-	t, err := readTrailer(f)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("workspace snapshot %s: %w", digest, err)
-	}
+	f.Close()
 	return Snapshot{Digest: digest, Files: t.files, Bytes: t.bytes, Skipped: t.skipped}, nil
+}
+
+// manifest opens the manifest of digest and reads its trailer.
+func (s *Store) manifest(digest string) (hexd string, f *os.File, t trailer, err error) {
+	if hexd, err = parseDigest(digest); err != nil {
+		return "", nil, t, err
+	}
+	if f, err = s.openManifest(hexd); err != nil {
+		return "", nil, t, err
+	}
+	if t, err = readTrailer(f); err != nil {
+		f.Close()
+		return "", nil, t, fmt.Errorf("workspace snapshot %s: %w", digest, err)
+	}
+	return hexd, f, t, nil
 }
 
 func (s *Store) openManifest(hexd string) (*os.File, error) {
