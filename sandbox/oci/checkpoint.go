@@ -55,7 +55,7 @@ func (r *Runtime) CheckpointTo(ctx context.Context, id, dir string) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 		defer cancel()
 		if rerr := rt.Resume(rctx, id); rerr != nil {
-			return fmt.Errorf("sandbox %s: the checkpoint failed (%v) and the sandbox could not be resumed: %v: %w", id, checkpointWords(err), rerr, errdefs.ErrInternal)
+			return fmt.Errorf("sandbox %s: the checkpoint failed (%v) and the sandbox could not be resumed: %v: %w", id, checkpointWords(err.Error()), rerr, errdefs.ErrInternal)
 		}
 		if listens {
 			r.relisten(rctx, rt, id)
@@ -105,6 +105,8 @@ func (r *Runtime) runtimeOf(id string) (*runc.Runc, bool) {
 // checkpointError turns the runtime's refusal into words for the
 // sandbox's owner. The sandbox runs on in every case.
 func checkpointError(id string, err error) error {
+	// runsc says why in its output alone (go-runc puts its stderr in the
+	// error's text); there is no kind to match.
 	msg := err.Error()
 	switch {
 	case errors.Is(err, syscall.ENOSPC) || strings.Contains(msg, "no space left on device"):
@@ -117,13 +119,13 @@ func checkpointError(id string, err error) error {
 		return fmt.Errorf("sandbox %s: the checkpoint was given up (%v); it keeps running: %w", id, err, errdefs.ErrTimeout)
 	}
 	return errdefs.WithMessage(errdefs.ErrInternal, fmt.Sprintf(
-		"sandbox %s: gVisor could not save its memory (%s); it keeps running: suspend it instead (workspace only)", id, checkpointWords(err)))
+		"sandbox %s: gVisor could not save its memory (%s); it keeps running: suspend it instead (workspace only)", id, checkpointWords(msg)))
 }
 
 // checkpointWords is the first line of the runtime's complaint, without
 // the stack trace runsc adds, and without what looks like a host path.
-func checkpointWords(err error) string {
-	first, _, _ := strings.Cut(err.Error(), "\n")
+func checkpointWords(said string) string {
+	first, _, _ := strings.Cut(said, "\n")
 	var out []string
 	for _, w := range strings.Fields(first) {
 		if strings.Contains(w, "/") {
