@@ -707,7 +707,7 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 }
 
 // awaitSave waits for the save a fork's create was started beside (see
-// box.saving) and records the workspace it restores; b.mu is held.
+// box.saving) and notes the workspace it restores; b.mu is held.
 func (m *Manager) awaitSave(ctx context.Context, b *box) error {
 	if b.saving == nil {
 		return nil
@@ -717,8 +717,11 @@ func (m *Manager) awaitSave(ctx context.Context, b *box) error {
 	if err != nil {
 		return err
 	}
+	// Not written now: a record found in creating at a restart is
+	// stopped whatever it names, and the running record (setState) is
+	// written, synced, before anyone is told of the sandbox.
 	b.rec.Workspace, b.rec.Base = snap.Digest, snap.Digest
-	return writeRecord(b.dir, &b.rec)
+	return nil
 }
 
 // clientOptions are how the manager talks to b's executor: with its
