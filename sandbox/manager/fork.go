@@ -23,10 +23,9 @@ const MaxFork = 64
 const forkParallel = 10
 
 // Fork makes n new sandboxes (1..MaxFork; 0 is 1) of running sandbox id's
-// current state: its workspace is saved once (an unnamed snapshot) while
-// the new sandboxes' records are written and their disks taken and
-// mounted, and each boots on its image with that workspace restored onto
-// its disk, with its own network namespace, executor token and
+// current state: its workspace is saved once (an unnamed snapshot) and
+// each new sandbox boots on its image with that workspace restored onto a
+// disk of its own, with its own network namespace, executor token and
 // gateway token, the source's spec (limits, labels, env, network rules,
 // gateway) and origin "fork:ID". The tenant's quota is checked for all n
 // first; should any of them fail, the others are removed: all or none.
@@ -59,28 +58,13 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 		b.mu.Unlock()
 		return nil, err
 	}
+	snap, err := m.saveLocked(ctx, b, "")
 	spec := b.rec.Spec
-	img := Image{Digest: b.rec.ImageDigest, Layers: b.rec.Layers, Env: b.rec.ImageEnv, WorkingDir: b.rec.ImageWorkdir}
-	// The save runs beside the forks' first steps (records, disks taken
-	// and mounted); each waits for it before its overlay (awaitSave).
-	var snap SnapshotInfo
-	var saveErr error
-	var tSaved time.Time
-	saved := make(chan struct{})
-	go func() {
-		defer close(saved)
-		defer b.mu.Unlock()
-		snap, saveErr = m.saveLocked(ctx, b, "")
-		tSaved = time.Now()
-	}()
-	saving := func(ctx context.Context) (SnapshotInfo, error) {
-		select {
-		case <-saved:
-			return snap, saveErr
-		case <-ctx.Done():
-			return SnapshotInfo{}, ctx.Err()
-		}
+	b.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
+	tSaved := time.Now()
 	spec.Labels = maps.Clone(spec.Labels)
 	if spec.Gateway != nil {
 		g := *spec.Gateway
@@ -95,17 +79,12 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			rec, _, err := m.create(ctx, owner, spec, createOpts{saving: saving, image: img, origin: "fork:" + id, reserved: true})
+			rec, _, err := m.create(ctx, owner, spec, createOpts{from: &snap, origin: "fork:" + id, reserved: true})
 			out[i], errs[i] = rec.Info, err
 		})
 	}
 	wg.Wait()
-	<-saved
-	err = errors.Join(errs...)
-	if saveErr != nil {
-		err = saveErr // each fork's error is this one
-	}
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		for i, info := range out {
 			if info.ID != "" {
 				if derr := m.Delete(context.WithoutCancel(ctx), "", info.ID); derr != nil {
@@ -116,7 +95,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, n int) ([]sandbox
 		}
 		return nil, fmt.Errorf("forking sandbox %s: %w", id, err)
 	}
-	m.log.Debug("sandbox fork", "sandbox", id, "save", tSaved.Sub(t0), "all", time.Since(t0))
+	m.log.Debug("sandbox fork", "sandbox", id, "save", tSaved.Sub(t0), "creates", time.Since(tSaved))
 	ids := make([]string, n)
 	for i, info := range out {
 		ids[i] = info.ID

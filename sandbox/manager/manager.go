@@ -173,10 +173,6 @@ type box struct {
 	// warned is the expiry the expiring event was sent for; retryAt when
 	// an expired sandbox whose save failed is tried again.
 	warned, retryAt time.Time
-	// saving, during the create of a fork, gives the source's snapshot
-	// once its save is done: the fork's disk is taken and mounted
-	// meanwhile, the workspace restored when it comes (localRoot).
-	saving func(context.Context) (SnapshotInfo, error)
 }
 
 // endpoint is where the sandbox's executor is reached: what its backend
@@ -459,10 +455,6 @@ type createOpts struct {
 	// so in the record ("fork:ID"; default from's reference).
 	from   *SnapshotInfo
 	origin string
-	// saving is a workspace still being saved (a fork's), to restore
-	// over image when it comes; from is nil then.
-	saving func(context.Context) (SnapshotInfo, error)
-	image  Image
 	// reserved: the quota was checked and a place held (reserve).
 	reserved bool
 }
@@ -516,9 +508,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		o.from = &s
 	}
 	var img Image
-	if o.saving != nil {
-		img = o.image
-	} else if o.from != nil {
+	if o.from != nil {
 		if m.cfg.Workspaces == nil {
 			return Record{}, false, fmt.Errorf("this service keeps no workspaces, so it cannot make a sandbox from a snapshot: %w", errdefs.ErrUnimplemented)
 		}
@@ -530,7 +520,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		return Record{}, false, err
 	}
 	now := time.Now()
-	b := &box{dir: filepath.Join(m.cfg.Dir, newID()), activity: now, tenant: tenant, saving: o.saving}
+	b := &box{dir: filepath.Join(m.cfg.Dir, newID()), activity: now, tenant: tenant}
 	b.rec = Record{
 		Info: sandbox.Info{ID: filepath.Base(b.dir), Tenant: tenant, Spec: spec, State: sandbox.StateCreating,
 			ImageDigest: img.Digest, CreatedAt: now},
@@ -540,8 +530,6 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 		// Its workspace is the snapshot until it saves its own: the
 		// fresh disk gets it at the start (localRoot).
 		b.rec.Origin, b.rec.Workspace, b.rec.Base = o.origin, o.from.Digest, o.from.Digest
-	} else if o.saving != nil {
-		b.rec.Origin = o.origin // its Workspace and Base once the save is done (awaitSave)
 	}
 	if spec.Gateway != nil {
 		b.rec.GatewayToken = newGatewayToken() // recorded below, before the sandbox (or anyone) sees it
@@ -678,10 +666,6 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 		return err
 	}
 	t2 := time.Now()
-	if err := m.awaitSave(ctx, b); err != nil {
-		return err
-	}
-	tw := time.Now()
 	// A fresh disk of a sandbox with a saved workspace (resumed, or made
 	// from a snapshot) gets it back before the overlay sees the upper layer.
 	if fresh && b.rec.Workspace != "" && m.cfg.Workspaces != nil {
@@ -697,30 +681,12 @@ func (m *Manager) localRoot(ctx context.Context, b *box, img Image, bundle *sand
 		return err
 	}
 	m.log.Debug("sandbox root", "sandbox", b.rec.ID, "disk", t1.Sub(t0), "mount", t2.Sub(t1),
-		"await_save", tw.Sub(t2), "restore", t3.Sub(tw), "overlay", time.Since(t3))
+		"restore", t3.Sub(t2), "overlay", time.Since(t3))
 	bundle.Rootfs = l.Rootfs()
 	bundle.Mounts = []sandbox.Mount{
 		{Source: m.cfg.ExecutorPath, Target: ExecutorTarget, ReadOnly: true},
 		{Source: l.Run(), Target: RunTarget},
 	}
-	return nil
-}
-
-// awaitSave waits for the save a fork's create was started beside (see
-// box.saving) and notes the workspace it restores; b.mu is held.
-func (m *Manager) awaitSave(ctx context.Context, b *box) error {
-	if b.saving == nil {
-		return nil
-	}
-	snap, err := b.saving(ctx)
-	b.saving = nil
-	if err != nil {
-		return err
-	}
-	// Not written now: a record found in creating at a restart is
-	// stopped whatever it names, and the running record (setState) is
-	// written, synced, before anyone is told of the sandbox.
-	b.rec.Workspace, b.rec.Base = snap.Digest, snap.Digest
 	return nil
 }
 
