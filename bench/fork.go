@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -59,7 +60,7 @@ func (b *bench) fork(n, rounds int) error {
 			m.Delete(b.ctx, "", info.ID)
 		}
 	}
-	var forks, creates []time.Duration
+	var forks, creates, raws []time.Duration
 	for range rounds {
 		time.Sleep(2 * time.Second) // the pool refills
 		phases.set("fork")
@@ -93,13 +94,37 @@ func (b *bench) fork(n, rounds int) error {
 				return err
 			}
 		}
+
+		time.Sleep(2 * time.Second)
+		raw, err := b.rawBurst(n, len(raws))
+		if err != nil {
+			return err
+		}
+		raws = append(raws, raw)
 	}
 	phases.set("")
 	phases.print()
 	f, c := pct(forks, 50), pct(creates, 50)
 	b.add(fmt.Sprintf("fork ×%d of a running sandbox (1 MiB workspace), total, p50 of %d", n, rounds), ms(f),
 		fmt.Sprintf("%s (%d creates of busybox, %d at a time)", ms(c), n, forkBound), float64(f)/float64(c), "≤ 1 s")
+	r := pct(raws, 50)
+	b.add(fmt.Sprintf("fork ×%d against the boots alone, p50 of %d", n, rounds), ms(f),
+		fmt.Sprintf("%s (%d raw `runsc run` true at once, bare busybox: the floor)", ms(r), n), float64(f)/float64(r), "")
 	return nil
+}
+
+// rawBurst times n raw `runsc run` of true in bare busybox, all at once
+// (round names them apart): what n gVisor boots cost on this machine
+// with nothing of reins around them.
+func (b *bench) rawBurst(n, round int) (time.Duration, error) {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range n {
+		wg.Go(func() { _, errs[i] = b.rawRun(fmt.Sprintf("burst-%d-%d", round, i), nil) })
+	}
+	wg.Wait()
+	return time.Since(t0), errors.Join(errs...)
 }
 
 // forkPhases collects the durations the manager logs at debug level

@@ -67,6 +67,8 @@ type serveConfig struct {
 	ExpiryWarning      time.Duration
 	SuspendedRetention time.Duration
 	Pool               []string // IMAGE=N
+	// DiskPool: formatted disks kept ready (manager.Config.DiskPool).
+	DiskPool int
 }
 
 func serveCmd() *cobra.Command {
@@ -125,13 +127,18 @@ are read from this process's environment:
 	f.StringArrayVar(&cfg.Pool, "pool", nil, "IMAGE=N: keep N sandboxes of IMAGE (an image, snapshot:NAME or template:NAME) ready, so that a create of it with the default limits and backend returns in milliseconds; repeat for more images")
 	f.StringVar(&cfg.PortDomain, "port-domain", "localhost", "domain of the URLs that reach ports in sandboxes (PORT-ID.DOMAIN, on this service's port); its names must resolve to this service")
 	f.DurationVar(&cfg.ExpiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's TTL runs out its expiring event fires, for sandboxes that set none")
+	f.IntVar(&cfg.DiskPool, "disk-pool", 2, "formatted disks of the default size kept ready, so that mkfs is off the create path; a fork --count N takes N at once (N+2 keeps a burst of N off it); 0 keeps none")
 	f.DurationVar(&cfg.SuspendedRetention, "suspended-retention", 7*24*time.Hour, "how long a suspended sandbox is kept (from its suspend, or an extend) before it is deleted with its saved workspace")
 	return c
 }
 
 func serve(cfg serveConfig) error {
-	if cfg.ExpiryWarning < 0 || cfg.SuspendedRetention < 0 {
-		return usageError{errors.New("--expiry-warning and --suspended-retention must not be negative")}
+	if cfg.ExpiryWarning < 0 || cfg.SuspendedRetention < 0 || cfg.DiskPool < 0 {
+		return usageError{errors.New("--expiry-warning, --suspended-retention and --disk-pool must not be negative")}
+	}
+	diskPool := cfg.DiskPool
+	if diskPool == 0 {
+		diskPool = -1 // the manager's "none"
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
@@ -251,6 +258,7 @@ func serve(cfg serveConfig) error {
 		ExpiryWarning:      cfg.ExpiryWarning,
 		SuspendedRetention: cfg.SuspendedRetention,
 		OnEvent:            noteRunSandbox(&engineRef),
+		DiskPool:           diskPool,
 		Removed: func(id string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -183,6 +183,31 @@ ln -s d/f /workspace/link && ln /workspace/d/f /workspace/hard && rm /bin/ls && 
 	if len(tokens) != 4 {
 		t.Errorf("the source and 3 forks have %d distinct executor tokens", len(tokens))
 	}
+	for _, f := range forks {
+		// Saved beside the forks' first steps: each record names the save.
+		fb, _ := m.lookup("", f.ID)
+		rec, err := readRecord(fb.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Workspace == "" || rec.Workspace != sb.rec.Workspace || rec.Base != rec.Workspace {
+			t.Errorf("fork %s's record: workspace %q base %q, want the source's save %q", f.ID, rec.Workspace, rec.Base, sb.rec.Workspace)
+		}
+	}
+	// A fork whose save fails (its caller gone) leaves no fork behind and
+	// the source unlocked and running.
+	before := len(m.List(ctx, "", nil))
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.Fork(gone, "", src.ID, 3); err == nil {
+		t.Error("a fork with its caller gone succeeded")
+	}
+	if after := len(m.List(ctx, "", nil)); after != before {
+		t.Errorf("a failed fork left %d sandboxes behind", after-before)
+	}
+	if out := sh(src.ID, "echo alive"); out != "alive\n" {
+		t.Errorf("the source after a failed fork: %q", out)
+	}
 	sh(forks[0].ID, "echo mine > /workspace/only0")
 	for _, id := range []string{forks[1].ID, forks[2].ID, src.ID} {
 		if out := sh(id, "test -e /workspace/only0 && echo seen || echo absent"); out != "absent\n" {
