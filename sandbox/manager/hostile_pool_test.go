@@ -26,6 +26,12 @@ func TestPoolHostPathKeyNotForTenants(t *testing.T) {
 		if st := m.Pool(); st[0].Ready != 1 {
 			t.Errorf("%s: a tenant's create took the pool's sandbox", key)
 		}
+		if strings.HasPrefix(key, "template:") {
+			// The admin's create of a template resolves the template
+			// first (its backend); this manager keeps none (the
+			// template tests hand out a real one).
+			continue
+		}
 		if info, err := m.Create(ctx, "", sandbox.Spec{Image: key}, nil); err != nil || !strings.HasPrefix(info.ID, "pool") {
 			t.Errorf("%s: the admin did not get the pool's sandbox: %v %v", key, info.ID, err)
 		}
