@@ -480,7 +480,7 @@ func (m *Manager) handOut(ctx context.Context, b *box, tenant string, spec sandb
 	t0 := time.Now()
 	if err := m.dressLocked(ctx, b, tenant, spec); err != nil {
 		m.log.Warn("a pool sandbox could not take its spec: removing it", "sandbox", b.rec.ID, "err", err)
-		m.discardLocked(b, "it could not be handed out of the warm pool: "+err.Error())
+		m.discardLocked(b, "it could not be handed out of the warm pool: "+errdefs.Public(err))
 		return Record{}, false, nil
 	}
 	// Its events start here: the pool's own (the admin's) are not its
