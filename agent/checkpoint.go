@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/tool"
@@ -97,7 +98,7 @@ func (e *Engine) checkpoint(ctx context.Context, r *run, name, reason string) er
 	}
 	if err != nil {
 		e.log.Warn("checkpoint failed", "run", r.id, "sandbox", id, "err", err)
-		cp.Error = err.Error()
+		cp.Error = errdefs.Public(err) // the tenant reads it: no host path
 		return e.append(ctx, r, "", typedEvent{runlog.EventCheckpointFailed, cp})
 	}
 	cp.Digest, cp.Files, cp.Bytes = ws.Digest, ws.Files, ws.Bytes

@@ -309,7 +309,7 @@ func (e *Engine) work(ctx context.Context, id string, r *run, w *worker) {
 				return // the engine is stopping; the run continues on restart
 			}
 			log.Error("run failed", "err", err)
-			e.finish(context.Background(), r, runlog.StatusFailed, "", err.Error())
+			e.finish(context.Background(), r, runlog.StatusFailed, "", errdefs.Public(err)) // the tenant reads the reason
 		}
 		return
 	}

@@ -64,6 +64,8 @@ type hostSandboxes struct {
 	saved           map[string]string
 	replacedFrom    []string
 	failCheckpoints bool
+	checkpointErr   error // when set, what a checkpoint fails with
+	createErr       error // when set, what a create fails with
 	roots           map[string]string
 }
 
@@ -119,6 +121,9 @@ func (h *hostSandboxes) stopLocked(id string) {
 func (h *hostSandboxes) Create(ctx context.Context, runID, name, image string) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.createErr != nil {
+		return "", h.createErr
+	}
 	h.n++
 	id := fmt.Sprintf("sb%d", h.n)
 	root := filepath.Join(h.dir, id)
@@ -244,6 +249,9 @@ func (h *hostSandboxes) Wake(ctx context.Context, id string) (agent.Woken, error
 func (h *hostSandboxes) Checkpoint(ctx context.Context, runID, id string) (agent.Workspace, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.checkpointErr != nil {
+		return agent.Workspace{}, h.checkpointErr
+	}
 	if h.failCheckpoints {
 		return agent.Workspace{}, fmt.Errorf("no space left on the snapshot store: %w", errdefs.ErrResourceExhausted)
 	}

@@ -228,7 +228,7 @@ func (e *Engine) createSandbox(ctx context.Context, r *run, name string) (string
 		if !errors.Is(err, errdefs.ErrNotFound) || ctx.Err() != nil {
 			return "", fmt.Errorf("creating sandbox %q from checkpoint %s: %w", name, digest, err)
 		}
-		ev.Note = fmt.Sprintf("the checkpoint %s could not be restored (%v): it starts from the image %s", digest, err, image)
+		ev.Note = fmt.Sprintf("the checkpoint %s could not be restored (%v): it starts from the image %s", digest, errdefs.Public(err), image)
 	}
 	id, err := e.cfg.Sandboxes.Create(ctx, r.id, name, image)
 	if err != nil {

@@ -209,7 +209,8 @@ func (e *Engine) call(ctx context.Context, r *run, intent runlog.ToolCall, recov
 	}
 	res.DurationMS = time.Since(t0).Milliseconds()
 	if err != nil {
-		res.IsError, res.Text = true, err.Error()
+		// The model and the tenant read it: no host path.
+		res.IsError, res.Text = true, errdefs.Public(err)
 		return res, nil
 	}
 	res.IsError = out.IsError

@@ -603,7 +603,7 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	}
 	if err != nil {
 		log.Warn("create failed", "err", err)
-		m.stopLocked(b, sandbox.ReasonError, err.Error())
+		m.stopLocked(b, sandbox.ReasonError, errdefs.Public(err)) // its tenant reads it: no host path
 		m.cleanup(b, true)
 		return b.rec, false, fmt.Errorf("creating sandbox: %w", err)
 	}
@@ -1080,7 +1080,7 @@ func (m *Manager) expire(b *box, reason sandbox.Reason, msg string) {
 			b.retryAt = time.Now().Add(suspendRetry)
 			m.log.Warn("suspending an expired sandbox failed", "sandbox", b.rec.ID, "err", err)
 			m.emit(b, LifecycleEvent{Kind: EventExpiring, Reason: reason,
-				Message: fmt.Sprintf("%s, but saving its workspace failed (%v): it keeps running, and the suspend is tried again in %s", msg, err, suspendRetry)})
+				Message: fmt.Sprintf("%s, but saving its workspace failed (%v): it keeps running, and the suspend is tried again in %s", msg, errdefs.Public(err), suspendRetry)})
 		}
 		return
 	}

@@ -480,7 +480,7 @@ func (m *Manager) handOut(ctx context.Context, b *box, tenant string, spec sandb
 	t0 := time.Now()
 	if err := m.dressLocked(ctx, b, tenant, spec); err != nil {
 		m.log.Warn("a pool sandbox could not take its spec: removing it", "sandbox", b.rec.ID, "err", err)
-		m.discardLocked(b, "it could not be handed out of the warm pool: "+err.Error())
+		m.discardLocked(b, "it could not be handed out of the warm pool: "+errdefs.Public(err))
 		return Record{}, false, nil
 	}
 	// Its events start here: the pool's own (the admin's) are not its
@@ -516,6 +516,14 @@ func (m *Manager) dressLocked(ctx context.Context, b *box, tenant string, spec s
 	if spec.TTL > 0 {
 		b.rec.ExpiresAt = now.Add(spec.TTL)
 	}
+	// On disk as the tenant's before anything of the tenant's reaches
+	// the sandbox (its rules, its environment): a service that dies in
+	// between must not take it back into the pool at its restart, and
+	// hand another tenant an executor holding this one's variables.
+	if err := writeRecord(b.dir, &b.rec); err != nil {
+		return err
+	}
+	t0 := time.Now()
 	if m.cfg.Network != nil {
 		// As SetNetwork does: the pool's nothing-allowed becomes the
 		// tenant's rules, and its egress is the tenant's from now on.
@@ -525,7 +533,7 @@ func (m *Manager) dressLocked(ctx context.Context, b *box, tenant string, spec s
 	}
 	// The spec's env and workdir, when they are not the pool's (the
 	// warm-up's exec was forgotten when the sandbox became ready).
-	t0 := time.Now()
+	t1 := time.Now()
 	if env, workdir := defaultsFor(b.rec, pool, spec); env != nil || workdir != "" {
 		if b.client == nil { // re-adopted after a restart, and not yet dialled
 			c, err := client.Dial(ctx, b.endpoint(), b.rec.Token, m.clientOptions(b)...)
@@ -538,11 +546,7 @@ func (m *Manager) dressLocked(ctx context.Context, b *box, tenant string, spec s
 			return fmt.Errorf("its environment and workdir: %w", err)
 		}
 	}
-	t1 := time.Now()
-	if err := writeRecord(b.dir, &b.rec); err != nil {
-		return err
-	}
-	m.log.Debug("pool hand-out", "sandbox", b.rec.ID, "network", t0.Sub(now), "set_defaults", t1.Sub(t0), "record", time.Since(t1))
+	m.log.Debug("pool hand-out", "sandbox", b.rec.ID, "record", t0.Sub(now), "network", t1.Sub(t0), "set_defaults", time.Since(t1))
 	b.activity = now
 	return nil
 }

@@ -95,7 +95,7 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 	if m.cfg.Network != nil {
 		if _, err := m.cfg.Network.Attach(ctx, m.networkRequest(b)); err != nil {
 			log.Warn("network of a surviving sandbox could not be restored", "err", err)
-			m.stopLocked(b, sandbox.ReasonLost, "its network could not be restored after the service restarted: "+err.Error())
+			m.stopLocked(b, sandbox.ReasonLost, "its network could not be restored after the service restarted: "+errdefs.Public(err))
 			m.cleanup(b, true)
 			return
 		}
@@ -107,7 +107,7 @@ func (m *Manager) recoverOne(ctx context.Context, b *box) {
 	ex, err := client.WaitReady(wctx, b.endpoint(), b.rec.Token, m.clientOptions(b)...)
 	if err != nil {
 		log.Warn("executor does not answer after restart", "err", err)
-		m.stopLocked(b, sandbox.ReasonLost, "its executor did not answer after the service restarted: "+err.Error())
+		m.stopLocked(b, sandbox.ReasonLost, "its executor did not answer after the service restarted: "+errdefs.Public(err))
 		m.cleanup(b, true)
 		return
 	}
@@ -268,7 +268,7 @@ func (m *Manager) refreshLocked(ctx context.Context, b *box, full bool) bool {
 	case errors.Is(err, errdefs.ErrNotFound):
 		msg = "the runtime no longer knows it"
 	case err != nil:
-		msg = "its runtime failed to report on it: " + err.Error()
+		msg = "its runtime failed to report on it: " + errdefs.Public(err)
 	case st.ExitCode == -1:
 		msg = "its init and the process watching it vanished"
 	case st.OOMKilled:

@@ -47,7 +47,7 @@ func (r *Runtime) CheckpointTo(ctx context.Context, id, dir string) error {
 	}
 	rt, listens := r.runtimeOf(id)
 	if err := rt.Pause(ctx, id); err != nil {
-		return fmt.Errorf("sandbox %s: %s pause: %v: %w", id, r.cfg.Name, err, errdefs.ErrInternal)
+		return fmt.Errorf("sandbox %s: %s pause: %s: %w", id, r.cfg.Name, checkpointWords(err.Error()), errdefs.ErrInternal)
 	}
 	err := rt.Checkpoint(ctx, id, &runc.CheckpointOpts{ImagePath: dir}, runc.LeaveRunning)
 	if err != nil {
@@ -55,7 +55,7 @@ func (r *Runtime) CheckpointTo(ctx context.Context, id, dir string) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 		defer cancel()
 		if rerr := rt.Resume(rctx, id); rerr != nil {
-			return fmt.Errorf("sandbox %s: the checkpoint failed (%v) and the sandbox could not be resumed: %v: %w", id, checkpointWords(err.Error()), rerr, errdefs.ErrInternal)
+			return fmt.Errorf("sandbox %s: the checkpoint failed (%v) and the sandbox could not be resumed: %s: %w", id, checkpointWords(err.Error()), checkpointWords(rerr.Error()), errdefs.ErrInternal)
 		}
 		if listens {
 			r.relisten(rctx, rt, id)
@@ -74,7 +74,7 @@ func (r *Runtime) RestoreFrom(ctx context.Context, b sandbox.Bundle, dir string)
 		return sandbox.Endpoint{}, err
 	}
 	if _, err := os.Stat(dir); err != nil {
-		return sandbox.Endpoint{}, fmt.Errorf("sandbox %s: no checkpoint image: %v: %w", b.ID, err, errdefs.ErrNotFound)
+		return sandbox.Endpoint{}, fmt.Errorf("sandbox %s: no checkpoint image: %w: %w", b.ID, err, errdefs.ErrNotFound)
 	}
 	if err := r.startBundle(ctx, b, dir); err != nil {
 		return sandbox.Endpoint{}, err
