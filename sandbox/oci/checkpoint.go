@@ -62,7 +62,12 @@ func (r *Runtime) CheckpointTo(ctx context.Context, id, dir string) error {
 		}
 		return checkpointError(id, err)
 	}
-	return r.Delete(ctx, id)
+	// The image is whole: the frozen sandbox goes whatever became of
+	// ctx (a caller gone now would leave it frozen and its image thrown
+	// away as a failed pause).
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	return r.Delete(dctx, id)
 }
 
 // RestoreFrom starts the sandbox b from the checkpoint image in dir, its
