@@ -14,9 +14,7 @@ import (
 	"github.com/reinsdev/reins/model"
 	"github.com/reinsdev/reins/model/script"
 	"github.com/reinsdev/reins/runlog"
-	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/manager"
-	"github.com/reinsdev/reins/sandbox/workspace"
 )
 
 // checkpoint: what checkpoints cost a run. A scripted run in a gVisor
@@ -28,16 +26,7 @@ import (
 // the call's result): the first, which saves all 8 MiB, and a later one,
 // which adds one file.
 func (b *bench) checkpoint(n, rounds int) error {
-	ws, err := workspace.Open(filepath.Join(b.dir, "cpws"))
-	if err != nil {
-		return err
-	}
-	m, err := manager.New(manager.Config{
-		Dir: filepath.Join(b.dir, "cpsb"), ExecutorPath: b.executor,
-		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
-		Images: manager.ImageStore(b.images), CheckInterval: time.Hour,
-		Workspaces: manager.WorkspaceStore(ws), Logger: slog.New(slog.DiscardHandler),
-	})
+	m, err := b.workspaceManager("cp", nil)
 	if err != nil {
 		return err
 	}

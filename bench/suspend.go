@@ -26,30 +26,20 @@ import (
 // resume is a disk from the pool, the restore, the overlay, the boot and
 // the executor answering.
 func (b *bench) suspend(mibs ...int) error {
-	ws, err := workspace.Open(filepath.Join(b.dir, "suspendws"))
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(b.dir, "suspendsb")
-	m, err := manager.New(manager.Config{
-		Dir: dir, ExecutorPath: b.executor,
-		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
-		Images: manager.ImageStore(b.images), CheckInterval: time.Hour,
-		Workspaces: manager.WorkspaceStore(ws), Logger: slog.New(slog.DiscardHandler),
-	})
+	m, err := b.workspaceManager("suspend", nil)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	for _, mib := range mibs {
-		if err := b.suspendOne(m, dir, mib); err != nil {
+		if err := b.suspendOne(m, mib); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (b *bench) suspendOne(m *manager.Manager, dir string, mib int) error {
+func (b *bench) suspendOne(m *manager.Manager, mib int) error {
 	rec, err := m.Create(b.ctx, "", sandbox.Spec{Image: "busybox", Limits: sandbox.Limits{DiskBytes: 4 << 30}}, nil)
 	if err != nil {
 		return err
@@ -67,14 +57,14 @@ func (b *bench) suspendOne(m *manager.Manager, dir string, mib int) error {
 	}
 
 	// tar of the same tree, while it is there (the guest has flushed it).
-	upper := filepath.Join(dir, rec.ID, "disk", "upper")
+	upper := filepath.Join(b.dir, "suspendsb", rec.ID, "disk", "upper")
 	archive := filepath.Join(b.dir, "suspend.tar")
 	defer os.Remove(archive)
 	tc, err := tarCreate(upper, archive, "")
 	if err != nil {
 		return err
 	}
-	tdst := filepath.Join(dir, rec.ID, "disk", "tar-x")
+	tdst := filepath.Join(b.dir, "suspendsb", rec.ID, "disk", "tar-x")
 	if err := os.Mkdir(tdst, 0o700); err != nil {
 		return err
 	}
@@ -119,4 +109,23 @@ func syncDir(dir string) error {
 	}
 	defer f.Close()
 	return unix.Syncfs(int(f.Fd()))
+}
+
+// workspaceManager is a gVisor manager of its own for a bench step (its
+// sandboxes under b.dir/NAMEsb, its workspace store under b.dir/NAMEws),
+// logging to log (nil: nowhere).
+func (b *bench) workspaceManager(name string, log slog.Handler) (*manager.Manager, error) {
+	ws, err := workspace.Open(filepath.Join(b.dir, name+"ws"))
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.DiscardHandler
+	}
+	return manager.New(manager.Config{
+		Dir: filepath.Join(b.dir, name+"sb"), ExecutorPath: b.executor,
+		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
+		Images: manager.ImageStore(b.images), CheckInterval: time.Hour,
+		Workspaces: manager.WorkspaceStore(ws), Logger: slog.New(log),
+	})
 }

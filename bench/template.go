@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"time"
 
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/template"
-	"github.com/reinsdev/reins/sandbox/workspace"
 )
 
 // template: a three-step template build (16 files of 64 KiB, an env, a
@@ -19,16 +17,7 @@ import (
 // create → first exec of plain busybox on the same manager, round by
 // round.
 func (b *bench) template(rounds int) error {
-	ws, err := workspace.Open(filepath.Join(b.dir, "tmplws"))
-	if err != nil {
-		return err
-	}
-	m, err := manager.New(manager.Config{
-		Dir: filepath.Join(b.dir, "tmplsb"), ExecutorPath: b.executor,
-		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
-		Images: manager.ImageStore(b.images), CheckInterval: time.Hour,
-		Workspaces: manager.WorkspaceStore(ws), Logger: slog.New(slog.DiscardHandler),
-	})
+	m, err := b.workspaceManager("tmpl", nil)
 	if err != nil {
 		return err
 	}
