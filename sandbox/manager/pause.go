@@ -12,6 +12,7 @@ import (
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/client"
+	"github.com/reinsdev/reins/internal/jsonfile"
 	"github.com/reinsdev/reins/sandbox"
 )
 
@@ -129,7 +130,7 @@ func (m *Manager) pauseLocked(ctx context.Context, b *box) (int64, error) {
 		return 0, err
 	}
 	n := dirBytes(checkpointDir(b.dir))
-	if err := writeJSONFile(filepath.Join(b.dir, checkpointRecord), checkpointInfo{Version: 1, Bytes: n}); err != nil {
+	if err := jsonfile.Write(filepath.Join(b.dir, checkpointRecord), checkpointInfo{Version: 1, Bytes: n}); err != nil {
 		m.log.Warn("recording the checkpoint failed", "sandbox", b.rec.ID, "err", err)
 	}
 	m.releaseLocked(b)
@@ -297,18 +298,6 @@ func dirBytes(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-func writeJSONFile(path string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func readJSONFile(path string, v any) error {
