@@ -523,6 +523,14 @@ func TestIsolation(t *testing.T) {
 			_, err := sc.Pause(ctx, connect.NewRequest(&reinsv1.PauseSandboxRequest{Id: id, OrSuspend: true}))
 			return raw(err)
 		},
+		"ViewURL": func(id string) error {
+			_, err := sc.ViewURL(ctx, connect.NewRequest(&reinsv1.ViewURLRequest{Id: id, Public: true}))
+			return raw(err)
+		},
+		"TakeOver": func(id string) error {
+			_, err := sc.TakeOver(ctx, connect.NewRequest(&reinsv1.TakeOverRequest{Id: id}))
+			return raw(err)
+		},
 		// Templates are named, not sandboxes: below, by name.
 		"BuildTemplate": nil, "ListTemplates": nil, "DeleteTemplate": nil,
 		"Create": nil, "List": nil, // below; Create has no id

@@ -325,6 +325,13 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"Events": func(id string) error {
 			return drain(sc.Events(ctx, connect.NewRequest(&reinsv1.SandboxEventsRequest{Id: id})))
 		},
+		// Nor watch its screen or take it over.
+		"ViewURL": func(id string) error {
+			return unary(sc.ViewURL(ctx, connect.NewRequest(&reinsv1.ViewURLRequest{Id: id, Public: true})))
+		},
+		"TakeOver": func(id string) error {
+			return unary(sc.TakeOver(ctx, connect.NewRequest(&reinsv1.TakeOverRequest{Id: id})))
+		},
 		// Snapshots are named by their tenant: acme's acme-snap (made
 		// above) is missing to another tenant, as one that never was.
 		"DeleteSnapshot": nil, "ListSnapshots": nil, // by name, above

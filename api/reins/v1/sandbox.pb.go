@@ -316,6 +316,238 @@ func (ProgressPhase) EnumDescriptor() ([]byte, []int) {
 	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
+type ViewURLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Public        bool                   `protobuf:"varint,2,opt,name=public,proto3" json:"public,omitempty"`            // a signed link anyone may open until it expires
+	TtlMs         int64                  `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"` // public only; 0: one hour
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ViewURLRequest) Reset() {
+	*x = ViewURLRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewURLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewURLRequest) ProtoMessage() {}
+
+func (x *ViewURLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewURLRequest.ProtoReflect.Descriptor instead.
+func (*ViewURLRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ViewURLRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ViewURLRequest) GetPublic() bool {
+	if x != nil {
+		return x.Public
+	}
+	return false
+}
+
+func (x *ViewURLRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type ViewURLResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Url             string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	ExpiresUnixNano int64                  `protobuf:"varint,2,opt,name=expires_unix_nano,json=expiresUnixNano,proto3" json:"expires_unix_nano,omitempty"` // public only
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ViewURLResponse) Reset() {
+	*x = ViewURLResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewURLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewURLResponse) ProtoMessage() {}
+
+func (x *ViewURLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewURLResponse.ProtoReflect.Descriptor instead.
+func (*ViewURLResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ViewURLResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *ViewURLResponse) GetExpiresUnixNano() int64 {
+	if x != nil {
+		return x.ExpiresUnixNano
+	}
+	return 0
+}
+
+type TakeOverRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	HandBack      bool                   `protobuf:"varint,2,opt,name=hand_back,json=handBack,proto3" json:"hand_back,omitempty"` // let go of the screen instead
+	By            string                 `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`                              // who holds it, for the run's log ("" : the caller's tenant name)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TakeOverRequest) Reset() {
+	*x = TakeOverRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakeOverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakeOverRequest) ProtoMessage() {}
+
+func (x *TakeOverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakeOverRequest.ProtoReflect.Descriptor instead.
+func (*TakeOverRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TakeOverRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TakeOverRequest) GetHandBack() bool {
+	if x != nil {
+		return x.HandBack
+	}
+	return false
+}
+
+func (x *TakeOverRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+type TakeOverResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Held          bool                   `protobuf:"varint,1,opt,name=held,proto3" json:"held,omitempty"`
+	HeldBy        string                 `protobuf:"bytes,2,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
+	SinceUnixNano int64                  `protobuf:"varint,3,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TakeOverResponse) Reset() {
+	*x = TakeOverResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakeOverResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakeOverResponse) ProtoMessage() {}
+
+func (x *TakeOverResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakeOverResponse.ProtoReflect.Descriptor instead.
+func (*TakeOverResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TakeOverResponse) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
+func (x *TakeOverResponse) GetHeldBy() string {
+	if x != nil {
+		return x.HeldBy
+	}
+	return ""
+}
+
+func (x *TakeOverResponse) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
 type PortURLRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -328,7 +560,7 @@ type PortURLRequest struct {
 
 func (x *PortURLRequest) Reset() {
 	*x = PortURLRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +572,7 @@ func (x *PortURLRequest) String() string {
 func (*PortURLRequest) ProtoMessage() {}
 
 func (x *PortURLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +585,7 @@ func (x *PortURLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortURLRequest.ProtoReflect.Descriptor instead.
 func (*PortURLRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PortURLRequest) GetId() string {
@@ -394,7 +626,7 @@ type PortURLResponse struct {
 
 func (x *PortURLResponse) Reset() {
 	*x = PortURLResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +638,7 @@ func (x *PortURLResponse) String() string {
 func (*PortURLResponse) ProtoMessage() {}
 
 func (x *PortURLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +651,7 @@ func (x *PortURLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortURLResponse.ProtoReflect.Descriptor instead.
 func (*PortURLResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PortURLResponse) GetUrl() string {
@@ -453,13 +685,16 @@ type SandboxSpec struct {
 	Gateway         *ModelGateway          `protobuf:"bytes,13,opt,name=gateway,proto3" json:"gateway,omitempty"`                                               // unset: no model gateway
 	OnExpire        ExpireAction           `protobuf:"varint,14,opt,name=on_expire,json=onExpire,proto3,enum=reins.v1.ExpireAction" json:"on_expire,omitempty"` // what its TTL or idle timeout does; default suspend
 	ExpiryWarningMs int64                  `protobuf:"varint,15,opt,name=expiry_warning_ms,json=expiryWarningMs,proto3" json:"expiry_warning_ms,omitempty"`     // an "expiring" event this long before; 0: the service's default
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// screen is the display's size, "WIDTHxHEIGHT" (a desktop image only);
+	// "": the image's default (1280x800 for desktop).
+	Screen        string `protobuf:"bytes,16,opt,name=screen,proto3" json:"screen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SandboxSpec) Reset() {
 	*x = SandboxSpec{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +706,7 @@ func (x *SandboxSpec) String() string {
 func (*SandboxSpec) ProtoMessage() {}
 
 func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +719,7 @@ func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSpec.ProtoReflect.Descriptor instead.
 func (*SandboxSpec) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SandboxSpec) GetImage() string {
@@ -592,6 +827,13 @@ func (x *SandboxSpec) GetExpiryWarningMs() int64 {
 	return 0
 }
 
+func (x *SandboxSpec) GetScreen() string {
+	if x != nil {
+		return x.Screen
+	}
+	return ""
+}
+
 // ModelGateway gives a sandbox the model gateway: programs in it call
 // models at http://127.0.0.1:47070 with a placeholder token of the
 // sandbox's own (set in ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY,
@@ -612,7 +854,7 @@ type ModelGateway struct {
 
 func (x *ModelGateway) Reset() {
 	*x = ModelGateway{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +866,7 @@ func (x *ModelGateway) String() string {
 func (*ModelGateway) ProtoMessage() {}
 
 func (x *ModelGateway) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +879,7 @@ func (x *ModelGateway) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelGateway.ProtoReflect.Descriptor instead.
 func (*ModelGateway) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ModelGateway) GetOn() bool {
@@ -679,7 +921,7 @@ type Network struct {
 
 func (x *Network) Reset() {
 	*x = Network{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +933,7 @@ func (x *Network) String() string {
 func (*Network) ProtoMessage() {}
 
 func (x *Network) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +946,7 @@ func (x *Network) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Network.ProtoReflect.Descriptor instead.
 func (*Network) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Network) GetMode() NetworkMode {
@@ -756,7 +998,7 @@ type SecretBinding struct {
 
 func (x *SecretBinding) Reset() {
 	*x = SecretBinding{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +1010,7 @@ func (x *SecretBinding) String() string {
 func (*SecretBinding) ProtoMessage() {}
 
 func (x *SecretBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +1023,7 @@ func (x *SecretBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretBinding.ProtoReflect.Descriptor instead.
 func (*SecretBinding) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SecretBinding) GetName() string {
@@ -826,13 +1068,19 @@ type Sandbox struct {
 	// suspended_reason says why a suspended sandbox was suspended
 	// (ttl_expired, idle_timeout; unspecified when asked for).
 	SuspendedReason SandboxReason `protobuf:"varint,19,opt,name=suspended_reason,json=suspendedReason,proto3,enum=reins.v1.SandboxReason" json:"suspended_reason,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// screen is the size of its display ("1280x800"); "" when its image has
+	// none.
+	Screen string `protobuf:"bytes,20,opt,name=screen,proto3" json:"screen,omitempty"`
+	// held_by names the person holding its screen (TakeOver); "" when no
+	// one does.
+	HeldBy        string `protobuf:"bytes,21,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1092,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1105,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Sandbox) GetId() string {
@@ -979,6 +1227,20 @@ func (x *Sandbox) GetSuspendedReason() SandboxReason {
 	return SandboxReason_SANDBOX_REASON_UNSPECIFIED
 }
 
+func (x *Sandbox) GetScreen() string {
+	if x != nil {
+		return x.Screen
+	}
+	return ""
+}
+
+func (x *Sandbox) GetHeldBy() string {
+	if x != nil {
+		return x.HeldBy
+	}
+	return ""
+}
+
 type Progress struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Phase         ProgressPhase          `protobuf:"varint,6,opt,name=phase,proto3,enum=reins.v1.ProgressPhase" json:"phase,omitempty"`
@@ -992,7 +1254,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1266,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1279,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Progress) GetPhase() ProgressPhase {
@@ -1064,7 +1326,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1338,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1351,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateSandboxRequest) GetSpec() *SandboxSpec {
@@ -1112,7 +1374,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1386,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1399,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateSandboxResponse) GetMsg() isCreateSandboxResponse_Msg {
@@ -1190,7 +1452,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1464,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1477,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1234,7 +1496,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1508,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1521,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1278,7 +1540,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1552,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1565,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1322,7 +1584,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1596,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1609,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1366,7 +1628,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1640,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1653,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1409,7 +1671,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1683,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1696,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 type ExtendSandboxRequest struct {
@@ -1447,7 +1709,7 @@ type ExtendSandboxRequest struct {
 
 func (x *ExtendSandboxRequest) Reset() {
 	*x = ExtendSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1721,7 @@ func (x *ExtendSandboxRequest) String() string {
 func (*ExtendSandboxRequest) ProtoMessage() {}
 
 func (x *ExtendSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1734,7 @@ func (x *ExtendSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendSandboxRequest.ProtoReflect.Descriptor instead.
 func (*ExtendSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExtendSandboxRequest) GetId() string {
@@ -1498,7 +1760,7 @@ type ExtendSandboxResponse struct {
 
 func (x *ExtendSandboxResponse) Reset() {
 	*x = ExtendSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1772,7 @@ func (x *ExtendSandboxResponse) String() string {
 func (*ExtendSandboxResponse) ProtoMessage() {}
 
 func (x *ExtendSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1785,7 @@ func (x *ExtendSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendSandboxResponse.ProtoReflect.Descriptor instead.
 func (*ExtendSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExtendSandboxResponse) GetSandbox() *Sandbox {
@@ -1541,7 +1803,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1815,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1828,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 type VersionResponse struct {
@@ -1579,7 +1841,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1853,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1866,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VersionResponse) GetVersion() string {
@@ -1639,7 +1901,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1913,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1926,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdateNetworkRequest) GetId() string {
@@ -1718,7 +1980,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1992,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +2005,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StringList) GetItems() []string {
@@ -1762,7 +2024,7 @@ type SecretBindings struct {
 
 func (x *SecretBindings) Reset() {
 	*x = SecretBindings{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +2036,7 @@ func (x *SecretBindings) String() string {
 func (*SecretBindings) ProtoMessage() {}
 
 func (x *SecretBindings) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +2049,7 @@ func (x *SecretBindings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretBindings.ProtoReflect.Descriptor instead.
 func (*SecretBindings) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SecretBindings) GetItems() []*SecretBinding {
@@ -1806,7 +2068,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +2080,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +2093,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateNetworkResponse) GetSandbox() *Sandbox {
@@ -1852,7 +2114,7 @@ type EgressLogRequest struct {
 
 func (x *EgressLogRequest) Reset() {
 	*x = EgressLogRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2126,7 @@ func (x *EgressLogRequest) String() string {
 func (*EgressLogRequest) ProtoMessage() {}
 
 func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2139,7 @@ func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogRequest.ProtoReflect.Descriptor instead.
 func (*EgressLogRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EgressLogRequest) GetId() string {
@@ -1924,7 +2186,7 @@ type EgressLogEntry struct {
 
 func (x *EgressLogEntry) Reset() {
 	*x = EgressLogEntry{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2198,7 @@ func (x *EgressLogEntry) String() string {
 func (*EgressLogEntry) ProtoMessage() {}
 
 func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2211,7 @@ func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogEntry.ProtoReflect.Descriptor instead.
 func (*EgressLogEntry) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EgressLogEntry) GetSeq() int64 {
@@ -2053,7 +2315,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2327,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2340,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{26}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Backend) GetName() string {
@@ -2104,7 +2366,7 @@ type SuspendSandboxRequest struct {
 
 func (x *SuspendSandboxRequest) Reset() {
 	*x = SuspendSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2378,7 @@ func (x *SuspendSandboxRequest) String() string {
 func (*SuspendSandboxRequest) ProtoMessage() {}
 
 func (x *SuspendSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2391,7 @@ func (x *SuspendSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendSandboxRequest.ProtoReflect.Descriptor instead.
 func (*SuspendSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{27}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SuspendSandboxRequest) GetId() string {
@@ -2149,7 +2411,7 @@ type SuspendSandboxResponse struct {
 
 func (x *SuspendSandboxResponse) Reset() {
 	*x = SuspendSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2423,7 @@ func (x *SuspendSandboxResponse) String() string {
 func (*SuspendSandboxResponse) ProtoMessage() {}
 
 func (x *SuspendSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2436,7 @@ func (x *SuspendSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendSandboxResponse.ProtoReflect.Descriptor instead.
 func (*SuspendSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{28}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SuspendSandboxResponse) GetSandbox() *Sandbox {
@@ -2200,7 +2462,7 @@ type ResumeSandboxRequest struct {
 
 func (x *ResumeSandboxRequest) Reset() {
 	*x = ResumeSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2474,7 @@ func (x *ResumeSandboxRequest) String() string {
 func (*ResumeSandboxRequest) ProtoMessage() {}
 
 func (x *ResumeSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2487,7 @@ func (x *ResumeSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSandboxRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{29}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResumeSandboxRequest) GetId() string {
@@ -2244,7 +2506,7 @@ type ResumeSandboxResponse struct {
 
 func (x *ResumeSandboxResponse) Reset() {
 	*x = ResumeSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2518,7 @@ func (x *ResumeSandboxResponse) String() string {
 func (*ResumeSandboxResponse) ProtoMessage() {}
 
 func (x *ResumeSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2531,7 @@ func (x *ResumeSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSandboxResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{30}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResumeSandboxResponse) GetSandbox() *Sandbox {
@@ -2289,7 +2551,7 @@ type PauseSandboxRequest struct {
 
 func (x *PauseSandboxRequest) Reset() {
 	*x = PauseSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2563,7 @@ func (x *PauseSandboxRequest) String() string {
 func (*PauseSandboxRequest) ProtoMessage() {}
 
 func (x *PauseSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2576,7 @@ func (x *PauseSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSandboxRequest.ProtoReflect.Descriptor instead.
 func (*PauseSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{31}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PauseSandboxRequest) GetId() string {
@@ -2342,7 +2604,7 @@ type PauseSandboxResponse struct {
 
 func (x *PauseSandboxResponse) Reset() {
 	*x = PauseSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2616,7 @@ func (x *PauseSandboxResponse) String() string {
 func (*PauseSandboxResponse) ProtoMessage() {}
 
 func (x *PauseSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2629,7 @@ func (x *PauseSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSandboxResponse.ProtoReflect.Descriptor instead.
 func (*PauseSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{32}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PauseSandboxResponse) GetSandbox() *Sandbox {
@@ -2401,7 +2663,7 @@ type SnapshotSandboxRequest struct {
 
 func (x *SnapshotSandboxRequest) Reset() {
 	*x = SnapshotSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2413,7 +2675,7 @@ func (x *SnapshotSandboxRequest) String() string {
 func (*SnapshotSandboxRequest) ProtoMessage() {}
 
 func (x *SnapshotSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2426,7 +2688,7 @@ func (x *SnapshotSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSandboxRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{33}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SnapshotSandboxRequest) GetId() string {
@@ -2452,7 +2714,7 @@ type SnapshotSandboxResponse struct {
 
 func (x *SnapshotSandboxResponse) Reset() {
 	*x = SnapshotSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2726,7 @@ func (x *SnapshotSandboxResponse) String() string {
 func (*SnapshotSandboxResponse) ProtoMessage() {}
 
 func (x *SnapshotSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2739,7 @@ func (x *SnapshotSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSandboxResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{34}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SnapshotSandboxResponse) GetSnapshot() *Snapshot {
@@ -2501,7 +2763,7 @@ type ForkSandboxRequest struct {
 
 func (x *ForkSandboxRequest) Reset() {
 	*x = ForkSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2775,7 @@ func (x *ForkSandboxRequest) String() string {
 func (*ForkSandboxRequest) ProtoMessage() {}
 
 func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2788,7 @@ func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSandboxRequest.ProtoReflect.Descriptor instead.
 func (*ForkSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{35}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ForkSandboxRequest) GetId() string {
@@ -2559,7 +2821,7 @@ type ForkSandboxResponse struct {
 
 func (x *ForkSandboxResponse) Reset() {
 	*x = ForkSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2833,7 @@ func (x *ForkSandboxResponse) String() string {
 func (*ForkSandboxResponse) ProtoMessage() {}
 
 func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2846,7 @@ func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSandboxResponse.ProtoReflect.Descriptor instead.
 func (*ForkSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{36}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ForkSandboxResponse) GetSandboxes() []*Sandbox {
@@ -2616,7 +2878,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2890,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2903,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{37}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Snapshot) GetName() string {
@@ -2729,7 +2991,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +3003,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +3016,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{38}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{42}
 }
 
 type ListSnapshotsResponse struct {
@@ -2766,7 +3028,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +3040,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +3053,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{39}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*Snapshot {
@@ -2810,7 +3072,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +3084,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +3097,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{40}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteSnapshotRequest) GetName() string {
@@ -2853,7 +3115,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3127,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3140,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{41}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{45}
 }
 
 // TemplateStep is one step of a template build, run in order.
@@ -2896,7 +3158,7 @@ type TemplateStep struct {
 
 func (x *TemplateStep) Reset() {
 	*x = TemplateStep{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +3170,7 @@ func (x *TemplateStep) String() string {
 func (*TemplateStep) ProtoMessage() {}
 
 func (x *TemplateStep) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +3183,7 @@ func (x *TemplateStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateStep.ProtoReflect.Descriptor instead.
 func (*TemplateStep) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{42}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TemplateStep) GetStep() isTemplateStep_Step {
@@ -2993,7 +3255,7 @@ type TemplateCopy struct {
 
 func (x *TemplateCopy) Reset() {
 	*x = TemplateCopy{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3267,7 @@ func (x *TemplateCopy) String() string {
 func (*TemplateCopy) ProtoMessage() {}
 
 func (x *TemplateCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3280,7 @@ func (x *TemplateCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateCopy.ProtoReflect.Descriptor instead.
 func (*TemplateCopy) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{43}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TemplateCopy) GetTar() []byte {
@@ -3058,7 +3320,7 @@ type BuildTemplateRequest struct {
 
 func (x *BuildTemplateRequest) Reset() {
 	*x = BuildTemplateRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3332,7 @@ func (x *BuildTemplateRequest) String() string {
 func (*BuildTemplateRequest) ProtoMessage() {}
 
 func (x *BuildTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3345,7 @@ func (x *BuildTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildTemplateRequest.ProtoReflect.Descriptor instead.
 func (*BuildTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{44}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BuildTemplateRequest) GetName() string {
@@ -3155,7 +3417,7 @@ type BuildTemplateResponse struct {
 
 func (x *BuildTemplateResponse) Reset() {
 	*x = BuildTemplateResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3167,7 +3429,7 @@ func (x *BuildTemplateResponse) String() string {
 func (*BuildTemplateResponse) ProtoMessage() {}
 
 func (x *BuildTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3180,7 +3442,7 @@ func (x *BuildTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildTemplateResponse.ProtoReflect.Descriptor instead.
 func (*BuildTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{45}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BuildTemplateResponse) GetMsg() isBuildTemplateResponse_Msg {
@@ -3238,7 +3500,7 @@ type TemplateProgress struct {
 
 func (x *TemplateProgress) Reset() {
 	*x = TemplateProgress{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3512,7 @@ func (x *TemplateProgress) String() string {
 func (*TemplateProgress) ProtoMessage() {}
 
 func (x *TemplateProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3525,7 @@ func (x *TemplateProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateProgress.ProtoReflect.Descriptor instead.
 func (*TemplateProgress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{46}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TemplateProgress) GetStep() int32 {
@@ -3327,7 +3589,7 @@ type Template struct {
 
 func (x *Template) Reset() {
 	*x = Template{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3601,7 @@ func (x *Template) String() string {
 func (*Template) ProtoMessage() {}
 
 func (x *Template) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3614,7 @@ func (x *Template) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Template.ProtoReflect.Descriptor instead.
 func (*Template) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{47}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Template) GetName() string {
@@ -3440,7 +3702,7 @@ type ListTemplatesRequest struct {
 
 func (x *ListTemplatesRequest) Reset() {
 	*x = ListTemplatesRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3714,7 @@ func (x *ListTemplatesRequest) String() string {
 func (*ListTemplatesRequest) ProtoMessage() {}
 
 func (x *ListTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3727,7 @@ func (x *ListTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{48}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{52}
 }
 
 type ListTemplatesResponse struct {
@@ -3477,7 +3739,7 @@ type ListTemplatesResponse struct {
 
 func (x *ListTemplatesResponse) Reset() {
 	*x = ListTemplatesResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3751,7 @@ func (x *ListTemplatesResponse) String() string {
 func (*ListTemplatesResponse) ProtoMessage() {}
 
 func (x *ListTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3502,7 +3764,7 @@ func (x *ListTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{49}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListTemplatesResponse) GetTemplates() []*Template {
@@ -3521,7 +3783,7 @@ type DeleteTemplateRequest struct {
 
 func (x *DeleteTemplateRequest) Reset() {
 	*x = DeleteTemplateRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3795,7 @@ func (x *DeleteTemplateRequest) String() string {
 func (*DeleteTemplateRequest) ProtoMessage() {}
 
 func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3808,7 @@ func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{50}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteTemplateRequest) GetName() string {
@@ -3564,7 +3826,7 @@ type DeleteTemplateResponse struct {
 
 func (x *DeleteTemplateResponse) Reset() {
 	*x = DeleteTemplateResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3838,7 @@ func (x *DeleteTemplateResponse) String() string {
 func (*DeleteTemplateResponse) ProtoMessage() {}
 
 func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3851,7 @@ func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{51}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{55}
 }
 
 type SandboxEventsRequest struct {
@@ -3603,7 +3865,7 @@ type SandboxEventsRequest struct {
 
 func (x *SandboxEventsRequest) Reset() {
 	*x = SandboxEventsRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3615,7 +3877,7 @@ func (x *SandboxEventsRequest) String() string {
 func (*SandboxEventsRequest) ProtoMessage() {}
 
 func (x *SandboxEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3628,7 +3890,7 @@ func (x *SandboxEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxEventsRequest.ProtoReflect.Descriptor instead.
 func (*SandboxEventsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{52}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SandboxEventsRequest) GetId() string {
@@ -3669,7 +3931,7 @@ type SandboxLifecycleEvent struct {
 
 func (x *SandboxLifecycleEvent) Reset() {
 	*x = SandboxLifecycleEvent{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3681,7 +3943,7 @@ func (x *SandboxLifecycleEvent) String() string {
 func (*SandboxLifecycleEvent) ProtoMessage() {}
 
 func (x *SandboxLifecycleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3694,7 +3956,7 @@ func (x *SandboxLifecycleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxLifecycleEvent.ProtoReflect.Descriptor instead.
 func (*SandboxLifecycleEvent) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{53}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SandboxLifecycleEvent) GetSeq() int64 {
@@ -3757,7 +4019,22 @@ var File_reins_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x16reins/v1/sandbox.proto\x12\breins.v1\"c\n" +
+	"\x16reins/v1/sandbox.proto\x12\breins.v1\"O\n" +
+	"\x0eViewURLRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06public\x18\x02 \x01(\bR\x06public\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\"O\n" +
+	"\x0fViewURLResponse\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
+	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"N\n" +
+	"\x0fTakeOverRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\thand_back\x18\x02 \x01(\bR\bhandBack\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\"g\n" +
+	"\x10TakeOverResponse\x12\x12\n" +
+	"\x04held\x18\x01 \x01(\bR\x04held\x12\x17\n" +
+	"\aheld_by\x18\x02 \x01(\tR\x06heldBy\x12&\n" +
+	"\x0fsince_unix_nano\x18\x03 \x01(\x03R\rsinceUnixNano\"c\n" +
 	"\x0ePortURLRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x16\n" +
@@ -3765,7 +4042,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"O\n" +
 	"\x0fPortURLResponse\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
-	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"\xc8\x04\n" +
+	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"\xe0\x04\n" +
 	"\vSandboxSpec\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x12\n" +
@@ -3783,7 +4060,8 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x120\n" +
 	"\agateway\x18\r \x01(\v2\x16.reins.v1.ModelGatewayR\agateway\x123\n" +
 	"\ton_expire\x18\x0e \x01(\x0e2\x16.reins.v1.ExpireActionR\bonExpire\x12*\n" +
-	"\x11expiry_warning_ms\x18\x0f \x01(\x03R\x0fexpiryWarningMs\x1a9\n" +
+	"\x11expiry_warning_ms\x18\x0f \x01(\x03R\x0fexpiryWarningMs\x12\x16\n" +
+	"\x06screen\x18\x10 \x01(\tR\x06screen\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
@@ -3802,7 +4080,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\asecrets\x18\x05 \x03(\v2\x17.reins.v1.SecretBindingR\asecrets\"9\n" +
 	"\rSecretBinding\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05hosts\x18\x02 \x03(\tR\x05hosts\"\x9d\x05\n" +
+	"\x05hosts\x18\x02 \x03(\tR\x05hosts\"\xce\x05\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04spec\x18\x02 \x01(\v2\x15.reins.v1.SandboxSpecR\x04spec\x12,\n" +
@@ -3821,7 +4099,9 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x11peak_memory_bytes\x18\x10 \x01(\x04R\x0fpeakMemoryBytes\x12\x16\n" +
 	"\x06origin\x18\x11 \x01(\tR\x06origin\x12\x1c\n" +
 	"\tworkspace\x18\x12 \x01(\tR\tworkspace\x12B\n" +
-	"\x10suspended_reason\x18\x13 \x01(\x0e2\x17.reins.v1.SandboxReasonR\x0fsuspendedReasonJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\x97\x01\n" +
+	"\x10suspended_reason\x18\x13 \x01(\x0e2\x17.reins.v1.SandboxReasonR\x0fsuspendedReason\x12\x16\n" +
+	"\x06screen\x18\x14 \x01(\tR\x06screen\x12\x17\n" +
+	"\aheld_by\x18\x15 \x01(\tR\x06heldByJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\x97\x01\n" +
 	"\bProgress\x12-\n" +
 	"\x05phase\x18\x06 \x01(\x0e2\x17.reins.v1.ProgressPhaseR\x05phase\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\tR\x04item\x12\x12\n" +
@@ -4035,7 +4315,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x13PROGRESS_PHASE_PULL\x10\x01\x12\x19\n" +
 	"\x15PROGRESS_PHASE_UNPACK\x10\x02\x12\x18\n" +
 	"\x14PROGRESS_PHASE_BUILD\x10\x03\x12\x17\n" +
-	"\x13PROGRESS_PHASE_BOOT\x10\x042\xfb\v\n" +
+	"\x13PROGRESS_PHASE_BOOT\x10\x042\xfe\f\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
@@ -4056,7 +4336,9 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\rBuildTemplate\x12\x1e.reins.v1.BuildTemplateRequest\x1a\x1f.reins.v1.BuildTemplateResponse0\x01\x12P\n" +
 	"\rListTemplates\x12\x1e.reins.v1.ListTemplatesRequest\x1a\x1f.reins.v1.ListTemplatesResponse\x12S\n" +
 	"\x0eDeleteTemplate\x12\x1f.reins.v1.DeleteTemplateRequest\x1a .reins.v1.DeleteTemplateResponse\x12K\n" +
-	"\x06Events\x12\x1e.reins.v1.SandboxEventsRequest\x1a\x1f.reins.v1.SandboxLifecycleEvent0\x01B0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"\x06Events\x12\x1e.reins.v1.SandboxEventsRequest\x1a\x1f.reins.v1.SandboxLifecycleEvent0\x01\x12>\n" +
+	"\aViewURL\x12\x18.reins.v1.ViewURLRequest\x1a\x19.reins.v1.ViewURLResponse\x12A\n" +
+	"\bTakeOver\x12\x19.reins.v1.TakeOverRequest\x1a\x1a.reins.v1.TakeOverResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_sandbox_proto_rawDescOnce sync.Once
@@ -4071,154 +4353,162 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_reins_v1_sandbox_proto_goTypes = []any{
 	(ExpireAction)(0),               // 0: reins.v1.ExpireAction
 	(NetworkMode)(0),                // 1: reins.v1.NetworkMode
 	(SandboxState)(0),               // 2: reins.v1.SandboxState
 	(SandboxReason)(0),              // 3: reins.v1.SandboxReason
 	(ProgressPhase)(0),              // 4: reins.v1.ProgressPhase
-	(*PortURLRequest)(nil),          // 5: reins.v1.PortURLRequest
-	(*PortURLResponse)(nil),         // 6: reins.v1.PortURLResponse
-	(*SandboxSpec)(nil),             // 7: reins.v1.SandboxSpec
-	(*ModelGateway)(nil),            // 8: reins.v1.ModelGateway
-	(*Network)(nil),                 // 9: reins.v1.Network
-	(*SecretBinding)(nil),           // 10: reins.v1.SecretBinding
-	(*Sandbox)(nil),                 // 11: reins.v1.Sandbox
-	(*Progress)(nil),                // 12: reins.v1.Progress
-	(*CreateSandboxRequest)(nil),    // 13: reins.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),   // 14: reins.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),       // 15: reins.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),      // 16: reins.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),    // 17: reins.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),   // 18: reins.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),    // 19: reins.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),   // 20: reins.v1.DeleteSandboxResponse
-	(*ExtendSandboxRequest)(nil),    // 21: reins.v1.ExtendSandboxRequest
-	(*ExtendSandboxResponse)(nil),   // 22: reins.v1.ExtendSandboxResponse
-	(*VersionRequest)(nil),          // 23: reins.v1.VersionRequest
-	(*VersionResponse)(nil),         // 24: reins.v1.VersionResponse
-	(*UpdateNetworkRequest)(nil),    // 25: reins.v1.UpdateNetworkRequest
-	(*StringList)(nil),              // 26: reins.v1.StringList
-	(*SecretBindings)(nil),          // 27: reins.v1.SecretBindings
-	(*UpdateNetworkResponse)(nil),   // 28: reins.v1.UpdateNetworkResponse
-	(*EgressLogRequest)(nil),        // 29: reins.v1.EgressLogRequest
-	(*EgressLogEntry)(nil),          // 30: reins.v1.EgressLogEntry
-	(*Backend)(nil),                 // 31: reins.v1.Backend
-	(*SuspendSandboxRequest)(nil),   // 32: reins.v1.SuspendSandboxRequest
-	(*SuspendSandboxResponse)(nil),  // 33: reins.v1.SuspendSandboxResponse
-	(*ResumeSandboxRequest)(nil),    // 34: reins.v1.ResumeSandboxRequest
-	(*ResumeSandboxResponse)(nil),   // 35: reins.v1.ResumeSandboxResponse
-	(*PauseSandboxRequest)(nil),     // 36: reins.v1.PauseSandboxRequest
-	(*PauseSandboxResponse)(nil),    // 37: reins.v1.PauseSandboxResponse
-	(*SnapshotSandboxRequest)(nil),  // 38: reins.v1.SnapshotSandboxRequest
-	(*SnapshotSandboxResponse)(nil), // 39: reins.v1.SnapshotSandboxResponse
-	(*ForkSandboxRequest)(nil),      // 40: reins.v1.ForkSandboxRequest
-	(*ForkSandboxResponse)(nil),     // 41: reins.v1.ForkSandboxResponse
-	(*Snapshot)(nil),                // 42: reins.v1.Snapshot
-	(*ListSnapshotsRequest)(nil),    // 43: reins.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),   // 44: reins.v1.ListSnapshotsResponse
-	(*DeleteSnapshotRequest)(nil),   // 45: reins.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),  // 46: reins.v1.DeleteSnapshotResponse
-	(*TemplateStep)(nil),            // 47: reins.v1.TemplateStep
-	(*TemplateCopy)(nil),            // 48: reins.v1.TemplateCopy
-	(*BuildTemplateRequest)(nil),    // 49: reins.v1.BuildTemplateRequest
-	(*BuildTemplateResponse)(nil),   // 50: reins.v1.BuildTemplateResponse
-	(*TemplateProgress)(nil),        // 51: reins.v1.TemplateProgress
-	(*Template)(nil),                // 52: reins.v1.Template
-	(*ListTemplatesRequest)(nil),    // 53: reins.v1.ListTemplatesRequest
-	(*ListTemplatesResponse)(nil),   // 54: reins.v1.ListTemplatesResponse
-	(*DeleteTemplateRequest)(nil),   // 55: reins.v1.DeleteTemplateRequest
-	(*DeleteTemplateResponse)(nil),  // 56: reins.v1.DeleteTemplateResponse
-	(*SandboxEventsRequest)(nil),    // 57: reins.v1.SandboxEventsRequest
-	(*SandboxLifecycleEvent)(nil),   // 58: reins.v1.SandboxLifecycleEvent
-	nil,                             // 59: reins.v1.SandboxSpec.LabelsEntry
-	nil,                             // 60: reins.v1.ListSandboxesRequest.LabelsEntry
+	(*ViewURLRequest)(nil),          // 5: reins.v1.ViewURLRequest
+	(*ViewURLResponse)(nil),         // 6: reins.v1.ViewURLResponse
+	(*TakeOverRequest)(nil),         // 7: reins.v1.TakeOverRequest
+	(*TakeOverResponse)(nil),        // 8: reins.v1.TakeOverResponse
+	(*PortURLRequest)(nil),          // 9: reins.v1.PortURLRequest
+	(*PortURLResponse)(nil),         // 10: reins.v1.PortURLResponse
+	(*SandboxSpec)(nil),             // 11: reins.v1.SandboxSpec
+	(*ModelGateway)(nil),            // 12: reins.v1.ModelGateway
+	(*Network)(nil),                 // 13: reins.v1.Network
+	(*SecretBinding)(nil),           // 14: reins.v1.SecretBinding
+	(*Sandbox)(nil),                 // 15: reins.v1.Sandbox
+	(*Progress)(nil),                // 16: reins.v1.Progress
+	(*CreateSandboxRequest)(nil),    // 17: reins.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),   // 18: reins.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),       // 19: reins.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),      // 20: reins.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),    // 21: reins.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),   // 22: reins.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),    // 23: reins.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),   // 24: reins.v1.DeleteSandboxResponse
+	(*ExtendSandboxRequest)(nil),    // 25: reins.v1.ExtendSandboxRequest
+	(*ExtendSandboxResponse)(nil),   // 26: reins.v1.ExtendSandboxResponse
+	(*VersionRequest)(nil),          // 27: reins.v1.VersionRequest
+	(*VersionResponse)(nil),         // 28: reins.v1.VersionResponse
+	(*UpdateNetworkRequest)(nil),    // 29: reins.v1.UpdateNetworkRequest
+	(*StringList)(nil),              // 30: reins.v1.StringList
+	(*SecretBindings)(nil),          // 31: reins.v1.SecretBindings
+	(*UpdateNetworkResponse)(nil),   // 32: reins.v1.UpdateNetworkResponse
+	(*EgressLogRequest)(nil),        // 33: reins.v1.EgressLogRequest
+	(*EgressLogEntry)(nil),          // 34: reins.v1.EgressLogEntry
+	(*Backend)(nil),                 // 35: reins.v1.Backend
+	(*SuspendSandboxRequest)(nil),   // 36: reins.v1.SuspendSandboxRequest
+	(*SuspendSandboxResponse)(nil),  // 37: reins.v1.SuspendSandboxResponse
+	(*ResumeSandboxRequest)(nil),    // 38: reins.v1.ResumeSandboxRequest
+	(*ResumeSandboxResponse)(nil),   // 39: reins.v1.ResumeSandboxResponse
+	(*PauseSandboxRequest)(nil),     // 40: reins.v1.PauseSandboxRequest
+	(*PauseSandboxResponse)(nil),    // 41: reins.v1.PauseSandboxResponse
+	(*SnapshotSandboxRequest)(nil),  // 42: reins.v1.SnapshotSandboxRequest
+	(*SnapshotSandboxResponse)(nil), // 43: reins.v1.SnapshotSandboxResponse
+	(*ForkSandboxRequest)(nil),      // 44: reins.v1.ForkSandboxRequest
+	(*ForkSandboxResponse)(nil),     // 45: reins.v1.ForkSandboxResponse
+	(*Snapshot)(nil),                // 46: reins.v1.Snapshot
+	(*ListSnapshotsRequest)(nil),    // 47: reins.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),   // 48: reins.v1.ListSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),   // 49: reins.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),  // 50: reins.v1.DeleteSnapshotResponse
+	(*TemplateStep)(nil),            // 51: reins.v1.TemplateStep
+	(*TemplateCopy)(nil),            // 52: reins.v1.TemplateCopy
+	(*BuildTemplateRequest)(nil),    // 53: reins.v1.BuildTemplateRequest
+	(*BuildTemplateResponse)(nil),   // 54: reins.v1.BuildTemplateResponse
+	(*TemplateProgress)(nil),        // 55: reins.v1.TemplateProgress
+	(*Template)(nil),                // 56: reins.v1.Template
+	(*ListTemplatesRequest)(nil),    // 57: reins.v1.ListTemplatesRequest
+	(*ListTemplatesResponse)(nil),   // 58: reins.v1.ListTemplatesResponse
+	(*DeleteTemplateRequest)(nil),   // 59: reins.v1.DeleteTemplateRequest
+	(*DeleteTemplateResponse)(nil),  // 60: reins.v1.DeleteTemplateResponse
+	(*SandboxEventsRequest)(nil),    // 61: reins.v1.SandboxEventsRequest
+	(*SandboxLifecycleEvent)(nil),   // 62: reins.v1.SandboxLifecycleEvent
+	nil,                             // 63: reins.v1.SandboxSpec.LabelsEntry
+	nil,                             // 64: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	59, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
-	9,  // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
-	8,  // 2: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
+	63, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	13, // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
+	12, // 2: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
 	0,  // 3: reins.v1.SandboxSpec.on_expire:type_name -> reins.v1.ExpireAction
 	1,  // 4: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
-	10, // 5: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
-	7,  // 6: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
+	14, // 5: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
+	11, // 6: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
 	2,  // 7: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
 	3,  // 8: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
 	3,  // 9: reins.v1.Sandbox.suspended_reason:type_name -> reins.v1.SandboxReason
 	4,  // 10: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
-	7,  // 11: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
-	12, // 12: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
-	11, // 13: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	11, // 14: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	60, // 15: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
-	11, // 16: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	11, // 17: reins.v1.ExtendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	31, // 18: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	11, // 11: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
+	16, // 12: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
+	15, // 13: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	15, // 14: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	64, // 15: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	15, // 16: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
+	15, // 17: reins.v1.ExtendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	35, // 18: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
 	1,  // 19: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
-	26, // 20: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
-	26, // 21: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
-	26, // 22: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
-	27, // 23: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
-	10, // 24: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
-	11, // 25: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
-	11, // 26: reins.v1.SuspendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	42, // 27: reins.v1.SuspendSandboxResponse.workspace:type_name -> reins.v1.Snapshot
-	11, // 28: reins.v1.ResumeSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	11, // 29: reins.v1.PauseSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	42, // 30: reins.v1.SnapshotSandboxResponse.snapshot:type_name -> reins.v1.Snapshot
-	11, // 31: reins.v1.ForkSandboxResponse.sandboxes:type_name -> reins.v1.Sandbox
-	42, // 32: reins.v1.ListSnapshotsResponse.snapshots:type_name -> reins.v1.Snapshot
-	48, // 33: reins.v1.TemplateStep.copy:type_name -> reins.v1.TemplateCopy
-	47, // 34: reins.v1.BuildTemplateRequest.steps:type_name -> reins.v1.TemplateStep
-	51, // 35: reins.v1.BuildTemplateResponse.progress:type_name -> reins.v1.TemplateProgress
-	52, // 36: reins.v1.BuildTemplateResponse.template:type_name -> reins.v1.Template
-	12, // 37: reins.v1.TemplateProgress.progress:type_name -> reins.v1.Progress
-	47, // 38: reins.v1.Template.steps:type_name -> reins.v1.TemplateStep
-	52, // 39: reins.v1.ListTemplatesResponse.templates:type_name -> reins.v1.Template
+	30, // 20: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
+	30, // 21: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
+	30, // 22: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
+	31, // 23: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
+	14, // 24: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
+	15, // 25: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
+	15, // 26: reins.v1.SuspendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	46, // 27: reins.v1.SuspendSandboxResponse.workspace:type_name -> reins.v1.Snapshot
+	15, // 28: reins.v1.ResumeSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	15, // 29: reins.v1.PauseSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	46, // 30: reins.v1.SnapshotSandboxResponse.snapshot:type_name -> reins.v1.Snapshot
+	15, // 31: reins.v1.ForkSandboxResponse.sandboxes:type_name -> reins.v1.Sandbox
+	46, // 32: reins.v1.ListSnapshotsResponse.snapshots:type_name -> reins.v1.Snapshot
+	52, // 33: reins.v1.TemplateStep.copy:type_name -> reins.v1.TemplateCopy
+	51, // 34: reins.v1.BuildTemplateRequest.steps:type_name -> reins.v1.TemplateStep
+	55, // 35: reins.v1.BuildTemplateResponse.progress:type_name -> reins.v1.TemplateProgress
+	56, // 36: reins.v1.BuildTemplateResponse.template:type_name -> reins.v1.Template
+	16, // 37: reins.v1.TemplateProgress.progress:type_name -> reins.v1.Progress
+	51, // 38: reins.v1.Template.steps:type_name -> reins.v1.TemplateStep
+	56, // 39: reins.v1.ListTemplatesResponse.templates:type_name -> reins.v1.Template
 	3,  // 40: reins.v1.SandboxLifecycleEvent.reason:type_name -> reins.v1.SandboxReason
-	13, // 41: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	15, // 42: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	17, // 43: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	19, // 44: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	23, // 45: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
-	25, // 46: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
-	29, // 47: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
-	5,  // 48: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
-	21, // 49: reins.v1.SandboxService.Extend:input_type -> reins.v1.ExtendSandboxRequest
-	32, // 50: reins.v1.SandboxService.Suspend:input_type -> reins.v1.SuspendSandboxRequest
-	34, // 51: reins.v1.SandboxService.Resume:input_type -> reins.v1.ResumeSandboxRequest
-	36, // 52: reins.v1.SandboxService.Pause:input_type -> reins.v1.PauseSandboxRequest
-	38, // 53: reins.v1.SandboxService.Snapshot:input_type -> reins.v1.SnapshotSandboxRequest
-	40, // 54: reins.v1.SandboxService.Fork:input_type -> reins.v1.ForkSandboxRequest
-	43, // 55: reins.v1.SandboxService.ListSnapshots:input_type -> reins.v1.ListSnapshotsRequest
-	45, // 56: reins.v1.SandboxService.DeleteSnapshot:input_type -> reins.v1.DeleteSnapshotRequest
-	49, // 57: reins.v1.SandboxService.BuildTemplate:input_type -> reins.v1.BuildTemplateRequest
-	53, // 58: reins.v1.SandboxService.ListTemplates:input_type -> reins.v1.ListTemplatesRequest
-	55, // 59: reins.v1.SandboxService.DeleteTemplate:input_type -> reins.v1.DeleteTemplateRequest
-	57, // 60: reins.v1.SandboxService.Events:input_type -> reins.v1.SandboxEventsRequest
-	14, // 61: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	16, // 62: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	18, // 63: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	20, // 64: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	24, // 65: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	28, // 66: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
-	30, // 67: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
-	6,  // 68: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
-	22, // 69: reins.v1.SandboxService.Extend:output_type -> reins.v1.ExtendSandboxResponse
-	33, // 70: reins.v1.SandboxService.Suspend:output_type -> reins.v1.SuspendSandboxResponse
-	35, // 71: reins.v1.SandboxService.Resume:output_type -> reins.v1.ResumeSandboxResponse
-	37, // 72: reins.v1.SandboxService.Pause:output_type -> reins.v1.PauseSandboxResponse
-	39, // 73: reins.v1.SandboxService.Snapshot:output_type -> reins.v1.SnapshotSandboxResponse
-	41, // 74: reins.v1.SandboxService.Fork:output_type -> reins.v1.ForkSandboxResponse
-	44, // 75: reins.v1.SandboxService.ListSnapshots:output_type -> reins.v1.ListSnapshotsResponse
-	46, // 76: reins.v1.SandboxService.DeleteSnapshot:output_type -> reins.v1.DeleteSnapshotResponse
-	50, // 77: reins.v1.SandboxService.BuildTemplate:output_type -> reins.v1.BuildTemplateResponse
-	54, // 78: reins.v1.SandboxService.ListTemplates:output_type -> reins.v1.ListTemplatesResponse
-	56, // 79: reins.v1.SandboxService.DeleteTemplate:output_type -> reins.v1.DeleteTemplateResponse
-	58, // 80: reins.v1.SandboxService.Events:output_type -> reins.v1.SandboxLifecycleEvent
-	61, // [61:81] is the sub-list for method output_type
-	41, // [41:61] is the sub-list for method input_type
+	17, // 41: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	19, // 42: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	21, // 43: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	23, // 44: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	27, // 45: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	29, // 46: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
+	33, // 47: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
+	9,  // 48: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
+	25, // 49: reins.v1.SandboxService.Extend:input_type -> reins.v1.ExtendSandboxRequest
+	36, // 50: reins.v1.SandboxService.Suspend:input_type -> reins.v1.SuspendSandboxRequest
+	38, // 51: reins.v1.SandboxService.Resume:input_type -> reins.v1.ResumeSandboxRequest
+	40, // 52: reins.v1.SandboxService.Pause:input_type -> reins.v1.PauseSandboxRequest
+	42, // 53: reins.v1.SandboxService.Snapshot:input_type -> reins.v1.SnapshotSandboxRequest
+	44, // 54: reins.v1.SandboxService.Fork:input_type -> reins.v1.ForkSandboxRequest
+	47, // 55: reins.v1.SandboxService.ListSnapshots:input_type -> reins.v1.ListSnapshotsRequest
+	49, // 56: reins.v1.SandboxService.DeleteSnapshot:input_type -> reins.v1.DeleteSnapshotRequest
+	53, // 57: reins.v1.SandboxService.BuildTemplate:input_type -> reins.v1.BuildTemplateRequest
+	57, // 58: reins.v1.SandboxService.ListTemplates:input_type -> reins.v1.ListTemplatesRequest
+	59, // 59: reins.v1.SandboxService.DeleteTemplate:input_type -> reins.v1.DeleteTemplateRequest
+	61, // 60: reins.v1.SandboxService.Events:input_type -> reins.v1.SandboxEventsRequest
+	5,  // 61: reins.v1.SandboxService.ViewURL:input_type -> reins.v1.ViewURLRequest
+	7,  // 62: reins.v1.SandboxService.TakeOver:input_type -> reins.v1.TakeOverRequest
+	18, // 63: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	20, // 64: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	22, // 65: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	24, // 66: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	28, // 67: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	32, // 68: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
+	34, // 69: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
+	10, // 70: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
+	26, // 71: reins.v1.SandboxService.Extend:output_type -> reins.v1.ExtendSandboxResponse
+	37, // 72: reins.v1.SandboxService.Suspend:output_type -> reins.v1.SuspendSandboxResponse
+	39, // 73: reins.v1.SandboxService.Resume:output_type -> reins.v1.ResumeSandboxResponse
+	41, // 74: reins.v1.SandboxService.Pause:output_type -> reins.v1.PauseSandboxResponse
+	43, // 75: reins.v1.SandboxService.Snapshot:output_type -> reins.v1.SnapshotSandboxResponse
+	45, // 76: reins.v1.SandboxService.Fork:output_type -> reins.v1.ForkSandboxResponse
+	48, // 77: reins.v1.SandboxService.ListSnapshots:output_type -> reins.v1.ListSnapshotsResponse
+	50, // 78: reins.v1.SandboxService.DeleteSnapshot:output_type -> reins.v1.DeleteSnapshotResponse
+	54, // 79: reins.v1.SandboxService.BuildTemplate:output_type -> reins.v1.BuildTemplateResponse
+	58, // 80: reins.v1.SandboxService.ListTemplates:output_type -> reins.v1.ListTemplatesResponse
+	60, // 81: reins.v1.SandboxService.DeleteTemplate:output_type -> reins.v1.DeleteTemplateResponse
+	62, // 82: reins.v1.SandboxService.Events:output_type -> reins.v1.SandboxLifecycleEvent
+	6,  // 83: reins.v1.SandboxService.ViewURL:output_type -> reins.v1.ViewURLResponse
+	8,  // 84: reins.v1.SandboxService.TakeOver:output_type -> reins.v1.TakeOverResponse
+	63, // [63:85] is the sub-list for method output_type
+	41, // [41:63] is the sub-list for method input_type
 	41, // [41:41] is the sub-list for extension type_name
 	41, // [41:41] is the sub-list for extension extendee
 	0,  // [0:41] is the sub-list for field type_name
@@ -4229,16 +4519,16 @@ func file_reins_v1_sandbox_proto_init() {
 	if File_reins_v1_sandbox_proto != nil {
 		return
 	}
-	file_reins_v1_sandbox_proto_msgTypes[9].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[13].OneofWrappers = []any{
 		(*CreateSandboxResponse_Progress)(nil),
 		(*CreateSandboxResponse_Sandbox)(nil),
 	}
-	file_reins_v1_sandbox_proto_msgTypes[42].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[46].OneofWrappers = []any{
 		(*TemplateStep_Run)(nil),
 		(*TemplateStep_Copy)(nil),
 		(*TemplateStep_Env)(nil),
 	}
-	file_reins_v1_sandbox_proto_msgTypes[45].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[49].OneofWrappers = []any{
 		(*BuildTemplateResponse_Progress)(nil),
 		(*BuildTemplateResponse_Template)(nil),
 	}
@@ -4248,7 +4538,7 @@ func file_reins_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   56,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

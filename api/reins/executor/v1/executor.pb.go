@@ -85,6 +85,370 @@ func (FileType) EnumDescriptor() ([]byte, []int) {
 	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{0}
 }
 
+// Point is a position on the screen, in pixels from the top left.
+type Point struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	X             int32                  `protobuf:"varint,1,opt,name=x,proto3" json:"x,omitempty"`
+	Y             int32                  `protobuf:"varint,2,opt,name=y,proto3" json:"y,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Point) Reset() {
+	*x = Point{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Point) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Point) ProtoMessage() {}
+
+func (x *Point) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Point.ProtoReflect.Descriptor instead.
+func (*Point) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Point) GetX() int32 {
+	if x != nil {
+		return x.X
+	}
+	return 0
+}
+
+func (x *Point) GetY() int32 {
+	if x != nil {
+		return x.Y
+	}
+	return 0
+}
+
+type ComputerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// action: screenshot, left_click, right_click, middle_click,
+	// double_click, triple_click, mouse_move, left_click_drag,
+	// left_mouse_down, left_mouse_up, type, key, hold_key, scroll,
+	// cursor_position, wait, zoom. (The CLI's click --button right is
+	// right_click, down/up --button are left_mouse_down/up with button.)
+	Action string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// coordinate: where a click, move, scroll, mouse down or up happens,
+	// and where a drag ends; unset: where the pointer is.
+	Coordinate      *Point `protobuf:"bytes,2,opt,name=coordinate,proto3" json:"coordinate,omitempty"`
+	StartCoordinate *Point `protobuf:"bytes,3,opt,name=start_coordinate,json=startCoordinate,proto3" json:"start_coordinate,omitempty"` // left_click_drag: where it starts
+	// text: type's text; key's and hold_key's combo in xdotool's names
+	// ("ctrl+l", "Return", "shift+Tab"); for clicks and scroll, modifier
+	// keys held during them ("shift", "ctrl+alt").
+	Text            string  `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	ScrollDirection string  `protobuf:"bytes,5,opt,name=scroll_direction,json=scrollDirection,proto3" json:"scroll_direction,omitempty"` // up, down, left, right
+	ScrollAmount    uint32  `protobuf:"varint,6,opt,name=scroll_amount,json=scrollAmount,proto3" json:"scroll_amount,omitempty"`         // wheel clicks (default 3)
+	DurationMs      uint32  `protobuf:"varint,7,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`               // hold_key, wait (at most 100 s)
+	Region          []int32 `protobuf:"varint,8,rep,packed,name=region,proto3" json:"region,omitempty"`                                  // zoom: x1, y1, x2, y2
+	Button          string  `protobuf:"bytes,9,opt,name=button,proto3" json:"button,omitempty"`                                          // left_mouse_down/up: left (default), right, middle
+	// scale_width and scale_height, when set, are the coordinate space of
+	// the request and of the answer (coordinates are scaled to the screen
+	// and back) and the size screenshots are scaled to; 0: the screen's.
+	ScaleWidth  uint32 `protobuf:"varint,10,opt,name=scale_width,json=scaleWidth,proto3" json:"scale_width,omitempty"`
+	ScaleHeight uint32 `protobuf:"varint,11,opt,name=scale_height,json=scaleHeight,proto3" json:"scale_height,omitempty"`
+	// screenshot asks for a screenshot after the action (always for
+	// screenshot and zoom), taken screenshot_delay_ms after it.
+	Screenshot        bool   `protobuf:"varint,12,opt,name=screenshot,proto3" json:"screenshot,omitempty"`
+	ScreenshotDelayMs uint32 `protobuf:"varint,13,opt,name=screenshot_delay_ms,json=screenshotDelayMs,proto3" json:"screenshot_delay_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ComputerRequest) Reset() {
+	*x = ComputerRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ComputerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ComputerRequest) ProtoMessage() {}
+
+func (x *ComputerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ComputerRequest.ProtoReflect.Descriptor instead.
+func (*ComputerRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ComputerRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ComputerRequest) GetCoordinate() *Point {
+	if x != nil {
+		return x.Coordinate
+	}
+	return nil
+}
+
+func (x *ComputerRequest) GetStartCoordinate() *Point {
+	if x != nil {
+		return x.StartCoordinate
+	}
+	return nil
+}
+
+func (x *ComputerRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ComputerRequest) GetScrollDirection() string {
+	if x != nil {
+		return x.ScrollDirection
+	}
+	return ""
+}
+
+func (x *ComputerRequest) GetScrollAmount() uint32 {
+	if x != nil {
+		return x.ScrollAmount
+	}
+	return 0
+}
+
+func (x *ComputerRequest) GetDurationMs() uint32 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *ComputerRequest) GetRegion() []int32 {
+	if x != nil {
+		return x.Region
+	}
+	return nil
+}
+
+func (x *ComputerRequest) GetButton() string {
+	if x != nil {
+		return x.Button
+	}
+	return ""
+}
+
+func (x *ComputerRequest) GetScaleWidth() uint32 {
+	if x != nil {
+		return x.ScaleWidth
+	}
+	return 0
+}
+
+func (x *ComputerRequest) GetScaleHeight() uint32 {
+	if x != nil {
+		return x.ScaleHeight
+	}
+	return 0
+}
+
+func (x *ComputerRequest) GetScreenshot() bool {
+	if x != nil {
+		return x.Screenshot
+	}
+	return false
+}
+
+func (x *ComputerRequest) GetScreenshotDelayMs() uint32 {
+	if x != nil {
+		return x.ScreenshotDelayMs
+	}
+	return 0
+}
+
+type ComputerResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Png          []byte                 `protobuf:"bytes,1,opt,name=png,proto3" json:"png,omitempty"`      // the screenshot, when one was taken
+	Width        uint32                 `protobuf:"varint,2,opt,name=width,proto3" json:"width,omitempty"` // of png
+	Height       uint32                 `protobuf:"varint,3,opt,name=height,proto3" json:"height,omitempty"`
+	ScreenWidth  uint32                 `protobuf:"varint,4,opt,name=screen_width,json=screenWidth,proto3" json:"screen_width,omitempty"` // the display's real size
+	ScreenHeight uint32                 `protobuf:"varint,5,opt,name=screen_height,json=screenHeight,proto3" json:"screen_height,omitempty"`
+	Cursor       *Point                 `protobuf:"bytes,6,opt,name=cursor,proto3" json:"cursor,omitempty"` // the pointer after the action, in the request's space
+	// note says what the executor did that was not asked, for the model:
+	// "the screenshot was scaled from 3840x2160 to 1456x819 to fit the
+	// limit of 1.15 megapixels".
+	Note          string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ComputerResponse) Reset() {
+	*x = ComputerResponse{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ComputerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ComputerResponse) ProtoMessage() {}
+
+func (x *ComputerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ComputerResponse.ProtoReflect.Descriptor instead.
+func (*ComputerResponse) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ComputerResponse) GetPng() []byte {
+	if x != nil {
+		return x.Png
+	}
+	return nil
+}
+
+func (x *ComputerResponse) GetWidth() uint32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *ComputerResponse) GetHeight() uint32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+func (x *ComputerResponse) GetScreenWidth() uint32 {
+	if x != nil {
+		return x.ScreenWidth
+	}
+	return 0
+}
+
+func (x *ComputerResponse) GetScreenHeight() uint32 {
+	if x != nil {
+		return x.ScreenHeight
+	}
+	return 0
+}
+
+func (x *ComputerResponse) GetCursor() *Point {
+	if x != nil {
+		return x.Cursor
+	}
+	return nil
+}
+
+func (x *ComputerResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// Display is the executor's display (HelloResponse.display).
+type Display struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Width         uint32                 `protobuf:"varint,1,opt,name=width,proto3" json:"width,omitempty"`
+	Height        uint32                 `protobuf:"varint,2,opt,name=height,proto3" json:"height,omitempty"`
+	Running       bool                   `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"` // the X server has been started
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Display) Reset() {
+	*x = Display{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Display) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Display) ProtoMessage() {}
+
+func (x *Display) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Display.ProtoReflect.Descriptor instead.
+func (*Display) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Display) GetWidth() uint32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *Display) GetHeight() uint32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+func (x *Display) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
 // ErrorDetail is attached to every error the executor returns (also as the
 // "Reins-Error-Kind" header), so that kinds survive the wire.
 type ErrorDetail struct {
@@ -97,7 +461,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[0]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +473,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[0]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +486,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{0}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ErrorDetail) GetKind() string {
@@ -148,7 +512,7 @@ type HelloRequest struct {
 
 func (x *HelloRequest) Reset() {
 	*x = HelloRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[1]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +524,7 @@ func (x *HelloRequest) String() string {
 func (*HelloRequest) ProtoMessage() {}
 
 func (x *HelloRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[1]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +537,7 @@ func (x *HelloRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
 func (*HelloRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{1}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HelloRequest) GetClientVersion() string {
@@ -190,13 +554,14 @@ type HelloResponse struct {
 	Capabilities    []string               `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`                // e.g. "exec", "pty", "files", "tar", "idempotency"
 	StartedUnixNano int64                  `protobuf:"varint,4,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
 	Pid             int32                  `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	Display         *Display               `protobuf:"bytes,6,opt,name=display,proto3" json:"display,omitempty"` // unset: no display (no --display)
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *HelloResponse) Reset() {
 	*x = HelloResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[2]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -208,7 +573,7 @@ func (x *HelloResponse) String() string {
 func (*HelloResponse) ProtoMessage() {}
 
 func (x *HelloResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[2]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -221,7 +586,7 @@ func (x *HelloResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloResponse.ProtoReflect.Descriptor instead.
 func (*HelloResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{2}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HelloResponse) GetVersion() string {
@@ -259,6 +624,13 @@ func (x *HelloResponse) GetPid() int32 {
 	return 0
 }
 
+func (x *HelloResponse) GetDisplay() *Display {
+	if x != nil {
+		return x.Display
+	}
+	return nil
+}
+
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -267,7 +639,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[3]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +651,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[3]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +664,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{3}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{7}
 }
 
 type HealthResponse struct {
@@ -303,7 +675,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[4]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +687,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[4]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +700,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{4}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{8}
 }
 
 type SyncRequest struct {
@@ -339,7 +711,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[5]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +723,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[5]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +736,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{5}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{9}
 }
 
 type SyncResponse struct {
@@ -375,7 +747,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[6]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +759,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[6]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +772,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{6}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{10}
 }
 
 type UsageRequest struct {
@@ -411,7 +783,7 @@ type UsageRequest struct {
 
 func (x *UsageRequest) Reset() {
 	*x = UsageRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[7]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +795,7 @@ func (x *UsageRequest) String() string {
 func (*UsageRequest) ProtoMessage() {}
 
 func (x *UsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[7]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +808,7 @@ func (x *UsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRequest.ProtoReflect.Descriptor instead.
 func (*UsageRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{7}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{11}
 }
 
 type UsageResponse struct {
@@ -455,7 +827,7 @@ type UsageResponse struct {
 
 func (x *UsageResponse) Reset() {
 	*x = UsageResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[8]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +839,7 @@ func (x *UsageResponse) String() string {
 func (*UsageResponse) ProtoMessage() {}
 
 func (x *UsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[8]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +852,7 @@ func (x *UsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageResponse.ProtoReflect.Descriptor instead.
 func (*UsageResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{8}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UsageResponse) GetMemoryBytes() uint64 {
@@ -558,7 +930,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[9]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +942,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[9]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +955,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{9}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -679,7 +1051,7 @@ type ExecEvent struct {
 
 func (x *ExecEvent) Reset() {
 	*x = ExecEvent{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[10]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +1063,7 @@ func (x *ExecEvent) String() string {
 func (*ExecEvent) ProtoMessage() {}
 
 func (x *ExecEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[10]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +1076,7 @@ func (x *ExecEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecEvent.ProtoReflect.Descriptor instead.
 func (*ExecEvent) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{10}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecEvent) GetEvent() isExecEvent_Event {
@@ -807,7 +1179,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[11]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +1191,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[11]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +1204,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{11}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Started) GetPid() int32 {
@@ -867,7 +1239,7 @@ type Exited struct {
 
 func (x *Exited) Reset() {
 	*x = Exited{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[12]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1251,7 @@ func (x *Exited) String() string {
 func (*Exited) ProtoMessage() {}
 
 func (x *Exited) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[12]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1264,7 @@ func (x *Exited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exited.ProtoReflect.Descriptor instead.
 func (*Exited) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{12}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Exited) GetExitCode() int32 {
@@ -947,7 +1319,7 @@ type Dropped struct {
 
 func (x *Dropped) Reset() {
 	*x = Dropped{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[13]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1331,7 @@ func (x *Dropped) String() string {
 func (*Dropped) ProtoMessage() {}
 
 func (x *Dropped) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[13]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1344,7 @@ func (x *Dropped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dropped.ProtoReflect.Descriptor instead.
 func (*Dropped) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{13}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Dropped) GetStdoutBytes() uint64 {
@@ -999,7 +1371,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[14]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1383,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[14]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1396,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{14}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AttachRequest) GetPid() int32 {
@@ -1052,7 +1424,7 @@ type WriteStdinRequest struct {
 
 func (x *WriteStdinRequest) Reset() {
 	*x = WriteStdinRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[15]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1436,7 @@ func (x *WriteStdinRequest) String() string {
 func (*WriteStdinRequest) ProtoMessage() {}
 
 func (x *WriteStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[15]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1449,7 @@ func (x *WriteStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinRequest.ProtoReflect.Descriptor instead.
 func (*WriteStdinRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{15}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WriteStdinRequest) GetPid() int32 {
@@ -1109,7 +1481,7 @@ type WriteStdinResponse struct {
 
 func (x *WriteStdinResponse) Reset() {
 	*x = WriteStdinResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[16]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1493,7 @@ func (x *WriteStdinResponse) String() string {
 func (*WriteStdinResponse) ProtoMessage() {}
 
 func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[16]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1506,7 @@ func (x *WriteStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStdinResponse.ProtoReflect.Descriptor instead.
 func (*WriteStdinResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{16}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{20}
 }
 
 type ResizePTYRequest struct {
@@ -1148,7 +1520,7 @@ type ResizePTYRequest struct {
 
 func (x *ResizePTYRequest) Reset() {
 	*x = ResizePTYRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[17]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1532,7 @@ func (x *ResizePTYRequest) String() string {
 func (*ResizePTYRequest) ProtoMessage() {}
 
 func (x *ResizePTYRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[17]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1545,7 @@ func (x *ResizePTYRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePTYRequest.ProtoReflect.Descriptor instead.
 func (*ResizePTYRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{17}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResizePTYRequest) GetPid() int32 {
@@ -1205,7 +1577,7 @@ type ResizePTYResponse struct {
 
 func (x *ResizePTYResponse) Reset() {
 	*x = ResizePTYResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[18]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1589,7 @@ func (x *ResizePTYResponse) String() string {
 func (*ResizePTYResponse) ProtoMessage() {}
 
 func (x *ResizePTYResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[18]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1602,7 @@ func (x *ResizePTYResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePTYResponse.ProtoReflect.Descriptor instead.
 func (*ResizePTYResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{18}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{22}
 }
 
 type SignalRequest struct {
@@ -1243,7 +1615,7 @@ type SignalRequest struct {
 
 func (x *SignalRequest) Reset() {
 	*x = SignalRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[19]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1627,7 @@ func (x *SignalRequest) String() string {
 func (*SignalRequest) ProtoMessage() {}
 
 func (x *SignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[19]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1640,7 @@ func (x *SignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
 func (*SignalRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{19}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SignalRequest) GetPid() int32 {
@@ -1293,7 +1665,7 @@ type SignalResponse struct {
 
 func (x *SignalResponse) Reset() {
 	*x = SignalResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[20]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1677,7 @@ func (x *SignalResponse) String() string {
 func (*SignalResponse) ProtoMessage() {}
 
 func (x *SignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[20]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1690,7 @@ func (x *SignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
 func (*SignalResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{20}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{24}
 }
 
 type ListProcessesRequest struct {
@@ -1329,7 +1701,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[21]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1713,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[21]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1726,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{21}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{25}
 }
 
 type ListProcessesResponse struct {
@@ -1366,7 +1738,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[22]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1750,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[22]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1763,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{22}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*ProcessInfo {
@@ -1417,7 +1789,7 @@ type ProcessInfo struct {
 
 func (x *ProcessInfo) Reset() {
 	*x = ProcessInfo{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[23]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1801,7 @@ func (x *ProcessInfo) String() string {
 func (*ProcessInfo) ProtoMessage() {}
 
 func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[23]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1814,7 @@ func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessInfo.ProtoReflect.Descriptor instead.
 func (*ProcessInfo) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{23}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProcessInfo) GetPid() int32 {
@@ -1516,7 +1888,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[24]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1900,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[24]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1913,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{24}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FileInfo) GetPath() string {
@@ -1602,7 +1974,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[25]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1986,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[25]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1999,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{25}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StatRequest) GetPath() string {
@@ -1646,7 +2018,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[26]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +2030,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[26]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +2043,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{26}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StatResponse) GetInfo() *FileInfo {
@@ -1692,7 +2064,7 @@ type ListDirRequest struct {
 
 func (x *ListDirRequest) Reset() {
 	*x = ListDirRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[27]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +2076,7 @@ func (x *ListDirRequest) String() string {
 func (*ListDirRequest) ProtoMessage() {}
 
 func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[27]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +2089,7 @@ func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirRequest.ProtoReflect.Descriptor instead.
 func (*ListDirRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{27}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListDirRequest) GetPath() string {
@@ -1751,7 +2123,7 @@ type ListDirResponse struct {
 
 func (x *ListDirResponse) Reset() {
 	*x = ListDirResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +2135,7 @@ func (x *ListDirResponse) String() string {
 func (*ListDirResponse) ProtoMessage() {}
 
 func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +2148,7 @@ func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirResponse.ProtoReflect.Descriptor instead.
 func (*ListDirResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{28}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListDirResponse) GetEntries() []*FileInfo {
@@ -1804,7 +2176,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +2188,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +2201,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{29}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadFileRequest) GetPath() string {
@@ -1864,7 +2236,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +2248,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2261,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{30}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadFileResponse) GetData() []byte {
@@ -1925,7 +2297,7 @@ type ReadLinesRequest struct {
 
 func (x *ReadLinesRequest) Reset() {
 	*x = ReadLinesRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2309,7 @@ func (x *ReadLinesRequest) String() string {
 func (*ReadLinesRequest) ProtoMessage() {}
 
 func (x *ReadLinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2322,7 @@ func (x *ReadLinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLinesRequest.ProtoReflect.Descriptor instead.
 func (*ReadLinesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{31}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReadLinesRequest) GetPath() string {
@@ -1993,7 +2365,7 @@ type ReadLinesResponse struct {
 
 func (x *ReadLinesResponse) Reset() {
 	*x = ReadLinesResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2377,7 @@ func (x *ReadLinesResponse) String() string {
 func (*ReadLinesResponse) ProtoMessage() {}
 
 func (x *ReadLinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2390,7 @@ func (x *ReadLinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLinesResponse.ProtoReflect.Descriptor instead.
 func (*ReadLinesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{32}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReadLinesResponse) GetLines() []*Line {
@@ -2059,7 +2431,7 @@ type Line struct {
 
 func (x *Line) Reset() {
 	*x = Line{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2443,7 @@ func (x *Line) String() string {
 func (*Line) ProtoMessage() {}
 
 func (x *Line) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2456,7 @@ func (x *Line) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Line.ProtoReflect.Descriptor instead.
 func (*Line) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{33}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Line) GetText() []byte {
@@ -2113,7 +2485,7 @@ type WriteFileRequest struct {
 
 func (x *WriteFileRequest) Reset() {
 	*x = WriteFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2497,7 @@ func (x *WriteFileRequest) String() string {
 func (*WriteFileRequest) ProtoMessage() {}
 
 func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2510,7 @@ func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileRequest.ProtoReflect.Descriptor instead.
 func (*WriteFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{34}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WriteFileRequest) GetPath() string {
@@ -2178,7 +2550,7 @@ type WriteFileResponse struct {
 
 func (x *WriteFileResponse) Reset() {
 	*x = WriteFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2562,7 @@ func (x *WriteFileResponse) String() string {
 func (*WriteFileResponse) ProtoMessage() {}
 
 func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2575,7 @@ func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileResponse.ProtoReflect.Descriptor instead.
 func (*WriteFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{35}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WriteFileResponse) GetSize() uint64 {
@@ -2225,7 +2597,7 @@ type EditFileRequest struct {
 
 func (x *EditFileRequest) Reset() {
 	*x = EditFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2609,7 @@ func (x *EditFileRequest) String() string {
 func (*EditFileRequest) ProtoMessage() {}
 
 func (x *EditFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2622,7 @@ func (x *EditFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditFileRequest.ProtoReflect.Descriptor instead.
 func (*EditFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{36}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *EditFileRequest) GetPath() string {
@@ -2290,7 +2662,7 @@ type EditFileResponse struct {
 
 func (x *EditFileResponse) Reset() {
 	*x = EditFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2674,7 @@ func (x *EditFileResponse) String() string {
 func (*EditFileResponse) ProtoMessage() {}
 
 func (x *EditFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2687,7 @@ func (x *EditFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditFileResponse.ProtoReflect.Descriptor instead.
 func (*EditFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{37}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *EditFileResponse) GetReplacements() uint32 {
@@ -2336,7 +2708,7 @@ type MakeDirRequest struct {
 
 func (x *MakeDirRequest) Reset() {
 	*x = MakeDirRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2720,7 @@ func (x *MakeDirRequest) String() string {
 func (*MakeDirRequest) ProtoMessage() {}
 
 func (x *MakeDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2733,7 @@ func (x *MakeDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirRequest.ProtoReflect.Descriptor instead.
 func (*MakeDirRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{38}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MakeDirRequest) GetPath() string {
@@ -2393,7 +2765,7 @@ type MakeDirResponse struct {
 
 func (x *MakeDirResponse) Reset() {
 	*x = MakeDirResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2777,7 @@ func (x *MakeDirResponse) String() string {
 func (*MakeDirResponse) ProtoMessage() {}
 
 func (x *MakeDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2790,7 @@ func (x *MakeDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirResponse.ProtoReflect.Descriptor instead.
 func (*MakeDirResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{39}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{43}
 }
 
 type RemoveRequest struct {
@@ -2431,7 +2803,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2815,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2828,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{40}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RemoveRequest) GetPath() string {
@@ -2481,7 +2853,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2865,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2878,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{41}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{45}
 }
 
 type MoveRequest struct {
@@ -2520,7 +2892,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2904,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2917,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{42}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MoveRequest) GetSrc() string {
@@ -2577,7 +2949,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2961,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2974,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{43}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{47}
 }
 
 type GlobRequest struct {
@@ -2616,7 +2988,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +3000,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +3013,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{44}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -2675,7 +3047,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +3059,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +3072,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{45}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GlobResponse) GetPaths() []string {
@@ -2730,7 +3102,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +3114,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +3127,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{46}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -2803,7 +3175,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +3187,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +3200,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{47}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GrepResponse) GetMatches() []*GrepMatch {
@@ -2856,7 +3228,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +3240,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3253,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{48}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -2918,7 +3290,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3302,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3315,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{49}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UploadRequest) GetMsg() isUploadRequest_Msg {
@@ -2996,7 +3368,7 @@ type UploadHeader struct {
 
 func (x *UploadHeader) Reset() {
 	*x = UploadHeader{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3380,7 @@ func (x *UploadHeader) String() string {
 func (*UploadHeader) ProtoMessage() {}
 
 func (x *UploadHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3393,7 @@ func (x *UploadHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
 func (*UploadHeader) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{50}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UploadHeader) GetDir() string {
@@ -3042,7 +3414,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3426,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3439,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{51}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UploadResponse) GetFiles() uint32 {
@@ -3101,7 +3473,7 @@ type StageRequest struct {
 
 func (x *StageRequest) Reset() {
 	*x = StageRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3113,7 +3485,7 @@ func (x *StageRequest) String() string {
 func (*StageRequest) ProtoMessage() {}
 
 func (x *StageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3126,7 +3498,7 @@ func (x *StageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageRequest.ProtoReflect.Descriptor instead.
 func (*StageRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{52}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *StageRequest) GetPath() string {
@@ -3154,7 +3526,7 @@ type StageResponse struct {
 
 func (x *StageResponse) Reset() {
 	*x = StageResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3538,7 @@ func (x *StageResponse) String() string {
 func (*StageResponse) ProtoMessage() {}
 
 func (x *StageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3551,7 @@ func (x *StageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageResponse.ProtoReflect.Descriptor instead.
 func (*StageResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{53}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *StageResponse) GetSize() uint64 {
@@ -3214,7 +3586,7 @@ type PlaceRequest struct {
 
 func (x *PlaceRequest) Reset() {
 	*x = PlaceRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3598,7 @@ func (x *PlaceRequest) String() string {
 func (*PlaceRequest) ProtoMessage() {}
 
 func (x *PlaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3611,7 @@ func (x *PlaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceRequest.ProtoReflect.Descriptor instead.
 func (*PlaceRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{54}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PlaceRequest) GetName() string {
@@ -3272,7 +3644,7 @@ type PlaceResponse struct {
 
 func (x *PlaceResponse) Reset() {
 	*x = PlaceResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3284,7 +3656,7 @@ func (x *PlaceResponse) String() string {
 func (*PlaceResponse) ProtoMessage() {}
 
 func (x *PlaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3297,7 +3669,7 @@ func (x *PlaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceResponse.ProtoReflect.Descriptor instead.
 func (*PlaceResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{55}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PlaceResponse) GetSize() uint64 {
@@ -3316,7 +3688,7 @@ type DownloadRequest struct {
 
 func (x *DownloadRequest) Reset() {
 	*x = DownloadRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +3700,7 @@ func (x *DownloadRequest) String() string {
 func (*DownloadRequest) ProtoMessage() {}
 
 func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +3713,7 @@ func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadRequest.ProtoReflect.Descriptor instead.
 func (*DownloadRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{56}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DownloadRequest) GetPath() string {
@@ -3361,7 +3733,7 @@ type DownloadResponse struct {
 
 func (x *DownloadResponse) Reset() {
 	*x = DownloadResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3373,7 +3745,7 @@ func (x *DownloadResponse) String() string {
 func (*DownloadResponse) ProtoMessage() {}
 
 func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3386,7 +3758,7 @@ func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadResponse.ProtoReflect.Descriptor instead.
 func (*DownloadResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{57}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DownloadResponse) GetData() []byte {
@@ -3414,7 +3786,7 @@ type SetDefaultsRequest struct {
 
 func (x *SetDefaultsRequest) Reset() {
 	*x = SetDefaultsRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3426,7 +3798,7 @@ func (x *SetDefaultsRequest) String() string {
 func (*SetDefaultsRequest) ProtoMessage() {}
 
 func (x *SetDefaultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3439,7 +3811,7 @@ func (x *SetDefaultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDefaultsRequest.ProtoReflect.Descriptor instead.
 func (*SetDefaultsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{58}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetDefaultsRequest) GetEnv() []string {
@@ -3471,7 +3843,7 @@ type SetDefaultsResponse struct {
 
 func (x *SetDefaultsResponse) Reset() {
 	*x = SetDefaultsResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3483,7 +3855,7 @@ func (x *SetDefaultsResponse) String() string {
 func (*SetDefaultsResponse) ProtoMessage() {}
 
 func (x *SetDefaultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3496,26 +3868,63 @@ func (x *SetDefaultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDefaultsResponse.ProtoReflect.Descriptor instead.
 func (*SetDefaultsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{59}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{63}
 }
 
 var File_reins_executor_v1_executor_proto protoreflect.FileDescriptor
 
 const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\n" +
-	" reins/executor/v1/executor.proto\x12\x11reins.executor.v1\"5\n" +
+	" reins/executor/v1/executor.proto\x12\x11reins.executor.v1\"#\n" +
+	"\x05Point\x12\f\n" +
+	"\x01x\x18\x01 \x01(\x05R\x01x\x12\f\n" +
+	"\x01y\x18\x02 \x01(\x05R\x01y\"\xf1\x03\n" +
+	"\x0fComputerRequest\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x128\n" +
+	"\n" +
+	"coordinate\x18\x02 \x01(\v2\x18.reins.executor.v1.PointR\n" +
+	"coordinate\x12C\n" +
+	"\x10start_coordinate\x18\x03 \x01(\v2\x18.reins.executor.v1.PointR\x0fstartCoordinate\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12)\n" +
+	"\x10scroll_direction\x18\x05 \x01(\tR\x0fscrollDirection\x12#\n" +
+	"\rscroll_amount\x18\x06 \x01(\rR\fscrollAmount\x12\x1f\n" +
+	"\vduration_ms\x18\a \x01(\rR\n" +
+	"durationMs\x12\x16\n" +
+	"\x06region\x18\b \x03(\x05R\x06region\x12\x16\n" +
+	"\x06button\x18\t \x01(\tR\x06button\x12\x1f\n" +
+	"\vscale_width\x18\n" +
+	" \x01(\rR\n" +
+	"scaleWidth\x12!\n" +
+	"\fscale_height\x18\v \x01(\rR\vscaleHeight\x12\x1e\n" +
+	"\n" +
+	"screenshot\x18\f \x01(\bR\n" +
+	"screenshot\x12.\n" +
+	"\x13screenshot_delay_ms\x18\r \x01(\rR\x11screenshotDelayMs\"\xe0\x01\n" +
+	"\x10ComputerResponse\x12\x10\n" +
+	"\x03png\x18\x01 \x01(\fR\x03png\x12\x14\n" +
+	"\x05width\x18\x02 \x01(\rR\x05width\x12\x16\n" +
+	"\x06height\x18\x03 \x01(\rR\x06height\x12!\n" +
+	"\fscreen_width\x18\x04 \x01(\rR\vscreenWidth\x12#\n" +
+	"\rscreen_height\x18\x05 \x01(\rR\fscreenHeight\x120\n" +
+	"\x06cursor\x18\x06 \x01(\v2\x18.reins.executor.v1.PointR\x06cursor\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04note\"Q\n" +
+	"\aDisplay\x12\x14\n" +
+	"\x05width\x18\x01 \x01(\rR\x05width\x12\x16\n" +
+	"\x06height\x18\x02 \x01(\rR\x06height\x12\x18\n" +
+	"\arunning\x18\x03 \x01(\bR\arunning\"5\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\"5\n" +
 	"\fHelloRequest\x12%\n" +
-	"\x0eclient_version\x18\x01 \x01(\tR\rclientVersion\"\xac\x01\n" +
+	"\x0eclient_version\x18\x01 \x01(\tR\rclientVersion\"\xe2\x01\n" +
 	"\rHelloResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
 	"\vapi_version\x18\x02 \x01(\rR\n" +
 	"apiVersion\x12\"\n" +
 	"\fcapabilities\x18\x03 \x03(\tR\fcapabilities\x12*\n" +
 	"\x11started_unix_nano\x18\x04 \x01(\x03R\x0fstartedUnixNano\x12\x10\n" +
-	"\x03pid\x18\x05 \x01(\x05R\x03pid\"\x0f\n" +
+	"\x03pid\x18\x05 \x01(\x05R\x03pid\x124\n" +
+	"\adisplay\x18\x06 \x01(\v2\x1a.reins.executor.v1.DisplayR\adisplay\"\x0f\n" +
 	"\rHealthRequest\"\x10\n" +
 	"\x0eHealthResponse\"\r\n" +
 	"\vSyncRequest\"\x0e\n" +
@@ -3729,7 +4138,7 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x11\n" +
 	"\rFILE_TYPE_DIR\x10\x02\x12\x15\n" +
 	"\x11FILE_TYPE_SYMLINK\x10\x03\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\x042\xc3\x10\n" +
+	"\x0fFILE_TYPE_OTHER\x10\x042\x98\x11\n" +
 	"\bExecutor\x12J\n" +
 	"\x05Hello\x12\x1f.reins.executor.v1.HelloRequest\x1a .reins.executor.v1.HelloResponse\x12M\n" +
 	"\x06Health\x12 .reins.executor.v1.HealthRequest\x1a!.reins.executor.v1.HealthResponse\x12J\n" +
@@ -3757,7 +4166,8 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\bDownload\x12\".reins.executor.v1.DownloadRequest\x1a#.reins.executor.v1.DownloadResponse0\x01\x12J\n" +
 	"\x05Stage\x12\x1f.reins.executor.v1.StageRequest\x1a .reins.executor.v1.StageResponse\x12J\n" +
 	"\x05Place\x12\x1f.reins.executor.v1.PlaceRequest\x1a .reins.executor.v1.PlaceResponse\x12\\\n" +
-	"\vSetDefaults\x12%.reins.executor.v1.SetDefaultsRequest\x1a&.reins.executor.v1.SetDefaultsResponseB<Z:github.com/reinsdev/reins/api/reins/executor/v1;executorv1b\x06proto3"
+	"\vSetDefaults\x12%.reins.executor.v1.SetDefaultsRequest\x1a&.reins.executor.v1.SetDefaultsResponse\x12S\n" +
+	"\bComputer\x12\".reins.executor.v1.ComputerRequest\x1a#.reins.executor.v1.ComputerResponseB<Z:github.com/reinsdev/reins/api/reins/executor/v1;executorv1b\x06proto3"
 
 var (
 	file_reins_executor_v1_executor_proto_rawDescOnce sync.Once
@@ -3772,139 +4182,149 @@ func file_reins_executor_v1_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_executor_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(FileType)(0),                 // 0: reins.executor.v1.FileType
-	(*ErrorDetail)(nil),           // 1: reins.executor.v1.ErrorDetail
-	(*HelloRequest)(nil),          // 2: reins.executor.v1.HelloRequest
-	(*HelloResponse)(nil),         // 3: reins.executor.v1.HelloResponse
-	(*HealthRequest)(nil),         // 4: reins.executor.v1.HealthRequest
-	(*HealthResponse)(nil),        // 5: reins.executor.v1.HealthResponse
-	(*SyncRequest)(nil),           // 6: reins.executor.v1.SyncRequest
-	(*SyncResponse)(nil),          // 7: reins.executor.v1.SyncResponse
-	(*UsageRequest)(nil),          // 8: reins.executor.v1.UsageRequest
-	(*UsageResponse)(nil),         // 9: reins.executor.v1.UsageResponse
-	(*ExecRequest)(nil),           // 10: reins.executor.v1.ExecRequest
-	(*ExecEvent)(nil),             // 11: reins.executor.v1.ExecEvent
-	(*Started)(nil),               // 12: reins.executor.v1.Started
-	(*Exited)(nil),                // 13: reins.executor.v1.Exited
-	(*Dropped)(nil),               // 14: reins.executor.v1.Dropped
-	(*AttachRequest)(nil),         // 15: reins.executor.v1.AttachRequest
-	(*WriteStdinRequest)(nil),     // 16: reins.executor.v1.WriteStdinRequest
-	(*WriteStdinResponse)(nil),    // 17: reins.executor.v1.WriteStdinResponse
-	(*ResizePTYRequest)(nil),      // 18: reins.executor.v1.ResizePTYRequest
-	(*ResizePTYResponse)(nil),     // 19: reins.executor.v1.ResizePTYResponse
-	(*SignalRequest)(nil),         // 20: reins.executor.v1.SignalRequest
-	(*SignalResponse)(nil),        // 21: reins.executor.v1.SignalResponse
-	(*ListProcessesRequest)(nil),  // 22: reins.executor.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil), // 23: reins.executor.v1.ListProcessesResponse
-	(*ProcessInfo)(nil),           // 24: reins.executor.v1.ProcessInfo
-	(*FileInfo)(nil),              // 25: reins.executor.v1.FileInfo
-	(*StatRequest)(nil),           // 26: reins.executor.v1.StatRequest
-	(*StatResponse)(nil),          // 27: reins.executor.v1.StatResponse
-	(*ListDirRequest)(nil),        // 28: reins.executor.v1.ListDirRequest
-	(*ListDirResponse)(nil),       // 29: reins.executor.v1.ListDirResponse
-	(*ReadFileRequest)(nil),       // 30: reins.executor.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),      // 31: reins.executor.v1.ReadFileResponse
-	(*ReadLinesRequest)(nil),      // 32: reins.executor.v1.ReadLinesRequest
-	(*ReadLinesResponse)(nil),     // 33: reins.executor.v1.ReadLinesResponse
-	(*Line)(nil),                  // 34: reins.executor.v1.Line
-	(*WriteFileRequest)(nil),      // 35: reins.executor.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),     // 36: reins.executor.v1.WriteFileResponse
-	(*EditFileRequest)(nil),       // 37: reins.executor.v1.EditFileRequest
-	(*EditFileResponse)(nil),      // 38: reins.executor.v1.EditFileResponse
-	(*MakeDirRequest)(nil),        // 39: reins.executor.v1.MakeDirRequest
-	(*MakeDirResponse)(nil),       // 40: reins.executor.v1.MakeDirResponse
-	(*RemoveRequest)(nil),         // 41: reins.executor.v1.RemoveRequest
-	(*RemoveResponse)(nil),        // 42: reins.executor.v1.RemoveResponse
-	(*MoveRequest)(nil),           // 43: reins.executor.v1.MoveRequest
-	(*MoveResponse)(nil),          // 44: reins.executor.v1.MoveResponse
-	(*GlobRequest)(nil),           // 45: reins.executor.v1.GlobRequest
-	(*GlobResponse)(nil),          // 46: reins.executor.v1.GlobResponse
-	(*GrepRequest)(nil),           // 47: reins.executor.v1.GrepRequest
-	(*GrepResponse)(nil),          // 48: reins.executor.v1.GrepResponse
-	(*GrepMatch)(nil),             // 49: reins.executor.v1.GrepMatch
-	(*UploadRequest)(nil),         // 50: reins.executor.v1.UploadRequest
-	(*UploadHeader)(nil),          // 51: reins.executor.v1.UploadHeader
-	(*UploadResponse)(nil),        // 52: reins.executor.v1.UploadResponse
-	(*StageRequest)(nil),          // 53: reins.executor.v1.StageRequest
-	(*StageResponse)(nil),         // 54: reins.executor.v1.StageResponse
-	(*PlaceRequest)(nil),          // 55: reins.executor.v1.PlaceRequest
-	(*PlaceResponse)(nil),         // 56: reins.executor.v1.PlaceResponse
-	(*DownloadRequest)(nil),       // 57: reins.executor.v1.DownloadRequest
-	(*DownloadResponse)(nil),      // 58: reins.executor.v1.DownloadResponse
-	(*SetDefaultsRequest)(nil),    // 59: reins.executor.v1.SetDefaultsRequest
-	(*SetDefaultsResponse)(nil),   // 60: reins.executor.v1.SetDefaultsResponse
+	(*Point)(nil),                 // 1: reins.executor.v1.Point
+	(*ComputerRequest)(nil),       // 2: reins.executor.v1.ComputerRequest
+	(*ComputerResponse)(nil),      // 3: reins.executor.v1.ComputerResponse
+	(*Display)(nil),               // 4: reins.executor.v1.Display
+	(*ErrorDetail)(nil),           // 5: reins.executor.v1.ErrorDetail
+	(*HelloRequest)(nil),          // 6: reins.executor.v1.HelloRequest
+	(*HelloResponse)(nil),         // 7: reins.executor.v1.HelloResponse
+	(*HealthRequest)(nil),         // 8: reins.executor.v1.HealthRequest
+	(*HealthResponse)(nil),        // 9: reins.executor.v1.HealthResponse
+	(*SyncRequest)(nil),           // 10: reins.executor.v1.SyncRequest
+	(*SyncResponse)(nil),          // 11: reins.executor.v1.SyncResponse
+	(*UsageRequest)(nil),          // 12: reins.executor.v1.UsageRequest
+	(*UsageResponse)(nil),         // 13: reins.executor.v1.UsageResponse
+	(*ExecRequest)(nil),           // 14: reins.executor.v1.ExecRequest
+	(*ExecEvent)(nil),             // 15: reins.executor.v1.ExecEvent
+	(*Started)(nil),               // 16: reins.executor.v1.Started
+	(*Exited)(nil),                // 17: reins.executor.v1.Exited
+	(*Dropped)(nil),               // 18: reins.executor.v1.Dropped
+	(*AttachRequest)(nil),         // 19: reins.executor.v1.AttachRequest
+	(*WriteStdinRequest)(nil),     // 20: reins.executor.v1.WriteStdinRequest
+	(*WriteStdinResponse)(nil),    // 21: reins.executor.v1.WriteStdinResponse
+	(*ResizePTYRequest)(nil),      // 22: reins.executor.v1.ResizePTYRequest
+	(*ResizePTYResponse)(nil),     // 23: reins.executor.v1.ResizePTYResponse
+	(*SignalRequest)(nil),         // 24: reins.executor.v1.SignalRequest
+	(*SignalResponse)(nil),        // 25: reins.executor.v1.SignalResponse
+	(*ListProcessesRequest)(nil),  // 26: reins.executor.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil), // 27: reins.executor.v1.ListProcessesResponse
+	(*ProcessInfo)(nil),           // 28: reins.executor.v1.ProcessInfo
+	(*FileInfo)(nil),              // 29: reins.executor.v1.FileInfo
+	(*StatRequest)(nil),           // 30: reins.executor.v1.StatRequest
+	(*StatResponse)(nil),          // 31: reins.executor.v1.StatResponse
+	(*ListDirRequest)(nil),        // 32: reins.executor.v1.ListDirRequest
+	(*ListDirResponse)(nil),       // 33: reins.executor.v1.ListDirResponse
+	(*ReadFileRequest)(nil),       // 34: reins.executor.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),      // 35: reins.executor.v1.ReadFileResponse
+	(*ReadLinesRequest)(nil),      // 36: reins.executor.v1.ReadLinesRequest
+	(*ReadLinesResponse)(nil),     // 37: reins.executor.v1.ReadLinesResponse
+	(*Line)(nil),                  // 38: reins.executor.v1.Line
+	(*WriteFileRequest)(nil),      // 39: reins.executor.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),     // 40: reins.executor.v1.WriteFileResponse
+	(*EditFileRequest)(nil),       // 41: reins.executor.v1.EditFileRequest
+	(*EditFileResponse)(nil),      // 42: reins.executor.v1.EditFileResponse
+	(*MakeDirRequest)(nil),        // 43: reins.executor.v1.MakeDirRequest
+	(*MakeDirResponse)(nil),       // 44: reins.executor.v1.MakeDirResponse
+	(*RemoveRequest)(nil),         // 45: reins.executor.v1.RemoveRequest
+	(*RemoveResponse)(nil),        // 46: reins.executor.v1.RemoveResponse
+	(*MoveRequest)(nil),           // 47: reins.executor.v1.MoveRequest
+	(*MoveResponse)(nil),          // 48: reins.executor.v1.MoveResponse
+	(*GlobRequest)(nil),           // 49: reins.executor.v1.GlobRequest
+	(*GlobResponse)(nil),          // 50: reins.executor.v1.GlobResponse
+	(*GrepRequest)(nil),           // 51: reins.executor.v1.GrepRequest
+	(*GrepResponse)(nil),          // 52: reins.executor.v1.GrepResponse
+	(*GrepMatch)(nil),             // 53: reins.executor.v1.GrepMatch
+	(*UploadRequest)(nil),         // 54: reins.executor.v1.UploadRequest
+	(*UploadHeader)(nil),          // 55: reins.executor.v1.UploadHeader
+	(*UploadResponse)(nil),        // 56: reins.executor.v1.UploadResponse
+	(*StageRequest)(nil),          // 57: reins.executor.v1.StageRequest
+	(*StageResponse)(nil),         // 58: reins.executor.v1.StageResponse
+	(*PlaceRequest)(nil),          // 59: reins.executor.v1.PlaceRequest
+	(*PlaceResponse)(nil),         // 60: reins.executor.v1.PlaceResponse
+	(*DownloadRequest)(nil),       // 61: reins.executor.v1.DownloadRequest
+	(*DownloadResponse)(nil),      // 62: reins.executor.v1.DownloadResponse
+	(*SetDefaultsRequest)(nil),    // 63: reins.executor.v1.SetDefaultsRequest
+	(*SetDefaultsResponse)(nil),   // 64: reins.executor.v1.SetDefaultsResponse
 }
 var file_reins_executor_v1_executor_proto_depIdxs = []int32{
-	12, // 0: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
-	13, // 1: reins.executor.v1.ExecEvent.exited:type_name -> reins.executor.v1.Exited
-	14, // 2: reins.executor.v1.ExecEvent.dropped:type_name -> reins.executor.v1.Dropped
-	24, // 3: reins.executor.v1.ListProcessesResponse.processes:type_name -> reins.executor.v1.ProcessInfo
-	13, // 4: reins.executor.v1.ProcessInfo.exited:type_name -> reins.executor.v1.Exited
-	0,  // 5: reins.executor.v1.FileInfo.type:type_name -> reins.executor.v1.FileType
-	25, // 6: reins.executor.v1.StatResponse.info:type_name -> reins.executor.v1.FileInfo
-	25, // 7: reins.executor.v1.ListDirResponse.entries:type_name -> reins.executor.v1.FileInfo
-	34, // 8: reins.executor.v1.ReadLinesResponse.lines:type_name -> reins.executor.v1.Line
-	49, // 9: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
-	51, // 10: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
-	2,  // 11: reins.executor.v1.Executor.Hello:input_type -> reins.executor.v1.HelloRequest
-	4,  // 12: reins.executor.v1.Executor.Health:input_type -> reins.executor.v1.HealthRequest
-	8,  // 13: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
-	6,  // 14: reins.executor.v1.Executor.Sync:input_type -> reins.executor.v1.SyncRequest
-	10, // 15: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
-	15, // 16: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
-	16, // 17: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
-	18, // 18: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
-	20, // 19: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
-	22, // 20: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
-	26, // 21: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
-	28, // 22: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
-	30, // 23: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
-	32, // 24: reins.executor.v1.Executor.ReadLines:input_type -> reins.executor.v1.ReadLinesRequest
-	35, // 25: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
-	37, // 26: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
-	39, // 27: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
-	41, // 28: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
-	43, // 29: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
-	45, // 30: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
-	47, // 31: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
-	50, // 32: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
-	57, // 33: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
-	53, // 34: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
-	55, // 35: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
-	59, // 36: reins.executor.v1.Executor.SetDefaults:input_type -> reins.executor.v1.SetDefaultsRequest
-	3,  // 37: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
-	5,  // 38: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
-	9,  // 39: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
-	7,  // 40: reins.executor.v1.Executor.Sync:output_type -> reins.executor.v1.SyncResponse
-	11, // 41: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
-	11, // 42: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
-	17, // 43: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
-	19, // 44: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
-	21, // 45: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
-	23, // 46: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
-	27, // 47: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
-	29, // 48: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
-	31, // 49: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
-	33, // 50: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
-	36, // 51: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
-	38, // 52: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
-	40, // 53: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
-	42, // 54: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
-	44, // 55: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
-	46, // 56: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
-	48, // 57: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
-	52, // 58: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
-	58, // 59: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
-	54, // 60: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
-	56, // 61: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
-	60, // 62: reins.executor.v1.Executor.SetDefaults:output_type -> reins.executor.v1.SetDefaultsResponse
-	37, // [37:63] is the sub-list for method output_type
-	11, // [11:37] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	1,  // 0: reins.executor.v1.ComputerRequest.coordinate:type_name -> reins.executor.v1.Point
+	1,  // 1: reins.executor.v1.ComputerRequest.start_coordinate:type_name -> reins.executor.v1.Point
+	1,  // 2: reins.executor.v1.ComputerResponse.cursor:type_name -> reins.executor.v1.Point
+	4,  // 3: reins.executor.v1.HelloResponse.display:type_name -> reins.executor.v1.Display
+	16, // 4: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
+	17, // 5: reins.executor.v1.ExecEvent.exited:type_name -> reins.executor.v1.Exited
+	18, // 6: reins.executor.v1.ExecEvent.dropped:type_name -> reins.executor.v1.Dropped
+	28, // 7: reins.executor.v1.ListProcessesResponse.processes:type_name -> reins.executor.v1.ProcessInfo
+	17, // 8: reins.executor.v1.ProcessInfo.exited:type_name -> reins.executor.v1.Exited
+	0,  // 9: reins.executor.v1.FileInfo.type:type_name -> reins.executor.v1.FileType
+	29, // 10: reins.executor.v1.StatResponse.info:type_name -> reins.executor.v1.FileInfo
+	29, // 11: reins.executor.v1.ListDirResponse.entries:type_name -> reins.executor.v1.FileInfo
+	38, // 12: reins.executor.v1.ReadLinesResponse.lines:type_name -> reins.executor.v1.Line
+	53, // 13: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
+	55, // 14: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
+	6,  // 15: reins.executor.v1.Executor.Hello:input_type -> reins.executor.v1.HelloRequest
+	8,  // 16: reins.executor.v1.Executor.Health:input_type -> reins.executor.v1.HealthRequest
+	12, // 17: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
+	10, // 18: reins.executor.v1.Executor.Sync:input_type -> reins.executor.v1.SyncRequest
+	14, // 19: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
+	19, // 20: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
+	20, // 21: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
+	22, // 22: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
+	24, // 23: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
+	26, // 24: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
+	30, // 25: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
+	32, // 26: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
+	34, // 27: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
+	36, // 28: reins.executor.v1.Executor.ReadLines:input_type -> reins.executor.v1.ReadLinesRequest
+	39, // 29: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
+	41, // 30: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
+	43, // 31: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
+	45, // 32: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
+	47, // 33: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
+	49, // 34: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
+	51, // 35: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
+	54, // 36: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
+	61, // 37: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
+	57, // 38: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
+	59, // 39: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
+	63, // 40: reins.executor.v1.Executor.SetDefaults:input_type -> reins.executor.v1.SetDefaultsRequest
+	2,  // 41: reins.executor.v1.Executor.Computer:input_type -> reins.executor.v1.ComputerRequest
+	7,  // 42: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
+	9,  // 43: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
+	13, // 44: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
+	11, // 45: reins.executor.v1.Executor.Sync:output_type -> reins.executor.v1.SyncResponse
+	15, // 46: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
+	15, // 47: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
+	21, // 48: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
+	23, // 49: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
+	25, // 50: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
+	27, // 51: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
+	31, // 52: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
+	33, // 53: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
+	35, // 54: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
+	37, // 55: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
+	40, // 56: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
+	42, // 57: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
+	44, // 58: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
+	46, // 59: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
+	48, // 60: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
+	50, // 61: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
+	52, // 62: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
+	56, // 63: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
+	62, // 64: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
+	58, // 65: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
+	60, // 66: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
+	64, // 67: reins.executor.v1.Executor.SetDefaults:output_type -> reins.executor.v1.SetDefaultsResponse
+	3,  // 68: reins.executor.v1.Executor.Computer:output_type -> reins.executor.v1.ComputerResponse
+	42, // [42:69] is the sub-list for method output_type
+	15, // [15:42] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_reins_executor_v1_executor_proto_init() }
@@ -3912,14 +4332,14 @@ func file_reins_executor_v1_executor_proto_init() {
 	if File_reins_executor_v1_executor_proto != nil {
 		return
 	}
-	file_reins_executor_v1_executor_proto_msgTypes[10].OneofWrappers = []any{
+	file_reins_executor_v1_executor_proto_msgTypes[14].OneofWrappers = []any{
 		(*ExecEvent_Started)(nil),
 		(*ExecEvent_Stdout)(nil),
 		(*ExecEvent_Stderr)(nil),
 		(*ExecEvent_Exited)(nil),
 		(*ExecEvent_Dropped)(nil),
 	}
-	file_reins_executor_v1_executor_proto_msgTypes[49].OneofWrappers = []any{
+	file_reins_executor_v1_executor_proto_msgTypes[53].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Data)(nil),
 	}
@@ -3929,7 +4349,7 @@ func file_reins_executor_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_executor_v1_executor_proto_rawDesc), len(file_reins_executor_v1_executor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   60,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -89,6 +89,10 @@ const (
 	SandboxServiceDeleteTemplateProcedure = "/reins.v1.SandboxService/DeleteTemplate"
 	// SandboxServiceEventsProcedure is the fully-qualified name of the SandboxService's Events RPC.
 	SandboxServiceEventsProcedure = "/reins.v1.SandboxService/Events"
+	// SandboxServiceViewURLProcedure is the fully-qualified name of the SandboxService's ViewURL RPC.
+	SandboxServiceViewURLProcedure = "/reins.v1.SandboxService/ViewURL"
+	// SandboxServiceTakeOverProcedure is the fully-qualified name of the SandboxService's TakeOver RPC.
+	SandboxServiceTakeOverProcedure = "/reins.v1.SandboxService/TakeOver"
 )
 
 // SandboxServiceClient is a client for the reins.v1.SandboxService service.
@@ -152,6 +156,19 @@ type SandboxServiceClient interface {
 	// resumed, paused, stopped ...), of one sandbox or all the caller's,
 	// from after_seq; with follow it waits for new ones.
 	Events(context.Context, *connect.Request[v1.SandboxEventsRequest]) (*connect.ServerStreamForClient[v1.SandboxLifecycleEvent], error)
+	// Computer use (docs/computer-use.md). The display itself is driven by
+	// the executor's Computer call, proxied like every executor call.
+	//
+	// ViewURL returns a URL on the service that shows a desktop sandbox's
+	// screen live in a browser, where a person can take it over and hand it
+	// back. It needs the owner's token, unless public made it a signed link
+	// that expires.
+	ViewURL(context.Context, *connect.Request[v1.ViewURLRequest]) (*connect.Response[v1.ViewURLResponse], error)
+	// TakeOver holds a sandbox's screen for a person (or, with hand_back,
+	// lets go of it). While it is held, a run's computer calls on the
+	// sandbox wait (the run logs a takeover event) and go on when it is
+	// handed back; the person's own calls go through.
+	TakeOver(context.Context, *connect.Request[v1.TakeOverRequest]) (*connect.Response[v1.TakeOverResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the reins.v1.SandboxService service. By default,
@@ -285,6 +302,18 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("Events")),
 			connect.WithClientOptions(opts...),
 		),
+		viewURL: connect.NewClient[v1.ViewURLRequest, v1.ViewURLResponse](
+			httpClient,
+			baseURL+SandboxServiceViewURLProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("ViewURL")),
+			connect.WithClientOptions(opts...),
+		),
+		takeOver: connect.NewClient[v1.TakeOverRequest, v1.TakeOverResponse](
+			httpClient,
+			baseURL+SandboxServiceTakeOverProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("TakeOver")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -310,6 +339,8 @@ type sandboxServiceClient struct {
 	listTemplates  *connect.Client[v1.ListTemplatesRequest, v1.ListTemplatesResponse]
 	deleteTemplate *connect.Client[v1.DeleteTemplateRequest, v1.DeleteTemplateResponse]
 	events         *connect.Client[v1.SandboxEventsRequest, v1.SandboxLifecycleEvent]
+	viewURL        *connect.Client[v1.ViewURLRequest, v1.ViewURLResponse]
+	takeOver       *connect.Client[v1.TakeOverRequest, v1.TakeOverResponse]
 }
 
 // Create calls reins.v1.SandboxService.Create.
@@ -412,6 +443,16 @@ func (c *sandboxServiceClient) Events(ctx context.Context, req *connect.Request[
 	return c.events.CallServerStream(ctx, req)
 }
 
+// ViewURL calls reins.v1.SandboxService.ViewURL.
+func (c *sandboxServiceClient) ViewURL(ctx context.Context, req *connect.Request[v1.ViewURLRequest]) (*connect.Response[v1.ViewURLResponse], error) {
+	return c.viewURL.CallUnary(ctx, req)
+}
+
+// TakeOver calls reins.v1.SandboxService.TakeOver.
+func (c *sandboxServiceClient) TakeOver(ctx context.Context, req *connect.Request[v1.TakeOverRequest]) (*connect.Response[v1.TakeOverResponse], error) {
+	return c.takeOver.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the reins.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	// Create makes a sandbox and streams progress (image pull, unpack, boot);
@@ -473,6 +514,19 @@ type SandboxServiceHandler interface {
 	// resumed, paused, stopped ...), of one sandbox or all the caller's,
 	// from after_seq; with follow it waits for new ones.
 	Events(context.Context, *connect.Request[v1.SandboxEventsRequest], *connect.ServerStream[v1.SandboxLifecycleEvent]) error
+	// Computer use (docs/computer-use.md). The display itself is driven by
+	// the executor's Computer call, proxied like every executor call.
+	//
+	// ViewURL returns a URL on the service that shows a desktop sandbox's
+	// screen live in a browser, where a person can take it over and hand it
+	// back. It needs the owner's token, unless public made it a signed link
+	// that expires.
+	ViewURL(context.Context, *connect.Request[v1.ViewURLRequest]) (*connect.Response[v1.ViewURLResponse], error)
+	// TakeOver holds a sandbox's screen for a person (or, with hand_back,
+	// lets go of it). While it is held, a run's computer calls on the
+	// sandbox wait (the run logs a takeover event) and go on when it is
+	// handed back; the person's own calls go through.
+	TakeOver(context.Context, *connect.Request[v1.TakeOverRequest]) (*connect.Response[v1.TakeOverResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -602,6 +656,18 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("Events")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceViewURLHandler := connect.NewUnaryHandler(
+		SandboxServiceViewURLProcedure,
+		svc.ViewURL,
+		connect.WithSchema(sandboxServiceMethods.ByName("ViewURL")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceTakeOverHandler := connect.NewUnaryHandler(
+		SandboxServiceTakeOverProcedure,
+		svc.TakeOver,
+		connect.WithSchema(sandboxServiceMethods.ByName("TakeOver")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateProcedure:
@@ -644,6 +710,10 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceDeleteTemplateHandler.ServeHTTP(w, r)
 		case SandboxServiceEventsProcedure:
 			sandboxServiceEventsHandler.ServeHTTP(w, r)
+		case SandboxServiceViewURLProcedure:
+			sandboxServiceViewURLHandler.ServeHTTP(w, r)
+		case SandboxServiceTakeOverProcedure:
+			sandboxServiceTakeOverHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -731,4 +801,12 @@ func (UnimplementedSandboxServiceHandler) DeleteTemplate(context.Context, *conne
 
 func (UnimplementedSandboxServiceHandler) Events(context.Context, *connect.Request[v1.SandboxEventsRequest], *connect.ServerStream[v1.SandboxLifecycleEvent]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.Events is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) ViewURL(context.Context, *connect.Request[v1.ViewURLRequest]) (*connect.Response[v1.ViewURLResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.ViewURL is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) TakeOver(context.Context, *connect.Request[v1.TakeOverRequest]) (*connect.Response[v1.TakeOverResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.TakeOver is not implemented"))
 }

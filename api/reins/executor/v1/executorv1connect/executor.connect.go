@@ -94,6 +94,8 @@ const (
 	ExecutorPlaceProcedure = "/reins.executor.v1.Executor/Place"
 	// ExecutorSetDefaultsProcedure is the fully-qualified name of the Executor's SetDefaults RPC.
 	ExecutorSetDefaultsProcedure = "/reins.executor.v1.Executor/SetDefaults"
+	// ExecutorComputerProcedure is the fully-qualified name of the Executor's Computer RPC.
+	ExecutorComputerProcedure = "/reins.executor.v1.Executor/Computer"
 )
 
 // ExecutorClient is a client for the reins.executor.v1.Executor service.
@@ -169,6 +171,15 @@ type ExecutorClient interface {
 	// all. It is how a sandbox waiting ready in the warm pool (warmed by a
 	// first exec) is made to look freshly created when it is handed out.
 	SetDefaults(context.Context, *connect.Request[v1.SetDefaultsRequest]) (*connect.Response[v1.SetDefaultsResponse], error)
+	// Computer drives the sandbox's display, an X server the executor
+	// starts on the first call (at the size --display gave) and keeps
+	// running: a screenshot, the mouse, the keyboard, spoken to X11 by the
+	// executor itself (XTEST for input, GetImage for pixels). The actions
+	// are those of Anthropic's computer-use tool. An executor started
+	// without --display answers failed_precondition; coordinates off the
+	// screen, an unknown key name or text the keymap cannot produce are
+	// invalid_argument, in words that say what is accepted.
+	Computer(context.Context, *connect.Request[v1.ComputerRequest]) (*connect.Response[v1.ComputerResponse], error)
 }
 
 // NewExecutorClient constructs a client for the reins.executor.v1.Executor service. By default, it
@@ -338,6 +349,12 @@ func NewExecutorClient(httpClient connect.HTTPClient, baseURL string, opts ...co
 			connect.WithSchema(executorMethods.ByName("SetDefaults")),
 			connect.WithClientOptions(opts...),
 		),
+		computer: connect.NewClient[v1.ComputerRequest, v1.ComputerResponse](
+			httpClient,
+			baseURL+ExecutorComputerProcedure,
+			connect.WithSchema(executorMethods.ByName("Computer")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -369,6 +386,7 @@ type executorClient struct {
 	stage         *connect.Client[v1.StageRequest, v1.StageResponse]
 	place         *connect.Client[v1.PlaceRequest, v1.PlaceResponse]
 	setDefaults   *connect.Client[v1.SetDefaultsRequest, v1.SetDefaultsResponse]
+	computer      *connect.Client[v1.ComputerRequest, v1.ComputerResponse]
 }
 
 // Hello calls reins.executor.v1.Executor.Hello.
@@ -501,6 +519,11 @@ func (c *executorClient) SetDefaults(ctx context.Context, req *connect.Request[v
 	return c.setDefaults.CallUnary(ctx, req)
 }
 
+// Computer calls reins.executor.v1.Executor.Computer.
+func (c *executorClient) Computer(ctx context.Context, req *connect.Request[v1.ComputerRequest]) (*connect.Response[v1.ComputerResponse], error) {
+	return c.computer.CallUnary(ctx, req)
+}
+
 // ExecutorHandler is an implementation of the reins.executor.v1.Executor service.
 type ExecutorHandler interface {
 	// Hello is the handshake: version and capabilities.
@@ -574,6 +597,15 @@ type ExecutorHandler interface {
 	// all. It is how a sandbox waiting ready in the warm pool (warmed by a
 	// first exec) is made to look freshly created when it is handed out.
 	SetDefaults(context.Context, *connect.Request[v1.SetDefaultsRequest]) (*connect.Response[v1.SetDefaultsResponse], error)
+	// Computer drives the sandbox's display, an X server the executor
+	// starts on the first call (at the size --display gave) and keeps
+	// running: a screenshot, the mouse, the keyboard, spoken to X11 by the
+	// executor itself (XTEST for input, GetImage for pixels). The actions
+	// are those of Anthropic's computer-use tool. An executor started
+	// without --display answers failed_precondition; coordinates off the
+	// screen, an unknown key name or text the keymap cannot produce are
+	// invalid_argument, in words that say what is accepted.
+	Computer(context.Context, *connect.Request[v1.ComputerRequest]) (*connect.Response[v1.ComputerResponse], error)
 }
 
 // NewExecutorHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -739,6 +771,12 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 		connect.WithSchema(executorMethods.ByName("SetDefaults")),
 		connect.WithHandlerOptions(opts...),
 	)
+	executorComputerHandler := connect.NewUnaryHandler(
+		ExecutorComputerProcedure,
+		svc.Computer,
+		connect.WithSchema(executorMethods.ByName("Computer")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.executor.v1.Executor/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ExecutorHelloProcedure:
@@ -793,6 +831,8 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 			executorPlaceHandler.ServeHTTP(w, r)
 		case ExecutorSetDefaultsProcedure:
 			executorSetDefaultsHandler.ServeHTTP(w, r)
+		case ExecutorComputerProcedure:
+			executorComputerHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -904,4 +944,8 @@ func (UnimplementedExecutorHandler) Place(context.Context, *connect.Request[v1.P
 
 func (UnimplementedExecutorHandler) SetDefaults(context.Context, *connect.Request[v1.SetDefaultsRequest]) (*connect.Response[v1.SetDefaultsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.SetDefaults is not implemented"))
+}
+
+func (UnimplementedExecutorHandler) Computer(context.Context, *connect.Request[v1.ComputerRequest]) (*connect.Response[v1.ComputerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.Computer is not implemented"))
 }
