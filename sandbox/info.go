@@ -42,6 +42,12 @@ type Info struct {
 	// SuspendedReason says why a suspended sandbox was suspended
 	// (ReasonTTLExpired, ReasonIdleTimeout); "" when a user asked.
 	SuspendedReason Reason `json:"suspended_reason,omitempty"`
+	// Screen is the size of its display ("1280x800"); "" when its image
+	// has none.
+	Screen string `json:"screen,omitempty"`
+	// HeldBy names the person holding its screen (a take-over); "" when
+	// no one does. Not recorded: a restart of the service hands it back.
+	HeldBy string `json:"held_by,omitempty"`
 }
 
 // EndedWhy says in words why a stopped sandbox ended, the way a user is

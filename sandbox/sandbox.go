@@ -85,6 +85,9 @@ type Spec struct {
 	// ExpiryWarning is how long before the expiry an "expiring" event
 	// fires; 0 is the service's default.
 	ExpiryWarning time.Duration `json:"expiry_warning,omitempty"`
+	// Screen is the display's size, "WIDTHxHEIGHT", for an image that
+	// has a display (DisplayLabel); "" is the image's own size.
+	Screen string `json:"screen,omitempty"`
 }
 
 // ExpireAction is what happens to a sandbox whose TTL or idle timeout
