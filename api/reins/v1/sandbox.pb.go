@@ -316,6 +316,208 @@ func (ProgressPhase) EnumDescriptor() ([]byte, []int) {
 	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
+type BuildImageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // e.g. "desktop"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildImageRequest) Reset() {
+	*x = BuildImageRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildImageRequest) ProtoMessage() {}
+
+func (x *BuildImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildImageRequest.ProtoReflect.Descriptor instead.
+func (*BuildImageRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BuildImageRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+type BuildImageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*BuildImageResponse_Progress
+	//	*BuildImageResponse_Image
+	Msg           isBuildImageResponse_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildImageResponse) Reset() {
+	*x = BuildImageResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildImageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildImageResponse) ProtoMessage() {}
+
+func (x *BuildImageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildImageResponse.ProtoReflect.Descriptor instead.
+func (*BuildImageResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BuildImageResponse) GetMsg() isBuildImageResponse_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *BuildImageResponse) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Msg.(*BuildImageResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *BuildImageResponse) GetImage() *ImageInfo {
+	if x != nil {
+		if x, ok := x.Msg.(*BuildImageResponse_Image); ok {
+			return x.Image
+		}
+	}
+	return nil
+}
+
+type isBuildImageResponse_Msg interface {
+	isBuildImageResponse_Msg()
+}
+
+type BuildImageResponse_Progress struct {
+	Progress *Progress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type BuildImageResponse_Image struct {
+	Image *ImageInfo `protobuf:"bytes,2,opt,name=image,proto3,oneof"` // the last message
+}
+
+func (*BuildImageResponse_Progress) isBuildImageResponse_Msg() {}
+
+func (*BuildImageResponse_Image) isBuildImageResponse_Msg() {}
+
+type ImageInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ref           string                 `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`                               // as asked
+	Digest        string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`                         // the image's id (config digest)
+	SizeBytes     int64                  `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"` // its layers, unpacked
+	Cached        bool                   `protobuf:"varint,4,opt,name=cached,proto3" json:"cached,omitempty"`                        // it was there already: nothing was built
+	Screen        string                 `protobuf:"bytes,5,opt,name=screen,proto3" json:"screen,omitempty"`                         // its display's default size; "" when it has none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageInfo) Reset() {
+	*x = ImageInfo{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageInfo) ProtoMessage() {}
+
+func (x *ImageInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageInfo.ProtoReflect.Descriptor instead.
+func (*ImageInfo) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ImageInfo) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *ImageInfo) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ImageInfo) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *ImageInfo) GetCached() bool {
+	if x != nil {
+		return x.Cached
+	}
+	return false
+}
+
+func (x *ImageInfo) GetScreen() string {
+	if x != nil {
+		return x.Screen
+	}
+	return ""
+}
+
 type ViewURLRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -327,7 +529,7 @@ type ViewURLRequest struct {
 
 func (x *ViewURLRequest) Reset() {
 	*x = ViewURLRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +541,7 @@ func (x *ViewURLRequest) String() string {
 func (*ViewURLRequest) ProtoMessage() {}
 
 func (x *ViewURLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[0]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +554,7 @@ func (x *ViewURLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewURLRequest.ProtoReflect.Descriptor instead.
 func (*ViewURLRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ViewURLRequest) GetId() string {
@@ -386,7 +588,7 @@ type ViewURLResponse struct {
 
 func (x *ViewURLResponse) Reset() {
 	*x = ViewURLResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +600,7 @@ func (x *ViewURLResponse) String() string {
 func (*ViewURLResponse) ProtoMessage() {}
 
 func (x *ViewURLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[1]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +613,7 @@ func (x *ViewURLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ViewURLResponse.ProtoReflect.Descriptor instead.
 func (*ViewURLResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ViewURLResponse) GetUrl() string {
@@ -439,7 +641,7 @@ type TakeOverRequest struct {
 
 func (x *TakeOverRequest) Reset() {
 	*x = TakeOverRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +653,7 @@ func (x *TakeOverRequest) String() string {
 func (*TakeOverRequest) ProtoMessage() {}
 
 func (x *TakeOverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[2]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +666,7 @@ func (x *TakeOverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeOverRequest.ProtoReflect.Descriptor instead.
 func (*TakeOverRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TakeOverRequest) GetId() string {
@@ -499,7 +701,7 @@ type TakeOverResponse struct {
 
 func (x *TakeOverResponse) Reset() {
 	*x = TakeOverResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +713,7 @@ func (x *TakeOverResponse) String() string {
 func (*TakeOverResponse) ProtoMessage() {}
 
 func (x *TakeOverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[3]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +726,7 @@ func (x *TakeOverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeOverResponse.ProtoReflect.Descriptor instead.
 func (*TakeOverResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TakeOverResponse) GetHeld() bool {
@@ -560,7 +762,7 @@ type PortURLRequest struct {
 
 func (x *PortURLRequest) Reset() {
 	*x = PortURLRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +774,7 @@ func (x *PortURLRequest) String() string {
 func (*PortURLRequest) ProtoMessage() {}
 
 func (x *PortURLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[4]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +787,7 @@ func (x *PortURLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortURLRequest.ProtoReflect.Descriptor instead.
 func (*PortURLRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PortURLRequest) GetId() string {
@@ -626,7 +828,7 @@ type PortURLResponse struct {
 
 func (x *PortURLResponse) Reset() {
 	*x = PortURLResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +840,7 @@ func (x *PortURLResponse) String() string {
 func (*PortURLResponse) ProtoMessage() {}
 
 func (x *PortURLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[5]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +853,7 @@ func (x *PortURLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortURLResponse.ProtoReflect.Descriptor instead.
 func (*PortURLResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PortURLResponse) GetUrl() string {
@@ -694,7 +896,7 @@ type SandboxSpec struct {
 
 func (x *SandboxSpec) Reset() {
 	*x = SandboxSpec{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +908,7 @@ func (x *SandboxSpec) String() string {
 func (*SandboxSpec) ProtoMessage() {}
 
 func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[6]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +921,7 @@ func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSpec.ProtoReflect.Descriptor instead.
 func (*SandboxSpec) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SandboxSpec) GetImage() string {
@@ -854,7 +1056,7 @@ type ModelGateway struct {
 
 func (x *ModelGateway) Reset() {
 	*x = ModelGateway{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1068,7 @@ func (x *ModelGateway) String() string {
 func (*ModelGateway) ProtoMessage() {}
 
 func (x *ModelGateway) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[7]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1081,7 @@ func (x *ModelGateway) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelGateway.ProtoReflect.Descriptor instead.
 func (*ModelGateway) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ModelGateway) GetOn() bool {
@@ -921,7 +1123,7 @@ type Network struct {
 
 func (x *Network) Reset() {
 	*x = Network{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1135,7 @@ func (x *Network) String() string {
 func (*Network) ProtoMessage() {}
 
 func (x *Network) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[8]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1148,7 @@ func (x *Network) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Network.ProtoReflect.Descriptor instead.
 func (*Network) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Network) GetMode() NetworkMode {
@@ -998,7 +1200,7 @@ type SecretBinding struct {
 
 func (x *SecretBinding) Reset() {
 	*x = SecretBinding{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1212,7 @@ func (x *SecretBinding) String() string {
 func (*SecretBinding) ProtoMessage() {}
 
 func (x *SecretBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[9]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1225,7 @@ func (x *SecretBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretBinding.ProtoReflect.Descriptor instead.
 func (*SecretBinding) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SecretBinding) GetName() string {
@@ -1080,7 +1282,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1294,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[10]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1307,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Sandbox) GetId() string {
@@ -1254,7 +1456,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1468,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[11]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1481,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Progress) GetPhase() ProgressPhase {
@@ -1326,7 +1528,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1540,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[12]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1553,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateSandboxRequest) GetSpec() *SandboxSpec {
@@ -1374,7 +1576,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1588,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[13]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1601,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateSandboxResponse) GetMsg() isCreateSandboxResponse_Msg {
@@ -1452,7 +1654,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1666,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[14]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1679,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1496,7 +1698,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1710,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[15]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1723,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1540,7 +1742,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1754,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[16]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1767,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1584,7 +1786,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1798,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[17]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1811,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1628,7 +1830,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1842,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[18]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1855,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1671,7 +1873,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1885,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[19]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1898,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 type ExtendSandboxRequest struct {
@@ -1709,7 +1911,7 @@ type ExtendSandboxRequest struct {
 
 func (x *ExtendSandboxRequest) Reset() {
 	*x = ExtendSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1923,7 @@ func (x *ExtendSandboxRequest) String() string {
 func (*ExtendSandboxRequest) ProtoMessage() {}
 
 func (x *ExtendSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[20]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1936,7 @@ func (x *ExtendSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendSandboxRequest.ProtoReflect.Descriptor instead.
 func (*ExtendSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExtendSandboxRequest) GetId() string {
@@ -1760,7 +1962,7 @@ type ExtendSandboxResponse struct {
 
 func (x *ExtendSandboxResponse) Reset() {
 	*x = ExtendSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1974,7 @@ func (x *ExtendSandboxResponse) String() string {
 func (*ExtendSandboxResponse) ProtoMessage() {}
 
 func (x *ExtendSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[21]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1987,7 @@ func (x *ExtendSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendSandboxResponse.ProtoReflect.Descriptor instead.
 func (*ExtendSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExtendSandboxResponse) GetSandbox() *Sandbox {
@@ -1803,7 +2005,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2017,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[22]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2030,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 type VersionResponse struct {
@@ -1841,7 +2043,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +2055,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[23]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2068,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *VersionResponse) GetVersion() string {
@@ -1901,7 +2103,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2115,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[24]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2128,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateNetworkRequest) GetId() string {
@@ -1980,7 +2182,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2194,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[25]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2207,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StringList) GetItems() []string {
@@ -2024,7 +2226,7 @@ type SecretBindings struct {
 
 func (x *SecretBindings) Reset() {
 	*x = SecretBindings{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2238,7 @@ func (x *SecretBindings) String() string {
 func (*SecretBindings) ProtoMessage() {}
 
 func (x *SecretBindings) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[26]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2251,7 @@ func (x *SecretBindings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretBindings.ProtoReflect.Descriptor instead.
 func (*SecretBindings) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{26}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SecretBindings) GetItems() []*SecretBinding {
@@ -2068,7 +2270,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2282,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[27]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2295,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{27}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateNetworkResponse) GetSandbox() *Sandbox {
@@ -2114,7 +2316,7 @@ type EgressLogRequest struct {
 
 func (x *EgressLogRequest) Reset() {
 	*x = EgressLogRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2328,7 @@ func (x *EgressLogRequest) String() string {
 func (*EgressLogRequest) ProtoMessage() {}
 
 func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[28]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2341,7 @@ func (x *EgressLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogRequest.ProtoReflect.Descriptor instead.
 func (*EgressLogRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{28}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EgressLogRequest) GetId() string {
@@ -2186,7 +2388,7 @@ type EgressLogEntry struct {
 
 func (x *EgressLogEntry) Reset() {
 	*x = EgressLogEntry{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2400,7 @@ func (x *EgressLogEntry) String() string {
 func (*EgressLogEntry) ProtoMessage() {}
 
 func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[29]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2413,7 @@ func (x *EgressLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EgressLogEntry.ProtoReflect.Descriptor instead.
 func (*EgressLogEntry) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{29}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EgressLogEntry) GetSeq() int64 {
@@ -2315,7 +2517,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2529,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[30]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2542,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{30}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Backend) GetName() string {
@@ -2366,7 +2568,7 @@ type SuspendSandboxRequest struct {
 
 func (x *SuspendSandboxRequest) Reset() {
 	*x = SuspendSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2580,7 @@ func (x *SuspendSandboxRequest) String() string {
 func (*SuspendSandboxRequest) ProtoMessage() {}
 
 func (x *SuspendSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[31]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2593,7 @@ func (x *SuspendSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendSandboxRequest.ProtoReflect.Descriptor instead.
 func (*SuspendSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{31}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SuspendSandboxRequest) GetId() string {
@@ -2411,7 +2613,7 @@ type SuspendSandboxResponse struct {
 
 func (x *SuspendSandboxResponse) Reset() {
 	*x = SuspendSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2625,7 @@ func (x *SuspendSandboxResponse) String() string {
 func (*SuspendSandboxResponse) ProtoMessage() {}
 
 func (x *SuspendSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[32]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2638,7 @@ func (x *SuspendSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendSandboxResponse.ProtoReflect.Descriptor instead.
 func (*SuspendSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{32}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SuspendSandboxResponse) GetSandbox() *Sandbox {
@@ -2462,7 +2664,7 @@ type ResumeSandboxRequest struct {
 
 func (x *ResumeSandboxRequest) Reset() {
 	*x = ResumeSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2676,7 @@ func (x *ResumeSandboxRequest) String() string {
 func (*ResumeSandboxRequest) ProtoMessage() {}
 
 func (x *ResumeSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[33]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2689,7 @@ func (x *ResumeSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSandboxRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{33}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResumeSandboxRequest) GetId() string {
@@ -2506,7 +2708,7 @@ type ResumeSandboxResponse struct {
 
 func (x *ResumeSandboxResponse) Reset() {
 	*x = ResumeSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2720,7 @@ func (x *ResumeSandboxResponse) String() string {
 func (*ResumeSandboxResponse) ProtoMessage() {}
 
 func (x *ResumeSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[34]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2733,7 @@ func (x *ResumeSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSandboxResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{34}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeSandboxResponse) GetSandbox() *Sandbox {
@@ -2551,7 +2753,7 @@ type PauseSandboxRequest struct {
 
 func (x *PauseSandboxRequest) Reset() {
 	*x = PauseSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2765,7 @@ func (x *PauseSandboxRequest) String() string {
 func (*PauseSandboxRequest) ProtoMessage() {}
 
 func (x *PauseSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[35]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2778,7 @@ func (x *PauseSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSandboxRequest.ProtoReflect.Descriptor instead.
 func (*PauseSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{35}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PauseSandboxRequest) GetId() string {
@@ -2604,7 +2806,7 @@ type PauseSandboxResponse struct {
 
 func (x *PauseSandboxResponse) Reset() {
 	*x = PauseSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2818,7 @@ func (x *PauseSandboxResponse) String() string {
 func (*PauseSandboxResponse) ProtoMessage() {}
 
 func (x *PauseSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[36]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2831,7 @@ func (x *PauseSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSandboxResponse.ProtoReflect.Descriptor instead.
 func (*PauseSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{36}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PauseSandboxResponse) GetSandbox() *Sandbox {
@@ -2663,7 +2865,7 @@ type SnapshotSandboxRequest struct {
 
 func (x *SnapshotSandboxRequest) Reset() {
 	*x = SnapshotSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2877,7 @@ func (x *SnapshotSandboxRequest) String() string {
 func (*SnapshotSandboxRequest) ProtoMessage() {}
 
 func (x *SnapshotSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[37]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2890,7 @@ func (x *SnapshotSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSandboxRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{37}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SnapshotSandboxRequest) GetId() string {
@@ -2714,7 +2916,7 @@ type SnapshotSandboxResponse struct {
 
 func (x *SnapshotSandboxResponse) Reset() {
 	*x = SnapshotSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2928,7 @@ func (x *SnapshotSandboxResponse) String() string {
 func (*SnapshotSandboxResponse) ProtoMessage() {}
 
 func (x *SnapshotSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[38]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2941,7 @@ func (x *SnapshotSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSandboxResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{38}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SnapshotSandboxResponse) GetSnapshot() *Snapshot {
@@ -2763,7 +2965,7 @@ type ForkSandboxRequest struct {
 
 func (x *ForkSandboxRequest) Reset() {
 	*x = ForkSandboxRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2977,7 @@ func (x *ForkSandboxRequest) String() string {
 func (*ForkSandboxRequest) ProtoMessage() {}
 
 func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[39]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2990,7 @@ func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSandboxRequest.ProtoReflect.Descriptor instead.
 func (*ForkSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{39}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ForkSandboxRequest) GetId() string {
@@ -2821,7 +3023,7 @@ type ForkSandboxResponse struct {
 
 func (x *ForkSandboxResponse) Reset() {
 	*x = ForkSandboxResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +3035,7 @@ func (x *ForkSandboxResponse) String() string {
 func (*ForkSandboxResponse) ProtoMessage() {}
 
 func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[40]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +3048,7 @@ func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSandboxResponse.ProtoReflect.Descriptor instead.
 func (*ForkSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{40}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ForkSandboxResponse) GetSandboxes() []*Sandbox {
@@ -2878,7 +3080,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +3092,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[41]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +3105,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{41}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Snapshot) GetName() string {
@@ -2991,7 +3193,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3205,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[42]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3218,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{42}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{45}
 }
 
 type ListSnapshotsResponse struct {
@@ -3028,7 +3230,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3242,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[43]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3255,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{43}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListSnapshotsResponse) GetSnapshots() []*Snapshot {
@@ -3072,7 +3274,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3084,7 +3286,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[44]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3097,7 +3299,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{44}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteSnapshotRequest) GetName() string {
@@ -3115,7 +3317,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3127,7 +3329,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[45]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3140,7 +3342,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{45}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{48}
 }
 
 // TemplateStep is one step of a template build, run in order.
@@ -3158,7 +3360,7 @@ type TemplateStep struct {
 
 func (x *TemplateStep) Reset() {
 	*x = TemplateStep{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3372,7 @@ func (x *TemplateStep) String() string {
 func (*TemplateStep) ProtoMessage() {}
 
 func (x *TemplateStep) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[46]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3385,7 @@ func (x *TemplateStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateStep.ProtoReflect.Descriptor instead.
 func (*TemplateStep) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{46}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TemplateStep) GetStep() isTemplateStep_Step {
@@ -3255,7 +3457,7 @@ type TemplateCopy struct {
 
 func (x *TemplateCopy) Reset() {
 	*x = TemplateCopy{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3469,7 @@ func (x *TemplateCopy) String() string {
 func (*TemplateCopy) ProtoMessage() {}
 
 func (x *TemplateCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[47]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3482,7 @@ func (x *TemplateCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateCopy.ProtoReflect.Descriptor instead.
 func (*TemplateCopy) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{47}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TemplateCopy) GetTar() []byte {
@@ -3320,7 +3522,7 @@ type BuildTemplateRequest struct {
 
 func (x *BuildTemplateRequest) Reset() {
 	*x = BuildTemplateRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3534,7 @@ func (x *BuildTemplateRequest) String() string {
 func (*BuildTemplateRequest) ProtoMessage() {}
 
 func (x *BuildTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[48]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3547,7 @@ func (x *BuildTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildTemplateRequest.ProtoReflect.Descriptor instead.
 func (*BuildTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{48}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *BuildTemplateRequest) GetName() string {
@@ -3417,7 +3619,7 @@ type BuildTemplateResponse struct {
 
 func (x *BuildTemplateResponse) Reset() {
 	*x = BuildTemplateResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3631,7 @@ func (x *BuildTemplateResponse) String() string {
 func (*BuildTemplateResponse) ProtoMessage() {}
 
 func (x *BuildTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[49]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3644,7 @@ func (x *BuildTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildTemplateResponse.ProtoReflect.Descriptor instead.
 func (*BuildTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{49}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *BuildTemplateResponse) GetMsg() isBuildTemplateResponse_Msg {
@@ -3500,7 +3702,7 @@ type TemplateProgress struct {
 
 func (x *TemplateProgress) Reset() {
 	*x = TemplateProgress{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3512,7 +3714,7 @@ func (x *TemplateProgress) String() string {
 func (*TemplateProgress) ProtoMessage() {}
 
 func (x *TemplateProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[50]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3525,7 +3727,7 @@ func (x *TemplateProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateProgress.ProtoReflect.Descriptor instead.
 func (*TemplateProgress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{50}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TemplateProgress) GetStep() int32 {
@@ -3589,7 +3791,7 @@ type Template struct {
 
 func (x *Template) Reset() {
 	*x = Template{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +3803,7 @@ func (x *Template) String() string {
 func (*Template) ProtoMessage() {}
 
 func (x *Template) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[51]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +3816,7 @@ func (x *Template) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Template.ProtoReflect.Descriptor instead.
 func (*Template) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{51}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Template) GetName() string {
@@ -3702,7 +3904,7 @@ type ListTemplatesRequest struct {
 
 func (x *ListTemplatesRequest) Reset() {
 	*x = ListTemplatesRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3714,7 +3916,7 @@ func (x *ListTemplatesRequest) String() string {
 func (*ListTemplatesRequest) ProtoMessage() {}
 
 func (x *ListTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[52]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3727,7 +3929,7 @@ func (x *ListTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{52}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{55}
 }
 
 type ListTemplatesResponse struct {
@@ -3739,7 +3941,7 @@ type ListTemplatesResponse struct {
 
 func (x *ListTemplatesResponse) Reset() {
 	*x = ListTemplatesResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3751,7 +3953,7 @@ func (x *ListTemplatesResponse) String() string {
 func (*ListTemplatesResponse) ProtoMessage() {}
 
 func (x *ListTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[53]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3764,7 +3966,7 @@ func (x *ListTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{53}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListTemplatesResponse) GetTemplates() []*Template {
@@ -3783,7 +3985,7 @@ type DeleteTemplateRequest struct {
 
 func (x *DeleteTemplateRequest) Reset() {
 	*x = DeleteTemplateRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[54]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3795,7 +3997,7 @@ func (x *DeleteTemplateRequest) String() string {
 func (*DeleteTemplateRequest) ProtoMessage() {}
 
 func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[54]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3808,7 +4010,7 @@ func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{54}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeleteTemplateRequest) GetName() string {
@@ -3826,7 +4028,7 @@ type DeleteTemplateResponse struct {
 
 func (x *DeleteTemplateResponse) Reset() {
 	*x = DeleteTemplateResponse{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[55]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3838,7 +4040,7 @@ func (x *DeleteTemplateResponse) String() string {
 func (*DeleteTemplateResponse) ProtoMessage() {}
 
 func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[55]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3851,7 +4053,7 @@ func (x *DeleteTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{55}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{58}
 }
 
 type SandboxEventsRequest struct {
@@ -3865,7 +4067,7 @@ type SandboxEventsRequest struct {
 
 func (x *SandboxEventsRequest) Reset() {
 	*x = SandboxEventsRequest{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[56]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +4079,7 @@ func (x *SandboxEventsRequest) String() string {
 func (*SandboxEventsRequest) ProtoMessage() {}
 
 func (x *SandboxEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[56]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +4092,7 @@ func (x *SandboxEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxEventsRequest.ProtoReflect.Descriptor instead.
 func (*SandboxEventsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{56}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SandboxEventsRequest) GetId() string {
@@ -3931,7 +4133,7 @@ type SandboxLifecycleEvent struct {
 
 func (x *SandboxLifecycleEvent) Reset() {
 	*x = SandboxLifecycleEvent{}
-	mi := &file_reins_v1_sandbox_proto_msgTypes[57]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3943,7 +4145,7 @@ func (x *SandboxLifecycleEvent) String() string {
 func (*SandboxLifecycleEvent) ProtoMessage() {}
 
 func (x *SandboxLifecycleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_sandbox_proto_msgTypes[57]
+	mi := &file_reins_v1_sandbox_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3956,7 +4158,7 @@ func (x *SandboxLifecycleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxLifecycleEvent.ProtoReflect.Descriptor instead.
 func (*SandboxLifecycleEvent) Descriptor() ([]byte, []int) {
-	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{57}
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SandboxLifecycleEvent) GetSeq() int64 {
@@ -4019,7 +4221,20 @@ var File_reins_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x16reins/v1/sandbox.proto\x12\breins.v1\"O\n" +
+	"\x16reins/v1/sandbox.proto\x12\breins.v1\")\n" +
+	"\x11BuildImageRequest\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\"z\n" +
+	"\x12BuildImageResponse\x120\n" +
+	"\bprogress\x18\x01 \x01(\v2\x12.reins.v1.ProgressH\x00R\bprogress\x12+\n" +
+	"\x05image\x18\x02 \x01(\v2\x13.reins.v1.ImageInfoH\x00R\x05imageB\x05\n" +
+	"\x03msg\"\x84\x01\n" +
+	"\tImageInfo\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\tR\x03ref\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12\x16\n" +
+	"\x06cached\x18\x04 \x01(\bR\x06cached\x12\x16\n" +
+	"\x06screen\x18\x05 \x01(\tR\x06screen\"O\n" +
 	"\x0eViewURLRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06public\x18\x02 \x01(\bR\x06public\x12\x15\n" +
@@ -4315,7 +4530,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x13PROGRESS_PHASE_PULL\x10\x01\x12\x19\n" +
 	"\x15PROGRESS_PHASE_UNPACK\x10\x02\x12\x18\n" +
 	"\x14PROGRESS_PHASE_BUILD\x10\x03\x12\x17\n" +
-	"\x13PROGRESS_PHASE_BOOT\x10\x042\xfe\f\n" +
+	"\x13PROGRESS_PHASE_BOOT\x10\x042\xc9\r\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
@@ -4338,7 +4553,9 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x0eDeleteTemplate\x12\x1f.reins.v1.DeleteTemplateRequest\x1a .reins.v1.DeleteTemplateResponse\x12K\n" +
 	"\x06Events\x12\x1e.reins.v1.SandboxEventsRequest\x1a\x1f.reins.v1.SandboxLifecycleEvent0\x01\x12>\n" +
 	"\aViewURL\x12\x18.reins.v1.ViewURLRequest\x1a\x19.reins.v1.ViewURLResponse\x12A\n" +
-	"\bTakeOver\x12\x19.reins.v1.TakeOverRequest\x1a\x1a.reins.v1.TakeOverResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"\bTakeOver\x12\x19.reins.v1.TakeOverRequest\x1a\x1a.reins.v1.TakeOverResponse\x12I\n" +
+	"\n" +
+	"BuildImage\x12\x1b.reins.v1.BuildImageRequest\x1a\x1c.reins.v1.BuildImageResponse0\x01B0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_sandbox_proto_rawDescOnce sync.Once
@@ -4353,165 +4570,172 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_reins_v1_sandbox_proto_goTypes = []any{
 	(ExpireAction)(0),               // 0: reins.v1.ExpireAction
 	(NetworkMode)(0),                // 1: reins.v1.NetworkMode
 	(SandboxState)(0),               // 2: reins.v1.SandboxState
 	(SandboxReason)(0),              // 3: reins.v1.SandboxReason
 	(ProgressPhase)(0),              // 4: reins.v1.ProgressPhase
-	(*ViewURLRequest)(nil),          // 5: reins.v1.ViewURLRequest
-	(*ViewURLResponse)(nil),         // 6: reins.v1.ViewURLResponse
-	(*TakeOverRequest)(nil),         // 7: reins.v1.TakeOverRequest
-	(*TakeOverResponse)(nil),        // 8: reins.v1.TakeOverResponse
-	(*PortURLRequest)(nil),          // 9: reins.v1.PortURLRequest
-	(*PortURLResponse)(nil),         // 10: reins.v1.PortURLResponse
-	(*SandboxSpec)(nil),             // 11: reins.v1.SandboxSpec
-	(*ModelGateway)(nil),            // 12: reins.v1.ModelGateway
-	(*Network)(nil),                 // 13: reins.v1.Network
-	(*SecretBinding)(nil),           // 14: reins.v1.SecretBinding
-	(*Sandbox)(nil),                 // 15: reins.v1.Sandbox
-	(*Progress)(nil),                // 16: reins.v1.Progress
-	(*CreateSandboxRequest)(nil),    // 17: reins.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),   // 18: reins.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),       // 19: reins.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),      // 20: reins.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),    // 21: reins.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),   // 22: reins.v1.ListSandboxesResponse
-	(*DeleteSandboxRequest)(nil),    // 23: reins.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),   // 24: reins.v1.DeleteSandboxResponse
-	(*ExtendSandboxRequest)(nil),    // 25: reins.v1.ExtendSandboxRequest
-	(*ExtendSandboxResponse)(nil),   // 26: reins.v1.ExtendSandboxResponse
-	(*VersionRequest)(nil),          // 27: reins.v1.VersionRequest
-	(*VersionResponse)(nil),         // 28: reins.v1.VersionResponse
-	(*UpdateNetworkRequest)(nil),    // 29: reins.v1.UpdateNetworkRequest
-	(*StringList)(nil),              // 30: reins.v1.StringList
-	(*SecretBindings)(nil),          // 31: reins.v1.SecretBindings
-	(*UpdateNetworkResponse)(nil),   // 32: reins.v1.UpdateNetworkResponse
-	(*EgressLogRequest)(nil),        // 33: reins.v1.EgressLogRequest
-	(*EgressLogEntry)(nil),          // 34: reins.v1.EgressLogEntry
-	(*Backend)(nil),                 // 35: reins.v1.Backend
-	(*SuspendSandboxRequest)(nil),   // 36: reins.v1.SuspendSandboxRequest
-	(*SuspendSandboxResponse)(nil),  // 37: reins.v1.SuspendSandboxResponse
-	(*ResumeSandboxRequest)(nil),    // 38: reins.v1.ResumeSandboxRequest
-	(*ResumeSandboxResponse)(nil),   // 39: reins.v1.ResumeSandboxResponse
-	(*PauseSandboxRequest)(nil),     // 40: reins.v1.PauseSandboxRequest
-	(*PauseSandboxResponse)(nil),    // 41: reins.v1.PauseSandboxResponse
-	(*SnapshotSandboxRequest)(nil),  // 42: reins.v1.SnapshotSandboxRequest
-	(*SnapshotSandboxResponse)(nil), // 43: reins.v1.SnapshotSandboxResponse
-	(*ForkSandboxRequest)(nil),      // 44: reins.v1.ForkSandboxRequest
-	(*ForkSandboxResponse)(nil),     // 45: reins.v1.ForkSandboxResponse
-	(*Snapshot)(nil),                // 46: reins.v1.Snapshot
-	(*ListSnapshotsRequest)(nil),    // 47: reins.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),   // 48: reins.v1.ListSnapshotsResponse
-	(*DeleteSnapshotRequest)(nil),   // 49: reins.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),  // 50: reins.v1.DeleteSnapshotResponse
-	(*TemplateStep)(nil),            // 51: reins.v1.TemplateStep
-	(*TemplateCopy)(nil),            // 52: reins.v1.TemplateCopy
-	(*BuildTemplateRequest)(nil),    // 53: reins.v1.BuildTemplateRequest
-	(*BuildTemplateResponse)(nil),   // 54: reins.v1.BuildTemplateResponse
-	(*TemplateProgress)(nil),        // 55: reins.v1.TemplateProgress
-	(*Template)(nil),                // 56: reins.v1.Template
-	(*ListTemplatesRequest)(nil),    // 57: reins.v1.ListTemplatesRequest
-	(*ListTemplatesResponse)(nil),   // 58: reins.v1.ListTemplatesResponse
-	(*DeleteTemplateRequest)(nil),   // 59: reins.v1.DeleteTemplateRequest
-	(*DeleteTemplateResponse)(nil),  // 60: reins.v1.DeleteTemplateResponse
-	(*SandboxEventsRequest)(nil),    // 61: reins.v1.SandboxEventsRequest
-	(*SandboxLifecycleEvent)(nil),   // 62: reins.v1.SandboxLifecycleEvent
-	nil,                             // 63: reins.v1.SandboxSpec.LabelsEntry
-	nil,                             // 64: reins.v1.ListSandboxesRequest.LabelsEntry
+	(*BuildImageRequest)(nil),       // 5: reins.v1.BuildImageRequest
+	(*BuildImageResponse)(nil),      // 6: reins.v1.BuildImageResponse
+	(*ImageInfo)(nil),               // 7: reins.v1.ImageInfo
+	(*ViewURLRequest)(nil),          // 8: reins.v1.ViewURLRequest
+	(*ViewURLResponse)(nil),         // 9: reins.v1.ViewURLResponse
+	(*TakeOverRequest)(nil),         // 10: reins.v1.TakeOverRequest
+	(*TakeOverResponse)(nil),        // 11: reins.v1.TakeOverResponse
+	(*PortURLRequest)(nil),          // 12: reins.v1.PortURLRequest
+	(*PortURLResponse)(nil),         // 13: reins.v1.PortURLResponse
+	(*SandboxSpec)(nil),             // 14: reins.v1.SandboxSpec
+	(*ModelGateway)(nil),            // 15: reins.v1.ModelGateway
+	(*Network)(nil),                 // 16: reins.v1.Network
+	(*SecretBinding)(nil),           // 17: reins.v1.SecretBinding
+	(*Sandbox)(nil),                 // 18: reins.v1.Sandbox
+	(*Progress)(nil),                // 19: reins.v1.Progress
+	(*CreateSandboxRequest)(nil),    // 20: reins.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),   // 21: reins.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),       // 22: reins.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),      // 23: reins.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),    // 24: reins.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),   // 25: reins.v1.ListSandboxesResponse
+	(*DeleteSandboxRequest)(nil),    // 26: reins.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),   // 27: reins.v1.DeleteSandboxResponse
+	(*ExtendSandboxRequest)(nil),    // 28: reins.v1.ExtendSandboxRequest
+	(*ExtendSandboxResponse)(nil),   // 29: reins.v1.ExtendSandboxResponse
+	(*VersionRequest)(nil),          // 30: reins.v1.VersionRequest
+	(*VersionResponse)(nil),         // 31: reins.v1.VersionResponse
+	(*UpdateNetworkRequest)(nil),    // 32: reins.v1.UpdateNetworkRequest
+	(*StringList)(nil),              // 33: reins.v1.StringList
+	(*SecretBindings)(nil),          // 34: reins.v1.SecretBindings
+	(*UpdateNetworkResponse)(nil),   // 35: reins.v1.UpdateNetworkResponse
+	(*EgressLogRequest)(nil),        // 36: reins.v1.EgressLogRequest
+	(*EgressLogEntry)(nil),          // 37: reins.v1.EgressLogEntry
+	(*Backend)(nil),                 // 38: reins.v1.Backend
+	(*SuspendSandboxRequest)(nil),   // 39: reins.v1.SuspendSandboxRequest
+	(*SuspendSandboxResponse)(nil),  // 40: reins.v1.SuspendSandboxResponse
+	(*ResumeSandboxRequest)(nil),    // 41: reins.v1.ResumeSandboxRequest
+	(*ResumeSandboxResponse)(nil),   // 42: reins.v1.ResumeSandboxResponse
+	(*PauseSandboxRequest)(nil),     // 43: reins.v1.PauseSandboxRequest
+	(*PauseSandboxResponse)(nil),    // 44: reins.v1.PauseSandboxResponse
+	(*SnapshotSandboxRequest)(nil),  // 45: reins.v1.SnapshotSandboxRequest
+	(*SnapshotSandboxResponse)(nil), // 46: reins.v1.SnapshotSandboxResponse
+	(*ForkSandboxRequest)(nil),      // 47: reins.v1.ForkSandboxRequest
+	(*ForkSandboxResponse)(nil),     // 48: reins.v1.ForkSandboxResponse
+	(*Snapshot)(nil),                // 49: reins.v1.Snapshot
+	(*ListSnapshotsRequest)(nil),    // 50: reins.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),   // 51: reins.v1.ListSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),   // 52: reins.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),  // 53: reins.v1.DeleteSnapshotResponse
+	(*TemplateStep)(nil),            // 54: reins.v1.TemplateStep
+	(*TemplateCopy)(nil),            // 55: reins.v1.TemplateCopy
+	(*BuildTemplateRequest)(nil),    // 56: reins.v1.BuildTemplateRequest
+	(*BuildTemplateResponse)(nil),   // 57: reins.v1.BuildTemplateResponse
+	(*TemplateProgress)(nil),        // 58: reins.v1.TemplateProgress
+	(*Template)(nil),                // 59: reins.v1.Template
+	(*ListTemplatesRequest)(nil),    // 60: reins.v1.ListTemplatesRequest
+	(*ListTemplatesResponse)(nil),   // 61: reins.v1.ListTemplatesResponse
+	(*DeleteTemplateRequest)(nil),   // 62: reins.v1.DeleteTemplateRequest
+	(*DeleteTemplateResponse)(nil),  // 63: reins.v1.DeleteTemplateResponse
+	(*SandboxEventsRequest)(nil),    // 64: reins.v1.SandboxEventsRequest
+	(*SandboxLifecycleEvent)(nil),   // 65: reins.v1.SandboxLifecycleEvent
+	nil,                             // 66: reins.v1.SandboxSpec.LabelsEntry
+	nil,                             // 67: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
-	63, // 0: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
-	13, // 1: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
-	12, // 2: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
-	0,  // 3: reins.v1.SandboxSpec.on_expire:type_name -> reins.v1.ExpireAction
-	1,  // 4: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
-	14, // 5: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
-	11, // 6: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
-	2,  // 7: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
-	3,  // 8: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
-	3,  // 9: reins.v1.Sandbox.suspended_reason:type_name -> reins.v1.SandboxReason
-	4,  // 10: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
-	11, // 11: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
-	16, // 12: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
-	15, // 13: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	15, // 14: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	64, // 15: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
-	15, // 16: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
-	15, // 17: reins.v1.ExtendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	35, // 18: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
-	1,  // 19: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
-	30, // 20: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
-	30, // 21: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
-	30, // 22: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
-	31, // 23: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
-	14, // 24: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
-	15, // 25: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
-	15, // 26: reins.v1.SuspendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	46, // 27: reins.v1.SuspendSandboxResponse.workspace:type_name -> reins.v1.Snapshot
-	15, // 28: reins.v1.ResumeSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	15, // 29: reins.v1.PauseSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	46, // 30: reins.v1.SnapshotSandboxResponse.snapshot:type_name -> reins.v1.Snapshot
-	15, // 31: reins.v1.ForkSandboxResponse.sandboxes:type_name -> reins.v1.Sandbox
-	46, // 32: reins.v1.ListSnapshotsResponse.snapshots:type_name -> reins.v1.Snapshot
-	52, // 33: reins.v1.TemplateStep.copy:type_name -> reins.v1.TemplateCopy
-	51, // 34: reins.v1.BuildTemplateRequest.steps:type_name -> reins.v1.TemplateStep
-	55, // 35: reins.v1.BuildTemplateResponse.progress:type_name -> reins.v1.TemplateProgress
-	56, // 36: reins.v1.BuildTemplateResponse.template:type_name -> reins.v1.Template
-	16, // 37: reins.v1.TemplateProgress.progress:type_name -> reins.v1.Progress
-	51, // 38: reins.v1.Template.steps:type_name -> reins.v1.TemplateStep
-	56, // 39: reins.v1.ListTemplatesResponse.templates:type_name -> reins.v1.Template
-	3,  // 40: reins.v1.SandboxLifecycleEvent.reason:type_name -> reins.v1.SandboxReason
-	17, // 41: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
-	19, // 42: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
-	21, // 43: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
-	23, // 44: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
-	27, // 45: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
-	29, // 46: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
-	33, // 47: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
-	9,  // 48: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
-	25, // 49: reins.v1.SandboxService.Extend:input_type -> reins.v1.ExtendSandboxRequest
-	36, // 50: reins.v1.SandboxService.Suspend:input_type -> reins.v1.SuspendSandboxRequest
-	38, // 51: reins.v1.SandboxService.Resume:input_type -> reins.v1.ResumeSandboxRequest
-	40, // 52: reins.v1.SandboxService.Pause:input_type -> reins.v1.PauseSandboxRequest
-	42, // 53: reins.v1.SandboxService.Snapshot:input_type -> reins.v1.SnapshotSandboxRequest
-	44, // 54: reins.v1.SandboxService.Fork:input_type -> reins.v1.ForkSandboxRequest
-	47, // 55: reins.v1.SandboxService.ListSnapshots:input_type -> reins.v1.ListSnapshotsRequest
-	49, // 56: reins.v1.SandboxService.DeleteSnapshot:input_type -> reins.v1.DeleteSnapshotRequest
-	53, // 57: reins.v1.SandboxService.BuildTemplate:input_type -> reins.v1.BuildTemplateRequest
-	57, // 58: reins.v1.SandboxService.ListTemplates:input_type -> reins.v1.ListTemplatesRequest
-	59, // 59: reins.v1.SandboxService.DeleteTemplate:input_type -> reins.v1.DeleteTemplateRequest
-	61, // 60: reins.v1.SandboxService.Events:input_type -> reins.v1.SandboxEventsRequest
-	5,  // 61: reins.v1.SandboxService.ViewURL:input_type -> reins.v1.ViewURLRequest
-	7,  // 62: reins.v1.SandboxService.TakeOver:input_type -> reins.v1.TakeOverRequest
-	18, // 63: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	20, // 64: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	22, // 65: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	24, // 66: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	28, // 67: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	32, // 68: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
-	34, // 69: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
-	10, // 70: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
-	26, // 71: reins.v1.SandboxService.Extend:output_type -> reins.v1.ExtendSandboxResponse
-	37, // 72: reins.v1.SandboxService.Suspend:output_type -> reins.v1.SuspendSandboxResponse
-	39, // 73: reins.v1.SandboxService.Resume:output_type -> reins.v1.ResumeSandboxResponse
-	41, // 74: reins.v1.SandboxService.Pause:output_type -> reins.v1.PauseSandboxResponse
-	43, // 75: reins.v1.SandboxService.Snapshot:output_type -> reins.v1.SnapshotSandboxResponse
-	45, // 76: reins.v1.SandboxService.Fork:output_type -> reins.v1.ForkSandboxResponse
-	48, // 77: reins.v1.SandboxService.ListSnapshots:output_type -> reins.v1.ListSnapshotsResponse
-	50, // 78: reins.v1.SandboxService.DeleteSnapshot:output_type -> reins.v1.DeleteSnapshotResponse
-	54, // 79: reins.v1.SandboxService.BuildTemplate:output_type -> reins.v1.BuildTemplateResponse
-	58, // 80: reins.v1.SandboxService.ListTemplates:output_type -> reins.v1.ListTemplatesResponse
-	60, // 81: reins.v1.SandboxService.DeleteTemplate:output_type -> reins.v1.DeleteTemplateResponse
-	62, // 82: reins.v1.SandboxService.Events:output_type -> reins.v1.SandboxLifecycleEvent
-	6,  // 83: reins.v1.SandboxService.ViewURL:output_type -> reins.v1.ViewURLResponse
-	8,  // 84: reins.v1.SandboxService.TakeOver:output_type -> reins.v1.TakeOverResponse
-	63, // [63:85] is the sub-list for method output_type
-	41, // [41:63] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	19, // 0: reins.v1.BuildImageResponse.progress:type_name -> reins.v1.Progress
+	7,  // 1: reins.v1.BuildImageResponse.image:type_name -> reins.v1.ImageInfo
+	66, // 2: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	16, // 3: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
+	15, // 4: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
+	0,  // 5: reins.v1.SandboxSpec.on_expire:type_name -> reins.v1.ExpireAction
+	1,  // 6: reins.v1.Network.mode:type_name -> reins.v1.NetworkMode
+	17, // 7: reins.v1.Network.secrets:type_name -> reins.v1.SecretBinding
+	14, // 8: reins.v1.Sandbox.spec:type_name -> reins.v1.SandboxSpec
+	2,  // 9: reins.v1.Sandbox.state:type_name -> reins.v1.SandboxState
+	3,  // 10: reins.v1.Sandbox.reason:type_name -> reins.v1.SandboxReason
+	3,  // 11: reins.v1.Sandbox.suspended_reason:type_name -> reins.v1.SandboxReason
+	4,  // 12: reins.v1.Progress.phase:type_name -> reins.v1.ProgressPhase
+	14, // 13: reins.v1.CreateSandboxRequest.spec:type_name -> reins.v1.SandboxSpec
+	19, // 14: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
+	18, // 15: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	18, // 16: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	67, // 17: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	18, // 18: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
+	18, // 19: reins.v1.ExtendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	38, // 20: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
+	1,  // 21: reins.v1.UpdateNetworkRequest.mode:type_name -> reins.v1.NetworkMode
+	33, // 22: reins.v1.UpdateNetworkRequest.allow_hosts:type_name -> reins.v1.StringList
+	33, // 23: reins.v1.UpdateNetworkRequest.deny_hosts:type_name -> reins.v1.StringList
+	33, // 24: reins.v1.UpdateNetworkRequest.allow_cidrs:type_name -> reins.v1.StringList
+	34, // 25: reins.v1.UpdateNetworkRequest.secrets:type_name -> reins.v1.SecretBindings
+	17, // 26: reins.v1.SecretBindings.items:type_name -> reins.v1.SecretBinding
+	18, // 27: reins.v1.UpdateNetworkResponse.sandbox:type_name -> reins.v1.Sandbox
+	18, // 28: reins.v1.SuspendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	49, // 29: reins.v1.SuspendSandboxResponse.workspace:type_name -> reins.v1.Snapshot
+	18, // 30: reins.v1.ResumeSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	18, // 31: reins.v1.PauseSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
+	49, // 32: reins.v1.SnapshotSandboxResponse.snapshot:type_name -> reins.v1.Snapshot
+	18, // 33: reins.v1.ForkSandboxResponse.sandboxes:type_name -> reins.v1.Sandbox
+	49, // 34: reins.v1.ListSnapshotsResponse.snapshots:type_name -> reins.v1.Snapshot
+	55, // 35: reins.v1.TemplateStep.copy:type_name -> reins.v1.TemplateCopy
+	54, // 36: reins.v1.BuildTemplateRequest.steps:type_name -> reins.v1.TemplateStep
+	58, // 37: reins.v1.BuildTemplateResponse.progress:type_name -> reins.v1.TemplateProgress
+	59, // 38: reins.v1.BuildTemplateResponse.template:type_name -> reins.v1.Template
+	19, // 39: reins.v1.TemplateProgress.progress:type_name -> reins.v1.Progress
+	54, // 40: reins.v1.Template.steps:type_name -> reins.v1.TemplateStep
+	59, // 41: reins.v1.ListTemplatesResponse.templates:type_name -> reins.v1.Template
+	3,  // 42: reins.v1.SandboxLifecycleEvent.reason:type_name -> reins.v1.SandboxReason
+	20, // 43: reins.v1.SandboxService.Create:input_type -> reins.v1.CreateSandboxRequest
+	22, // 44: reins.v1.SandboxService.Get:input_type -> reins.v1.GetSandboxRequest
+	24, // 45: reins.v1.SandboxService.List:input_type -> reins.v1.ListSandboxesRequest
+	26, // 46: reins.v1.SandboxService.Delete:input_type -> reins.v1.DeleteSandboxRequest
+	30, // 47: reins.v1.SandboxService.Version:input_type -> reins.v1.VersionRequest
+	32, // 48: reins.v1.SandboxService.UpdateNetwork:input_type -> reins.v1.UpdateNetworkRequest
+	36, // 49: reins.v1.SandboxService.EgressLog:input_type -> reins.v1.EgressLogRequest
+	12, // 50: reins.v1.SandboxService.PortURL:input_type -> reins.v1.PortURLRequest
+	28, // 51: reins.v1.SandboxService.Extend:input_type -> reins.v1.ExtendSandboxRequest
+	39, // 52: reins.v1.SandboxService.Suspend:input_type -> reins.v1.SuspendSandboxRequest
+	41, // 53: reins.v1.SandboxService.Resume:input_type -> reins.v1.ResumeSandboxRequest
+	43, // 54: reins.v1.SandboxService.Pause:input_type -> reins.v1.PauseSandboxRequest
+	45, // 55: reins.v1.SandboxService.Snapshot:input_type -> reins.v1.SnapshotSandboxRequest
+	47, // 56: reins.v1.SandboxService.Fork:input_type -> reins.v1.ForkSandboxRequest
+	50, // 57: reins.v1.SandboxService.ListSnapshots:input_type -> reins.v1.ListSnapshotsRequest
+	52, // 58: reins.v1.SandboxService.DeleteSnapshot:input_type -> reins.v1.DeleteSnapshotRequest
+	56, // 59: reins.v1.SandboxService.BuildTemplate:input_type -> reins.v1.BuildTemplateRequest
+	60, // 60: reins.v1.SandboxService.ListTemplates:input_type -> reins.v1.ListTemplatesRequest
+	62, // 61: reins.v1.SandboxService.DeleteTemplate:input_type -> reins.v1.DeleteTemplateRequest
+	64, // 62: reins.v1.SandboxService.Events:input_type -> reins.v1.SandboxEventsRequest
+	8,  // 63: reins.v1.SandboxService.ViewURL:input_type -> reins.v1.ViewURLRequest
+	10, // 64: reins.v1.SandboxService.TakeOver:input_type -> reins.v1.TakeOverRequest
+	5,  // 65: reins.v1.SandboxService.BuildImage:input_type -> reins.v1.BuildImageRequest
+	21, // 66: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	23, // 67: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	25, // 68: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	27, // 69: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	31, // 70: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	35, // 71: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
+	37, // 72: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
+	13, // 73: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
+	29, // 74: reins.v1.SandboxService.Extend:output_type -> reins.v1.ExtendSandboxResponse
+	40, // 75: reins.v1.SandboxService.Suspend:output_type -> reins.v1.SuspendSandboxResponse
+	42, // 76: reins.v1.SandboxService.Resume:output_type -> reins.v1.ResumeSandboxResponse
+	44, // 77: reins.v1.SandboxService.Pause:output_type -> reins.v1.PauseSandboxResponse
+	46, // 78: reins.v1.SandboxService.Snapshot:output_type -> reins.v1.SnapshotSandboxResponse
+	48, // 79: reins.v1.SandboxService.Fork:output_type -> reins.v1.ForkSandboxResponse
+	51, // 80: reins.v1.SandboxService.ListSnapshots:output_type -> reins.v1.ListSnapshotsResponse
+	53, // 81: reins.v1.SandboxService.DeleteSnapshot:output_type -> reins.v1.DeleteSnapshotResponse
+	57, // 82: reins.v1.SandboxService.BuildTemplate:output_type -> reins.v1.BuildTemplateResponse
+	61, // 83: reins.v1.SandboxService.ListTemplates:output_type -> reins.v1.ListTemplatesResponse
+	63, // 84: reins.v1.SandboxService.DeleteTemplate:output_type -> reins.v1.DeleteTemplateResponse
+	65, // 85: reins.v1.SandboxService.Events:output_type -> reins.v1.SandboxLifecycleEvent
+	9,  // 86: reins.v1.SandboxService.ViewURL:output_type -> reins.v1.ViewURLResponse
+	11, // 87: reins.v1.SandboxService.TakeOver:output_type -> reins.v1.TakeOverResponse
+	6,  // 88: reins.v1.SandboxService.BuildImage:output_type -> reins.v1.BuildImageResponse
+	66, // [66:89] is the sub-list for method output_type
+	43, // [43:66] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_sandbox_proto_init() }
@@ -4519,16 +4743,20 @@ func file_reins_v1_sandbox_proto_init() {
 	if File_reins_v1_sandbox_proto != nil {
 		return
 	}
-	file_reins_v1_sandbox_proto_msgTypes[13].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[1].OneofWrappers = []any{
+		(*BuildImageResponse_Progress)(nil),
+		(*BuildImageResponse_Image)(nil),
+	}
+	file_reins_v1_sandbox_proto_msgTypes[16].OneofWrappers = []any{
 		(*CreateSandboxResponse_Progress)(nil),
 		(*CreateSandboxResponse_Sandbox)(nil),
 	}
-	file_reins_v1_sandbox_proto_msgTypes[46].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[49].OneofWrappers = []any{
 		(*TemplateStep_Run)(nil),
 		(*TemplateStep_Copy)(nil),
 		(*TemplateStep_Env)(nil),
 	}
-	file_reins_v1_sandbox_proto_msgTypes[49].OneofWrappers = []any{
+	file_reins_v1_sandbox_proto_msgTypes[52].OneofWrappers = []any{
 		(*BuildTemplateResponse_Progress)(nil),
 		(*BuildTemplateResponse_Template)(nil),
 	}
@@ -4538,7 +4766,7 @@ func file_reins_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   60,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

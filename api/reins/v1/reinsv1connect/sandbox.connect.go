@@ -93,6 +93,9 @@ const (
 	SandboxServiceViewURLProcedure = "/reins.v1.SandboxService/ViewURL"
 	// SandboxServiceTakeOverProcedure is the fully-qualified name of the SandboxService's TakeOver RPC.
 	SandboxServiceTakeOverProcedure = "/reins.v1.SandboxService/TakeOver"
+	// SandboxServiceBuildImageProcedure is the fully-qualified name of the SandboxService's BuildImage
+	// RPC.
+	SandboxServiceBuildImageProcedure = "/reins.v1.SandboxService/BuildImage"
 )
 
 // SandboxServiceClient is a client for the reins.v1.SandboxService service.
@@ -169,6 +172,11 @@ type SandboxServiceClient interface {
 	// sandbox wait (the run logs a takeover event) and go on when it is
 	// handed back; the person's own calls go through.
 	TakeOver(context.Context, *connect.Request[v1.TakeOverRequest]) (*connect.Response[v1.TakeOverResponse], error)
+	// BuildImage resolves an image as Create would (building a built-in
+	// one such as desktop, pulling another), streaming progress, so that a
+	// later Create starts at once. The image is checked as Create checks it:
+	// a tenant may not name the operator's sources.
+	BuildImage(context.Context, *connect.Request[v1.BuildImageRequest]) (*connect.ServerStreamForClient[v1.BuildImageResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the reins.v1.SandboxService service. By default,
@@ -314,6 +322,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("TakeOver")),
 			connect.WithClientOptions(opts...),
 		),
+		buildImage: connect.NewClient[v1.BuildImageRequest, v1.BuildImageResponse](
+			httpClient,
+			baseURL+SandboxServiceBuildImageProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -341,6 +355,7 @@ type sandboxServiceClient struct {
 	events         *connect.Client[v1.SandboxEventsRequest, v1.SandboxLifecycleEvent]
 	viewURL        *connect.Client[v1.ViewURLRequest, v1.ViewURLResponse]
 	takeOver       *connect.Client[v1.TakeOverRequest, v1.TakeOverResponse]
+	buildImage     *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
 }
 
 // Create calls reins.v1.SandboxService.Create.
@@ -453,6 +468,11 @@ func (c *sandboxServiceClient) TakeOver(ctx context.Context, req *connect.Reques
 	return c.takeOver.CallUnary(ctx, req)
 }
 
+// BuildImage calls reins.v1.SandboxService.BuildImage.
+func (c *sandboxServiceClient) BuildImage(ctx context.Context, req *connect.Request[v1.BuildImageRequest]) (*connect.ServerStreamForClient[v1.BuildImageResponse], error) {
+	return c.buildImage.CallServerStream(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the reins.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	// Create makes a sandbox and streams progress (image pull, unpack, boot);
@@ -527,6 +547,11 @@ type SandboxServiceHandler interface {
 	// sandbox wait (the run logs a takeover event) and go on when it is
 	// handed back; the person's own calls go through.
 	TakeOver(context.Context, *connect.Request[v1.TakeOverRequest]) (*connect.Response[v1.TakeOverResponse], error)
+	// BuildImage resolves an image as Create would (building a built-in
+	// one such as desktop, pulling another), streaming progress, so that a
+	// later Create starts at once. The image is checked as Create checks it:
+	// a tenant may not name the operator's sources.
+	BuildImage(context.Context, *connect.Request[v1.BuildImageRequest], *connect.ServerStream[v1.BuildImageResponse]) error
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -668,6 +693,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("TakeOver")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceBuildImageHandler := connect.NewServerStreamHandler(
+		SandboxServiceBuildImageProcedure,
+		svc.BuildImage,
+		connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateProcedure:
@@ -714,6 +745,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceViewURLHandler.ServeHTTP(w, r)
 		case SandboxServiceTakeOverProcedure:
 			sandboxServiceTakeOverHandler.ServeHTTP(w, r)
+		case SandboxServiceBuildImageProcedure:
+			sandboxServiceBuildImageHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -809,4 +842,8 @@ func (UnimplementedSandboxServiceHandler) ViewURL(context.Context, *connect.Requ
 
 func (UnimplementedSandboxServiceHandler) TakeOver(context.Context, *connect.Request[v1.TakeOverRequest]) (*connect.Response[v1.TakeOverResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.TakeOver is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) BuildImage(context.Context, *connect.Request[v1.BuildImageRequest], *connect.ServerStream[v1.BuildImageResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.BuildImage is not implemented"))
 }
