@@ -58,6 +58,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -102,6 +103,9 @@ type Config struct {
 	User       string   `json:"user,omitempty"`
 	Entrypoint []string `json:"entrypoint,omitempty"`
 	Cmd        []string `json:"cmd,omitempty"`
+	// Labels are the image's config labels (sandbox.DisplayLabel gives
+	// it a display).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Phases reported in Progress.
@@ -406,6 +410,7 @@ func imageConfig(c v1.Config) Config {
 		User:       c.User,
 		Entrypoint: slices.Clone(c.Entrypoint),
 		Cmd:        slices.Clone(c.Cmd),
+		Labels:     maps.Clone(c.Labels),
 	}
 	if cfg.WorkingDir == "" {
 		cfg.WorkingDir = DefaultWorkingDir

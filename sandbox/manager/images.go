@@ -19,5 +19,6 @@ func (i imageStore) Resolve(ctx context.Context, ref string, progress func(sandb
 	if err != nil {
 		return Image{}, err
 	}
-	return Image{Digest: img.Digest, Layers: img.Layers, Env: img.Config.Env, WorkingDir: img.Config.WorkingDir}, nil
+	return Image{Digest: img.Digest, Layers: img.Layers, Env: img.Config.Env, WorkingDir: img.Config.WorkingDir,
+		Screen: img.Config.Labels[sandbox.DisplayLabel]}, nil
 }

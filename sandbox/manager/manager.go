@@ -57,6 +57,9 @@ type Image struct {
 	Layers     []string // unpacked layer directories, lowest first
 	Env        []string
 	WorkingDir string
+	// Screen is the image's display size (its sandbox.DisplayLabel);
+	// "" when it has no display.
+	Screen string
 }
 
 // Images resolves image references, pulling them when needed.
