@@ -23,6 +23,8 @@ const (
 	EventSnapshot  = sandbox.EventSnapshot
 	EventForked    = sandbox.EventForked
 	EventStopped   = sandbox.EventStopped
+	EventTakeover  = sandbox.EventTakeover
+	EventHandback  = sandbox.EventHandback
 )
 
 // maxEventsPerSandbox bounds what is kept of one sandbox's events: the
@@ -46,6 +48,14 @@ type events struct {
 // back into the manager about b.
 func (m *Manager) emit(b *box, e LifecycleEvent) {
 	e.Sandbox, e.Tenant = b.rec.ID, b.rec.Tenant
+	m.publish(e)
+	if endsHold(e.Kind) {
+		m.release(e.Sandbox, nil, "handed back: the sandbox "+e.Kind)
+	}
+}
+
+// publish records e and tells the hook.
+func (m *Manager) publish(e LifecycleEvent) {
 	m.events.mu.Lock()
 	m.events.seq++
 	e.Seq, e.Time = m.events.seq, time.Now()

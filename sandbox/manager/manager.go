@@ -151,6 +151,8 @@ type Manager struct {
 	templates Templates
 
 	events       events
+	holdMu       sync.Mutex // guards holds (takeover.go)
+	holds        holds
 	collecting   sync.Mutex // one collection of saved workspaces at a time
 	snapMu       sync.Mutex // a named snapshot's check and write, as one
 	lastMaintain time.Time
@@ -908,6 +910,14 @@ func (m *Manager) lookup(tenant, id string) (*box, error) {
 // Get returns a sandbox's record, refreshed from its backend; tenant is
 // the caller's ("" for the admin).
 func (m *Manager) Get(ctx context.Context, tenant, id string) (sandbox.Info, error) {
+	info, err := m.get(ctx, tenant, id)
+	if err != nil {
+		return info, err
+	}
+	return m.heldBy(info), nil
+}
+
+func (m *Manager) get(ctx context.Context, tenant, id string) (sandbox.Info, error) {
 	b, err := m.lookup(tenant, id)
 	if err != nil {
 		return sandbox.Info{}, err
@@ -973,7 +983,7 @@ func (m *Manager) List(ctx context.Context, tenant string, labels map[string]str
 			}
 		}
 		if match {
-			out = append(out, r)
+			out = append(out, m.heldBy(r))
 		}
 	}
 	slices.SortFunc(out, func(a, b sandbox.Info) int { return a.CreatedAt.Compare(b.CreatedAt) })
