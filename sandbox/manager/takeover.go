@@ -29,8 +29,8 @@ func (h *holds) idleBound() time.Duration {
 type hold struct {
 	sandbox.Hold
 	id, tenant string
-	released chan struct{}
-	idle     *time.Timer
+	released   chan struct{}
+	idle       *time.Timer
 }
 
 // Hold gives sandbox id's screen to a person named by (the tenant's name
