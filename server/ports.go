@@ -340,22 +340,6 @@ func (s *Server) PortURL(ctx context.Context, req *connect.Request[reinsv1.PortU
 	return connect.NewResponse(resp), nil
 }
 
-// ViewURL returns a URL that shows a desktop sandbox's screen live (view.go).
-func (s *Server) ViewURL(ctx context.Context, req *connect.Request[reinsv1.ViewURLRequest]) (*connect.Response[reinsv1.ViewURLResponse], error) {
-	if _, err := s.m.Get(ctx, tenant(ctx), req.Msg.Id); err != nil {
-		return nil, err
-	}
-	return nil, errdefs.WithMessage(errdefs.ErrUnimplemented, "the live view is not built yet")
-}
-
-// TakeOver holds a sandbox's screen for a person, or hands it back.
-func (s *Server) TakeOver(ctx context.Context, req *connect.Request[reinsv1.TakeOverRequest]) (*connect.Response[reinsv1.TakeOverResponse], error) {
-	if _, err := s.m.Get(ctx, tenant(ctx), req.Msg.Id); err != nil {
-		return nil, err
-	}
-	return nil, errdefs.WithMessage(errdefs.ErrUnimplemented, "take-over is not built yet")
-}
-
 // BuildImage resolves (builds, pulls) an image ahead of a Create.
 func (s *Server) BuildImage(ctx context.Context, req *connect.Request[reinsv1.BuildImageRequest], stream *connect.ServerStream[reinsv1.BuildImageResponse]) error {
 	if err := CheckImage(tenant(ctx), req.Msg.Image); err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -62,6 +63,14 @@ type Server struct {
 	ports     *Ports
 	portProxy *httputil.ReverseProxy
 	portSlots portSlots
+	// holds, when set, serves TakeOver and the view's take-over
+	// (view.go); viewSlots bounds the view streams per sandbox.
+	holds          Holds
+	viewSlots      viewSlots
+	viewFramesSent atomic.Int64
+	// viewInterval and viewWriteTimeout, when set, replace
+	// ViewFrameInterval and viewWriteTimeout (tests).
+	viewInterval, viewWriteTimeout time.Duration
 }
 
 // WithVersion names the service's build in Version's answer.
@@ -120,6 +129,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	api := s.auth(mux)
+	// The live view authenticates itself: its page loads without a token
+	// (a link's secret or the URL fragment's token is then turned into a
+	// cookie).
+	api = s.withView(api)
 	if s.ports == nil {
 		return api
 	}

@@ -137,7 +137,7 @@ func newEnvSeeds(t *testing.T, defaults store.Quota, seeds []seed) *env {
 	srv := httptest.NewUnstartedServer(server.New(server.Over(m), adminToken, nil).WithTenants(tenants).
 		WithTemplates(&template.Builder{Store: templates}).
 		WithRuns(&server.Runs{Engine: eng, Store: st, DefaultModel: "script:hi"}).
-		WithNetworks(nets).WithExpiries(m).WithPausers(m).WithSuspender(m).WithSnapshots(m).WithEgressLogs(eg).
+		WithNetworks(nets).WithExpiries(m).WithPausers(m).WithSuspender(m).WithSnapshots(m).WithEgressLogs(eg).WithHolds(m).
 		WithPorts(&server.Ports{Domain: "localhost", Key: make([]byte, 32)}).Handler())
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)

@@ -519,10 +519,13 @@ func (x *ImageInfo) GetScreen() string {
 }
 
 type ViewURLRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Public        bool                   `protobuf:"varint,2,opt,name=public,proto3" json:"public,omitempty"`            // a signed link anyone may open until it expires
-	TtlMs         int64                  `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"` // public only; 0: one hour
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Public bool                   `protobuf:"varint,2,opt,name=public,proto3" json:"public,omitempty"`            // a signed link anyone may open until it expires
+	TtlMs  int64                  `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"` // public only; 0: one hour
+	// takeover lets a public link take the screen over and send input;
+	// without it a public link only watches. (The owner's token always may.)
+	Takeover      bool `protobuf:"varint,4,opt,name=takeover,proto3" json:"takeover,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -576,6 +579,13 @@ func (x *ViewURLRequest) GetTtlMs() int64 {
 		return x.TtlMs
 	}
 	return 0
+}
+
+func (x *ViewURLRequest) GetTakeover() bool {
+	if x != nil {
+		return x.Takeover
+	}
+	return false
 }
 
 type ViewURLResponse struct {
@@ -4122,7 +4132,7 @@ type SandboxLifecycleEvent struct {
 	Seq           int64                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	Sandbox       string                 `protobuf:"bytes,2,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	TimeUnixNano  int64                  `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
-	Kind          string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`                                  // created, expiring, suspended, resumed, paused, forked, snapshot, stopped
+	Kind          string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`                                  // created, expiring, suspended, resumed, paused, forked, snapshot, stopped, takeover, handback
 	Reason        SandboxReason          `protobuf:"varint,5,opt,name=reason,proto3,enum=reins.v1.SandboxReason" json:"reason,omitempty"` // ttl_expired, idle_timeout, ...
 	Message       string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`                            // in words
 	AtUnixNano    int64                  `protobuf:"varint,7,opt,name=at_unix_nano,json=atUnixNano,proto3" json:"at_unix_nano,omitempty"` // for expiring: when it will expire
@@ -4234,11 +4244,12 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12\x16\n" +
 	"\x06cached\x18\x04 \x01(\bR\x06cached\x12\x16\n" +
-	"\x06screen\x18\x05 \x01(\tR\x06screen\"O\n" +
+	"\x06screen\x18\x05 \x01(\tR\x06screen\"k\n" +
 	"\x0eViewURLRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06public\x18\x02 \x01(\bR\x06public\x12\x15\n" +
-	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\"O\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x1a\n" +
+	"\btakeover\x18\x04 \x01(\bR\btakeover\"O\n" +
 	"\x0fViewURLResponse\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
 	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\"N\n" +
