@@ -403,6 +403,7 @@ func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 		State:           wire.SandboxState(r.State),
 		Reason:          wire.SandboxReason(r.Reason),
 		Message:         r.Message,
+		HeldBy:          r.HeldBy,
 		ImageDigest:     r.ImageDigest,
 		CreatedUnixNano: nano(r.CreatedAt),
 		StoppedUnixNano: nano(r.StoppedAt),

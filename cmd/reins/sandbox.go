@@ -34,6 +34,7 @@ func sandboxCmd() *cobra.Command {
 		Short:   "Create, use and remove sandboxes",
 	}
 	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), portCmd(), rmCmd(),
+		viewCmd(), takeoverCmd(), handbackCmd(),
 		networkCmd(), egressCmd(), extendCmd(), suspendCmd(), resumeCmd(), pauseCmd(), snapshotSandboxCmd(), forkCmd(), eventsCmd())
 	return group(c)
 }
