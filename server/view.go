@@ -484,7 +484,9 @@ func (s *Server) viewInput(w http.ResponseWriter, r *http.Request, id string, ac
 // of answer (a bigger one is an error, never read whole).
 func computer(ctx context.Context, ex Executor, req *executorv1.ComputerRequest) (*executorv1.ComputerResponse, error) {
 	c := executorv1connect.NewExecutorClient(&http.Client{Transport: ex.Transport(executorv1connect.ExecutorComputerProcedure)},
-		executorURL.String(), connect.WithReadMaxBytes(MaxFrameBytes+64<<10))
+		executorURL.String(), connect.WithReadMaxBytes(MaxFrameBytes+64<<10),
+		// PNGs are compressed already: no gzip of them in the sandbox.
+		connect.WithAcceptCompression("gzip", nil, nil))
 	creq := connect.NewRequest(req)
 	creq.Header().Set("Authorization", "Bearer "+ex.Token())
 	resp, err := c.Computer(ctx, creq)
@@ -747,4 +749,11 @@ func (s *Server) withView(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// open is how many streams sandbox id has open.
+func (v *viewSlots) open(id string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.n[id]
 }
