@@ -577,7 +577,7 @@ func (s *Server) viewFrames(w http.ResponseWriter, r *http.Request, id string, a
 			if !started {
 				viewHeaders(w)
 				w.Header().Set("Content-Type", "multipart/x-mixed-replace; boundary="+frameBoundary)
-				io.WriteString(w, "--"+frameBoundary+"\r\n")
+				io.WriteString(w, "--"+frameBoundary+"\r\n"+framePartHeader)
 				started = true
 			}
 			last = sum
@@ -605,15 +605,18 @@ func cmpDur(a, b time.Duration) time.Duration {
 	return b
 }
 
-// writeFrame writes one part and the boundary that ends it, so that a
-// browser shows it at once instead of waiting for the next.
+// framePartHeader begins a part. Each frame is written with the next
+// part's header after it: Chromium shows a part of a multipart image only
+// once the next part's header has come, so it is sent at once rather than
+// with the next frame. (Parts end at the boundary; no Content-Length.)
+const framePartHeader = "Content-Type: image/png\r\nX-Content-Type-Options: nosniff\r\n\r\n"
+
+// writeFrame writes one frame, the boundary that ends it and the next
+// part's header.
 func writeFrame(w io.Writer, png []byte) error {
-	_, err := fmt.Fprintf(w, "Content-Type: image/png\r\nX-Content-Type-Options: nosniff\r\nContent-Length: %d\r\n\r\n", len(png))
+	_, err := w.Write(png)
 	if err == nil {
-		_, err = w.Write(png)
-	}
-	if err == nil {
-		_, err = io.WriteString(w, "\r\n--"+frameBoundary+"\r\n")
+		_, err = io.WriteString(w, "\r\n--"+frameBoundary+"\r\n"+framePartHeader)
 	}
 	return err
 }
