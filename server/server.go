@@ -305,6 +305,7 @@ func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
 		Gateway:       gatewayFromProto(p.Gateway),
 		OnExpire:      onExpire,
 		ExpiryWarning: time.Duration(p.ExpiryWarningMs) * time.Millisecond,
+		Screen:        p.Screen,
 	}, nil
 }
 
@@ -396,14 +397,16 @@ func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 			Gateway:         gatewayToProto(r.Spec.Gateway),
 			OnExpire:        expireToProto(r.Spec.OnExpire),
 			ExpiryWarningMs: r.Spec.ExpiryWarning.Milliseconds(),
+			Screen:          r.Spec.Screen,
 		},
+		Screen:          r.Screen,
+		HeldBy:          r.HeldBy,
 		Origin:          r.Origin,
 		Workspace:       r.Workspace,
 		SuspendedReason: wire.SandboxReason(r.SuspendedReason),
 		State:           wire.SandboxState(r.State),
 		Reason:          wire.SandboxReason(r.Reason),
 		Message:         r.Message,
-		HeldBy:          r.HeldBy,
 		ImageDigest:     r.ImageDigest,
 		CreatedUnixNano: nano(r.CreatedAt),
 		StoppedUnixNano: nano(r.StoppedAt),
