@@ -473,6 +473,7 @@ func (s *Server) viewInput(w http.ResponseWriter, r *http.Request, id string, ac
 		return
 	}
 	resp, err := computer(r.Context(), ex, req)
+	s.viewSlots.poke(id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -518,10 +519,37 @@ func checkFrame(png []byte) error {
 	return nil
 }
 
-// viewSlots counts the streams open per sandbox.
+// viewSlots counts the streams open per sandbox, and wakes them when
+// input arrives (poke), so that its effect is shown without waiting out
+// the interval.
 type viewSlots struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu    sync.Mutex
+	n     map[string]int
+	pokes map[string]chan struct{}
+}
+
+// poked is a channel closed at the next input on sandbox id.
+func (v *viewSlots) poked(id string) <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.pokes == nil {
+		v.pokes = map[string]chan struct{}{}
+	}
+	c := v.pokes[id]
+	if c == nil {
+		c = make(chan struct{})
+		v.pokes[id] = c
+	}
+	return c
+}
+
+func (v *viewSlots) poke(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if c := v.pokes[id]; c != nil {
+		close(c)
+		delete(v.pokes, id)
+	}
 }
 
 func (v *viewSlots) take(id string) (release func(), ok bool) {
@@ -539,6 +567,7 @@ func (v *viewSlots) take(id string) (release func(), ok bool) {
 		defer v.mu.Unlock()
 		if v.n[id]--; v.n[id] == 0 {
 			delete(v.n, id)
+			delete(v.pokes, id)
 		}
 	}, true
 }
@@ -594,9 +623,18 @@ func (s *Server) viewFrames(w http.ResponseWriter, r *http.Request, id string, a
 		case <-ctx.Done():
 			return
 		case <-time.After(interval - time.Since(t0)):
+		case <-s.viewSlots.poked(id):
+			// Input: look again soon, though not more than minFrameGap
+			// after the last look (a flood of input is not a flood of
+			// screenshots).
+			time.Sleep(minFrameGap - time.Since(t0))
 		}
 	}
 }
+
+// minFrameGap is the shortest time between two screenshots of a stream
+// woken by input.
+const minFrameGap = 30 * time.Millisecond
 
 func cmpDur(a, b time.Duration) time.Duration {
 	if a > 0 {
