@@ -160,8 +160,9 @@ func TestHostileViewSlowViewer(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	shots, sent := e.exec.shots.Load(), e.srv.viewFramesSent.Load()
-	// The socket buffers hold a few frames; the rest were never taken.
-	if shots > sent+2 || sent > 64 {
+	// The socket buffers hold a few frames; the rest were never taken
+	// (some screenshots repeat the screen and are not sent).
+	if shots > 2*sent+5 || sent > 64 {
 		t.Errorf("%d screenshots and %d frames sent to a viewer that read none", shots, sent)
 	}
 	time.Sleep(200 * time.Millisecond)
