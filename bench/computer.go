@@ -5,17 +5,10 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	exclient "github.com/reinsdev/reins/executor/client"
-	rimage "github.com/reinsdev/reins/image"
-	"github.com/reinsdev/reins/sandbox"
-	"github.com/reinsdev/reins/sandbox/manager"
 )
 
 // computer: in a desktop sandbox on gVisor (1280x800), the executor's
@@ -27,33 +20,12 @@ import (
 // built static here and copied in: it flips its colour on a button press.
 func (b *bench) computer(rounds int) error {
 	ctx := b.ctx
-	images, err := rimage.NewStore(*workloadImages)
+	box, done, err := b.desktop("desk")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "  resolving the desktop image (built once into", *workloadImages+")")
-	if _, err := images.Resolve(ctx, "desktop", nil); err != nil {
-		return err
-	}
-	m, err := manager.New(manager.Config{
-		Dir: filepath.Join(b.dir, "desk"), ExecutorPath: b.executor,
-		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
-		Images: manager.ImageStore(images), CheckInterval: time.Hour,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	rec, err := m.Create(ctx, "", sandbox.Spec{Image: "desktop", Limits: sandbox.Limits{MemoryBytes: 2 << 30}}, nil)
-	if err != nil {
-		return err
-	}
-	defer m.Delete(ctx, "", rec.ID)
-	ex, err := m.Client(ctx, "", rec.ID)
-	if err != nil {
-		return err
-	}
+	defer done()
+	ex := box.ex
 	hello, err := ex.Hello(ctx)
 	if err != nil {
 		return err
@@ -117,20 +89,7 @@ func (b *bench) screenshots(ex *exclient.Client, rounds int) error {
 
 func (b *bench) clicks(ex *exclient.Client, rounds int) error {
 	ctx := b.ctx
-	bin := filepath.Join(b.dir, "flipper")
-	build := exec.Command("go", "build", "-o", bin, "./bench/flipper")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building bench/flipper: %v: %s", err, out)
-	}
-	prog, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	if err := ex.WriteFile(ctx, "/tmp/flipper", prog, 0o755); err != nil {
-		return err
-	}
-	if _, err := ex.Start(ctx, &executorv1.ExecRequest{Argv: []string{"sh", "-c", "/tmp/flipper > /tmp/flipper.log 2>&1"}, Background: true}); err != nil {
+	if err := b.startFlipper(ex); err != nil {
 		return err
 	}
 	flips := 0

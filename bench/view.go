@@ -27,55 +27,33 @@ import (
 
 // view: the live view's frame stream (GET /view/ID/frames through the
 // service) of a desktop sandbox on gVisor at 1280x800 whose screen keeps
-// changing (bench/flipper flipping its colour on clicks that xdotool sends
-// from inside the sandbox every 20 ms), beside the executor's screenshots
-// taken back to back with nothing between them, for the same time: frames
-// a second and bytes a frame. Then input through the view (a click POSTed
-// while the screen is held) until the stream shows its effect, beside the
-// executor's own click with screenshots after it.
+// changing (an xterm printing the time without pause), beside the
+// executor's screenshots taken back to back with nothing between them, for
+// the same time: frames a second and bytes a frame. Then input through the
+// view (a click POSTed while the screen is held) until the stream shows
+// its effect, beside the executor's own click with screenshots after it,
+// on bench/flipper (a window that flips its colour on each click).
 func (b *bench) view(secs int, rounds int) error {
 	ctx := b.ctx
-	images, err := rimage.NewStore(*workloadImages)
+	box, done, err := b.desktop("view")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "  resolving the desktop image (built once into", *workloadImages+")")
-	if _, err := images.Resolve(ctx, "desktop", nil); err != nil {
-		return err
-	}
-	m, err := manager.New(manager.Config{
-		Dir: filepath.Join(b.dir, "view"), ExecutorPath: b.executor,
-		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
-		Images: manager.ImageStore(images), CheckInterval: time.Hour,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	rec, err := m.Create(ctx, "", sandbox.Spec{Image: "desktop", Limits: sandbox.Limits{MemoryBytes: 2 << 30}}, nil)
-	if err != nil {
-		return err
-	}
-	defer m.Delete(ctx, "", rec.ID)
-	ex, err := m.Client(ctx, "", rec.ID)
-	if err != nil {
-		return err
-	}
-	if err := b.startFlipper(ex); err != nil {
-		return err
-	}
+	defer done()
+	m, ex := box.m, box.ex
 	srv := httptest.NewServer(server.New(server.Over(m), "t", nil).WithHolds(m).
 		WithPorts(&server.Ports{Domain: "localhost", Key: make([]byte, 32)}).Handler())
 	defer srv.Close()
-	base := srv.URL + "/view/" + rec.ID
+	base := srv.URL + "/view/" + box.id
 
-	// A screen that keeps changing.
-	clicker, err := ex.Start(ctx, &executorv1.ExecRequest{Argv: []string{"sh", "-c",
-		"xdotool mousemove 640 400; while :; do xdotool click 1; sleep 0.02; done"}, Background: true})
+	// A screen that keeps changing: an xterm filling it, printing the
+	// time without pause.
+	changer, err := ex.Start(ctx, &executorv1.ExecRequest{Argv: []string{"xterm", "-geometry", "200x60+0+0", "-e",
+		"sh", "-c", "while :; do date +%T.%N; done"}, Background: true})
 	if err != nil {
 		return err
 	}
+	time.Sleep(2 * time.Second) // its window shown
 	dur := time.Duration(secs) * time.Second
 	raw, rawBytes := 0, 0
 	for t0 := time.Now(); time.Since(t0) < dur; raw++ {
@@ -91,7 +69,7 @@ func (b *bench) view(secs int, rounds int) error {
 	if err != nil {
 		return err
 	}
-	if err := ex.Signal(ctx, clicker.Pid, syscall.SIGKILL); err != nil {
+	if err := ex.Signal(ctx, changer.Pid, syscall.SIGKILL); err != nil {
 		return err
 	}
 	fps := func(n int) float64 { return float64(n) / dur.Seconds() }
@@ -99,7 +77,53 @@ func (b *bench) view(secs int, rounds int) error {
 		fmt.Sprintf("%.1f /s executor screenshots back to back", fps(raw)), fps(frames)/fps(raw), "")
 	b.add("view: bytes a frame", fmt.Sprintf("%d KiB", frameBytes/max(frames, 1)>>10),
 		fmt.Sprintf("%d KiB a screenshot", rawBytes/max(raw, 1)>>10), float64(frameBytes/max(frames, 1))/float64(rawBytes/max(raw, 1)), "")
+	if err := b.startFlipper(ex); err != nil {
+		return err
+	}
 	return b.viewInput(ex, base, rounds)
+}
+
+// desktopBox is a desktop sandbox, its manager and its executor.
+type desktopBox struct {
+	m  *manager.Manager
+	id string
+	ex *exclient.Client
+}
+
+// desktop makes a desktop sandbox on gVisor (1280x800) under its own
+// manager in dir name, the desktop image built once into -images; done
+// removes it.
+func (b *bench) desktop(name string) (*desktopBox, func(), error) {
+	ctx := b.ctx
+	images, err := rimage.NewStore(*workloadImages)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintln(os.Stderr, "  resolving the desktop image (built once into", *workloadImages+")")
+	if _, err := images.Resolve(ctx, "desktop", nil); err != nil {
+		return nil, nil, err
+	}
+	m, err := manager.New(manager.Config{
+		Dir: filepath.Join(b.dir, name), ExecutorPath: b.executor,
+		Backends: map[string]sandbox.Backend{"gvisor": b.gv}, DefaultBackend: "gvisor",
+		Images: manager.ImageStore(images), CheckInterval: time.Hour,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := m.Create(ctx, "", sandbox.Spec{Image: "desktop", Limits: sandbox.Limits{MemoryBytes: 2 << 30}}, nil)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	done := func() { m.Delete(ctx, "", rec.ID); m.Close() }
+	ex, err := m.Client(ctx, "", rec.ID)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return &desktopBox{m: m, id: rec.ID, ex: ex}, done, nil
 }
 
 // startFlipper builds bench/flipper, starts it in the sandbox and waits
