@@ -351,8 +351,7 @@ func memoryUsed(sb *reinsv1.Sandbox) string {
 }
 
 func portCmd() *cobra.Command {
-	var asJSON, public bool
-	var ttl time.Duration
+	var f linkFlags
 	c := &cobra.Command{
 		Use:   "port ID PORT",
 		Short: "Print a URL on the service that reaches PORT inside the sandbox (HTTP, WebSocket)",
@@ -367,25 +366,12 @@ at most 168h).`,
 			if err != nil || port < 1 || port > 65535 {
 				return usageError{fmt.Errorf("port %q: give a number from 1 to 65535", args[1])}
 			}
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			resp, err := cl.PortURL(ctx, args[0], port, public, ttl)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(c.OutOrStdout(), resp)
-			}
-			fmt.Fprintln(c.OutOrStdout(), resp.Url)
-			return nil
+			return f.run(c, func(ctx context.Context, cl *client.Client) (urlResponse, error) {
+				return cl.PortURL(ctx, args[0], port, f.public, f.ttl)
+			})
 		},
 	}
-	c.Flags().BoolVar(&public, "public", false, "a signed link that needs no token, until it expires")
-	c.Flags().DurationVar(&ttl, "ttl", 0, "how long a --public link works (default 1h)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	f.add(c)
 	return c
 }
 

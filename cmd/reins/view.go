@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/reinsdev/reins/client"
 )
 
 func viewCmd() *cobra.Command {
-	var asJSON, public, takeover bool
-	var ttl time.Duration
+	var f linkFlags
+	var takeover bool
 	c := &cobra.Command{
 		Use:   "view ID",
 		Short: "Print a URL that shows a desktop sandbox's screen live in a browser, to watch or take over",
@@ -21,27 +25,51 @@ a signed link instead that anyone may open until it expires (--ttl, default
 1h, at most 168h); it only watches unless made with --takeover.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			resp, err := cl.ViewURL(ctx, args[0], public, takeover, ttl)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(c.OutOrStdout(), resp)
-			}
-			fmt.Fprintln(c.OutOrStdout(), resp.Url)
-			return nil
+			return f.run(c, func(ctx context.Context, cl *client.Client) (urlResponse, error) {
+				return cl.ViewURL(ctx, args[0], f.public, takeover, f.ttl)
+			})
 		},
 	}
-	c.Flags().BoolVar(&public, "public", false, "a signed link that needs no token, until it expires")
+	f.add(c)
 	c.Flags().BoolVar(&takeover, "takeover", false, "the --public link may take the screen over, not only watch")
-	c.Flags().DurationVar(&ttl, "ttl", 0, "how long a --public link works (default 1h)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// linkFlags are the flags of a command that prints a URL on the service,
+// a signed link with --public (port, view).
+type linkFlags struct {
+	asJSON, public bool
+	ttl            time.Duration
+}
+
+func (f *linkFlags) add(c *cobra.Command) {
+	c.Flags().BoolVar(&f.public, "public", false, "a signed link that needs no token, until it expires")
+	c.Flags().DurationVar(&f.ttl, "ttl", 0, "how long a --public link works (default 1h)")
+	c.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
+}
+
+// urlResponse is an answer that carries a URL.
+type urlResponse interface {
+	proto.Message
+	GetUrl() string
+}
+
+// run asks for the URL and prints it (or the answer, with --json).
+func (f *linkFlags) run(c *cobra.Command, ask func(context.Context, *client.Client) (urlResponse, error)) error {
+	cl, ctx, cancel, err := dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	resp, err := ask(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return printJSON(c.OutOrStdout(), resp)
+	}
+	fmt.Fprintln(c.OutOrStdout(), resp.GetUrl())
+	return nil
 }
 
 func takeoverCmd() *cobra.Command {
