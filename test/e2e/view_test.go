@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"image/png"
 	"io"
@@ -15,11 +16,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reinsdev/reins/internal/cdp"
+	"github.com/reinsdev/reins/internal/testenv"
 )
 
 // TestViewDesktop: the live view of a real desktop sandbox (gVisor, no
 // network). A signed take-over link opens the page; the frame stream shows
-// the real screen (bench/flipper's red window, pixel-checked); input is
+// the real screen (bench/flipper's red window, pixel-checked) and so does
+// the page's <img> in a real headless Chromium; input is
 // refused until the screen is taken over, then a click through the view
 // flips the window and the stream shows it blue; `sandbox show` names the
 // holder; hand-back refuses input again.
@@ -101,6 +106,12 @@ func TestViewDesktop(t *testing.T) {
 	}
 	red, blue := [3]uint8{255, 0, 0}, [3]uint8{0, 0, 255}
 	centre(red)
+
+	// A real browser shows the real screen from the same link.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tab := cdp.Start(t, testenv.RequiresBinary(t, "chromium", "chromium")).Open(ctx, t, link.URL)
+	tab.WaitFor(ctx, t, 30*time.Second, "document.getElementById('screen').naturalWidth", "1280")
 
 	click := `{"action":"click","x":640,"y":400}`
 	if code := post("/input", click); code == 200 {
