@@ -33,6 +33,9 @@ want git git
 # scripts/agent-programs.sh fetches Claude Code and Codex for the tests
 # with npm pack (the agents image fetches them itself).
 want npm npm
+# The live view's tests open its page in a real headless Chromium
+# (internal/cdp).
+want chromium chromium
 if [ "${1:-}" = bench ]; then
 	# make bench: the workload suite counts each command's syscalls and
 	# page faults on the host.
