@@ -29,3 +29,10 @@ func (d *Display) SpareKeys() int {
 	}
 	return len(km.spare)
 }
+
+// ServerPid is the X server's process id.
+func (d *Display) ServerPid() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.x.proc.Pid()
+}
