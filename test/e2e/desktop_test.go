@@ -77,6 +77,13 @@ func buildDesktop(t *testing.T, s *service) {
 }
 
 func testDesktop(t *testing.T, s *service, id string) {
+	// Chromium is told to keep its shared memory in /tmp, but other
+	// programs use /dev/shm: it must be writable.
+	if r := s.run("sandbox", "exec", id, "--", "sh", "-c", "echo x > /dev/shm/reins && rm /dev/shm/reins && df -k /dev/shm | tail -n 1"); r.code != 0 {
+		t.Errorf("/dev/shm is not writable: %s", r)
+	} else {
+		t.Logf("/dev/shm: %s", strings.TrimSpace(r.stdout))
+	}
 	if r := s.runStdin(desktopPage, "sandbox", "exec", "-i", id, "--", "sh", "-c", "mkdir -p /tmp/page && cat > /tmp/page/index.html"); r.code != 0 {
 		t.Fatalf("writing the page: %s", r)
 	}
@@ -120,6 +127,7 @@ func testDesktop(t *testing.T, s *service, id string) {
 	if top := box.Min.Y - 100; top < 40 || top > 140 {
 		t.Errorf("the page begins at y=%d, want Chromium's toolbar (40 to 140 pixels) above it", top)
 	}
+	t.Logf("with Chromium showing the page: %s", memoryLine(t, s.must("sandbox", "show", id)))
 	// The browser's window is the whole screen at 0,0.
 	r := s.run(append(append([]string{"sandbox", "exec"}, env...), id, "--", "sh", "-c",
 		"xdotool search --onlyvisible --class chromium getwindowgeometry %@ | grep -m1 -A1 Position")...)
