@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,12 +48,6 @@ func (d *displayRecorder) Start(ctx context.Context, b sandbox.Bundle) (sandbox.
 	d.mu.Lock()
 	d.args[b.ID] = slices.Clone(b.Args)
 	d.mu.Unlock()
-	// The executor's display is package executor/computer's: this test is
-	// about what the manager asks for on each path, and busybox has no X
-	// server to start.
-	if i := slices.Index(b.Args, "--display"); i >= 0 {
-		b.Args = slices.Delete(slices.Clone(b.Args), i, i+2)
-	}
 	return d.Backend.Start(ctx, b)
 }
 
@@ -78,7 +73,8 @@ func (d *displayRecorder) display(id string) string {
 }
 
 // A sandbox of an image with a display starts its executor with
-// --display at its screen (the spec's, else the image's), on every path:
+// --display at its screen (the spec's, else the image's), and its
+// executor has a display of that size, on every path:
 // create, resume on a fresh guest, a snapshot's and a fork's sandboxes
 // (which keep it, or take the spec's), and a restarted manager still
 // knows it. An image without one gets no --display, and no screen.
@@ -135,6 +131,19 @@ func TestDisplayArgument(t *testing.T) {
 		}
 		if d := rec.display(info.ID); d != want {
 			t.Errorf("%s: the executor was started with --display %q, want %q", what, d, want)
+		}
+		// The executor says so (busybox has no X server to start: its
+		// size is all it can tell).
+		c, err := m.Client(ctx, "acme", info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hello, err := c.Hello(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := hello.Display; want == "" && d != nil || want != "" && fmt.Sprintf("%dx%d", d.GetWidth(), d.GetHeight()) != want {
+			t.Errorf("%s: the executor's display is %v, want %q", what, d, want)
 		}
 	}
 
