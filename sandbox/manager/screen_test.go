@@ -16,6 +16,7 @@ import (
 	"github.com/reinsdev/reins/internal/testenv"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/runc"
+	"github.com/reinsdev/reins/sandbox/template"
 	"github.com/reinsdev/reins/sandbox/workspace"
 )
 
@@ -76,8 +77,9 @@ func (d *displayRecorder) display(id string) string {
 // --display at its screen (the spec's, else the image's), and its
 // executor has a display of that size, on every path:
 // create, resume on a fresh guest, a snapshot's and a fork's sandboxes
-// (which keep it, or take the spec's), and a restarted manager still
-// knows it. An image without one gets no --display, and no screen.
+// (which keep it, or take the spec's), a template's, and a restarted
+// manager still knows it. An image without one gets no --display, and no
+// screen.
 func TestDisplayArgument(t *testing.T) {
 	testenv.RequiresRoot(t)
 	testenv.RequiresBinary(t, "runc", "runc")
@@ -177,6 +179,20 @@ func TestDisplayArgument(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("its fork", forks[0], "1024x768")
+
+	// A template built from it keeps the image's display.
+	store, err := template.NewStore(filepath.Join(dir, "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.UseTemplates(store)
+	builder := &template.Builder{Store: store, Sandboxes: TemplateBuilds{M: m}}
+	if _, err := builder.Build(ctx, "acme", template.Spec{Name: "desk-tpl", From: "desk", Steps: []template.Step{
+		{Kind: template.StepRun, Text: "echo hi > /workspace/hi"},
+	}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("from a template", create(sandbox.Spec{Image: "template:desk-tpl"}), sandbox.DefaultScreen)
 
 	// A restarted service re-attaches and still knows the screen.
 	m.Close()
