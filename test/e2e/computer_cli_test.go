@@ -41,14 +41,22 @@ func TestComputerCLI(t *testing.T) {
 	}
 	s.must("sandbox", "rm", plain)
 
+	onBackends(t, s, func(t *testing.T, backend string) {
+		id := s.create("--backend", backend, "--image", "desktop", "--screen", "1024x768", "--network", "none")
+		defer s.run("sandbox", "rm", id)
+		testComputerCLI(t, s, id)
+	})
+}
+
+// onBackends runs fn as a subtest for gvisor and for runc, with s
+// failing the subtest.
+func onBackends(t *testing.T, s *service, fn func(t *testing.T, backend string)) {
 	for _, backend := range []string{"gvisor", "runc"} {
 		t.Run(backend, func(t *testing.T) {
 			outer := s.t
 			s.t = t
 			defer func() { s.t = outer }()
-			id := s.create("--backend", backend, "--image", "desktop", "--screen", "1024x768", "--network", "none")
-			defer s.run("sandbox", "rm", id)
-			testComputerCLI(t, s, id)
+			fn(t, backend)
 		})
 	}
 }
