@@ -196,7 +196,7 @@ func TestHostileKilledConnection(t *testing.T) {
 // lock (without it, it would refuse: "Server is already active").
 func TestHostileStaleLock(t *testing.T) {
 	testenv.RequiresBinary(t, "Xvfb", "xvfb")
-	n := freeNumber(t)
+	n := testenv.FreeXDisplay(t)
 	lock := fmt.Sprintf("/tmp/.X%d-lock", n)
 	if err := os.WriteFile(lock, []byte("         1\n"), 0o444); err != nil {
 		t.Fatal(err)
@@ -215,17 +215,4 @@ func TestHostileStaleLock(t *testing.T) {
 	if got := d.Number(); got != n {
 		t.Errorf("the X server is on :%d, want :%d", got, n)
 	}
-}
-
-// freeNumber is a display number with no lock file and no socket.
-func freeNumber(t *testing.T) int {
-	for n := 60 + os.Getpid()%100; n < 300; n++ {
-		_, err1 := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n))
-		_, err2 := os.Stat(fmt.Sprintf("/tmp/.X11-unix/X%d", n))
-		if os.IsNotExist(err1) && os.IsNotExist(err2) {
-			return n
-		}
-	}
-	t.Fatal("no free display number")
-	return 0
 }
