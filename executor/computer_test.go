@@ -2,9 +2,7 @@ package executor_test
 
 import (
 	"bytes"
-	"fmt"
 	"image/png"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -16,19 +14,6 @@ import (
 	"github.com/reinsdev/reins/internal/testenv"
 )
 
-// freeDisplay is a display number no X server on this machine uses.
-func freeDisplay(t *testing.T) int {
-	for n := 40 + os.Getpid()%40; n < 200; n++ {
-		_, err1 := os.Stat(fmt.Sprintf("/tmp/.X11-unix/X%d", n))
-		_, err2 := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n))
-		if os.IsNotExist(err1) && os.IsNotExist(err2) {
-			return n
-		}
-	}
-	t.Fatal("no free X display number")
-	return 0
-}
-
 // TestComputer: an executor with a display says so in Hello, starts the
 // X server for the first process, which finds it through DISPLAY and
 // opens a window the next screenshot shows.
@@ -36,7 +21,7 @@ func TestComputer(t *testing.T) {
 	testenv.RequiresBinary(t, "Xvfb", "xvfb")
 	testenv.RequiresBinary(t, "xlogo", "x11-apps")
 	e := newEnv(t, func(c *executor.Config) {
-		c.Display = computer.Config{Width: 640, Height: 480, Number: freeDisplay(t), WindowManager: "none"}
+		c.Display = computer.Config{Width: 640, Height: 480, Number: testenv.FreeXDisplay(t), WindowManager: "none"}
 	})
 	hello, err := e.c.Hello(ctxT(t))
 	if err != nil {
@@ -76,6 +61,16 @@ func TestComputer(t *testing.T) {
 	}
 	_, err = e.c.Computer(ctxT(t), &executorv1.ComputerRequest{Action: "left_click", Coordinate: &executorv1.Point{X: 640, Y: 0}})
 	wantKind(t, err, errdefs.ErrInvalidArgument, "640x480")
+
+	// A computer call is activity: it keeps an idle sandbox alive.
+	before := e.srv.LastActivity()
+	time.Sleep(20 * time.Millisecond)
+	if _, err := e.c.Computer(ctxT(t), &executorv1.ComputerRequest{Action: "cursor_position"}); err != nil {
+		t.Fatal(err)
+	}
+	if !e.srv.LastActivity().After(before.Add(10 * time.Millisecond)) {
+		t.Error("a computer call is not counted as activity")
+	}
 }
 
 // TestNoDisplay: without a display a computer call names the image to use,
@@ -88,4 +83,19 @@ func TestNoDisplay(t *testing.T) {
 	if err != nil || hello.Display != nil || slices.Contains(hello.Capabilities, "computer") {
 		t.Errorf("Hello without a display: %v, %v", hello, err)
 	}
+}
+
+// TestDisplayWithoutXvfb: an executor given a display in an image without
+// Xvfb still runs processes, and a computer call says what is missing.
+func TestDisplayWithoutXvfb(t *testing.T) {
+	e := newEnv(t, func(c *executor.Config) {
+		c.Display = computer.Config{Width: 640, Height: 480, Number: testenv.FreeXDisplay(t), Xvfb: "no-such-xvfb"}
+	})
+	for range 2 {
+		if out, _, exit := e.sh("echo ok"); exit.ExitCode != 0 || out != "ok\n" {
+			t.Fatalf("exec with a display that cannot start: %q %v", out, exit)
+		}
+	}
+	_, err := e.c.Computer(ctxT(t), &executorv1.ComputerRequest{Action: "screenshot"})
+	wantKind(t, err, errdefs.ErrFailedPrecondition, "lacks Xvfb", "--image desktop")
 }

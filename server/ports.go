@@ -340,10 +340,3 @@ func (s *Server) PortURL(ctx context.Context, req *connect.Request[reinsv1.PortU
 	return connect.NewResponse(resp), nil
 }
 
-// BuildImage resolves (builds, pulls) an image ahead of a Create.
-func (s *Server) BuildImage(ctx context.Context, req *connect.Request[reinsv1.BuildImageRequest], stream *connect.ServerStream[reinsv1.BuildImageResponse]) error {
-	if err := CheckImage(tenant(ctx), req.Msg.Image); err != nil {
-		return err
-	}
-	return errdefs.WithMessage(errdefs.ErrUnimplemented, "image builds ahead of a create are not built yet")
-}

@@ -50,3 +50,18 @@ func RequiresRunsc(t testing.TB, path string) string {
 	}
 	return path
 }
+
+// FreeXDisplay is an X display number that no X server on this machine
+// holds (no lock file, no socket), for a test's own X server.
+func FreeXDisplay(t testing.TB) int {
+	t.Helper()
+	for n := 40 + os.Getpid()%100; n < 400; n++ {
+		_, err1 := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n))
+		_, err2 := os.Stat(fmt.Sprintf("/tmp/.X11-unix/X%d", n))
+		if os.IsNotExist(err1) && os.IsNotExist(err2) {
+			return n
+		}
+	}
+	t.Fatal("no free X display number")
+	return 0
+}
