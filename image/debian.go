@@ -59,16 +59,9 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 	if err != nil {
 		return nil, fail(errdefs.ErrFailedPrecondition, "debootstrap is not installed (%v): install the Debian package debootstrap", err)
 	}
-	mirror := s.opts.debianMirror
-	if mirror == "" {
-		mirror = aptMirror(s.opts.aptSources, debianSuite)
-	}
-	if err := checkMirror(ctx, mirror); err != nil {
-		return nil, &kindError{
-			msg:   fmt.Sprintf("image %q: the Debian mirror %s is unavailable (%v): check the network or pass another mirror", r.orig, mirror, err),
-			kind:  errdefs.ErrUnavailable,
-			cause: err,
-		}
+	mirror, err := s.debianMirror(ctx, r)
+	if err != nil {
+		return nil, err
 	}
 	report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("%s from %s (a minute or more)", debianSource, mirror)})
 	return s.build(ctx, r, debianSource, cfg, report, func(ctx context.Context, root string) error {
@@ -84,6 +77,24 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 		s.toBuildCache(ctx, debianSource, root)
 		return nil
 	})
+}
+
+// debianMirror returns the Debian mirror builds install from (the
+// store's, else the host's apt source for the suite), failing unless it
+// serves the suite.
+func (s *Store) debianMirror(ctx context.Context, r *parsedRef) (string, error) {
+	mirror := s.opts.debianMirror
+	if mirror == "" {
+		mirror = aptMirror(s.opts.aptSources, debianSuite)
+	}
+	if err := checkMirror(ctx, mirror); err != nil {
+		return "", &kindError{
+			msg:   fmt.Sprintf("image %q: the Debian mirror %s is unavailable (%v): check the network or pass another mirror", r.orig, mirror, err),
+			kind:  errdefs.ErrUnavailable,
+			cause: err,
+		}
+	}
+	return mirror, nil
 }
 
 // buildCacheDir is where the build cache keeps the root of recipe.

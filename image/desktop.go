@@ -93,16 +93,9 @@ func (s *Store) resolveDesktop(ctx context.Context, r *parsedRef, report func(Pr
 			return s.fromBuildCache(ctx, source, root, report)
 		})
 	}
-	mirror := s.opts.debianMirror
-	if mirror == "" {
-		mirror = aptMirror(s.opts.aptSources, debianSuite)
-	}
-	if err := checkMirror(ctx, mirror); err != nil {
-		return nil, &kindError{
-			msg:   fmt.Sprintf("image %q: the Debian mirror %s is unavailable (%v): check the network or pass another mirror", r.orig, mirror, err),
-			kind:  errdefs.ErrUnavailable,
-			cause: err,
-		}
+	mirror, err := s.debianMirror(ctx, r)
+	if err != nil {
+		return nil, err
 	}
 	base, release, err := s.debianRoot(ctx, report)
 	if err != nil {

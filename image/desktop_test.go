@@ -3,15 +3,18 @@ package image
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/internal/testenv"
 	"github.com/reinsdev/reins/sandbox"
 )
@@ -189,5 +192,19 @@ func TestDropBelow(t *testing.T) {
 	}
 	if err := dropBelow(filepath.Join(dir, "missing")); err != nil {
 		t.Errorf("a missing directory: %v", err)
+	}
+}
+
+// With no desktop root in the build cache and the mirror down, the build
+// fails at once, unavailable, naming the mirror, and leaves nothing.
+func TestDesktopMirrorDown(t *testing.T) {
+	testenv.RequiresRoot(t)
+	s := newStore(t, WithBuildCache(t.TempDir()), WithDebianMirror("http://127.0.0.1:1/debian"))
+	_, err := s.Resolve(context.Background(), "desktop", nil)
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("err = %v; want unavailable, naming the mirror", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Dir(), "tmp")); len(ents) != 0 {
+		t.Errorf("tmp not empty: %v", ents)
 	}
 }
