@@ -80,7 +80,7 @@ func main() {
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
 	shim := flag.String("shim", "bin/reins-shim", "the built sandbox shim (\"\": this program re-executed)")
-	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,ledger,egress,egress-sandbox,gateway,gateway-sandbox,ports,fork,pool,checkpoint,pause,template,workspace,suspend,workload); with -out, only a full run writes the file")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,ledger,egress,egress-sandbox,gateway,gateway-sandbox,ports,fork,pool,checkpoint,pause,template,workspace,suspend,computer,workload); with -out, only a full run writes the file")
 	flag.Parse()
 	if *only != "" && *out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
@@ -178,6 +178,7 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		{"template", func() error { return b.template(5) }},
 		{"suspend", func() error { return b.suspend(1, 100, 1024) }},
 		{"workspace", b.workspace},
+		{"computer", func() error { return b.computer(20) }},
 	}
 	if *workloadOnly {
 		steps = steps[:0]

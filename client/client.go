@@ -230,13 +230,14 @@ func (c *Client) Sandbox(id string) *Sandbox {
 	wt := c.http.Transport.(withToken)
 	wt.sandbox = id
 	hc := &http.Client{Transport: wt}
-	return &Sandbox{ID: id, c: c, rpc: executorv1connect.NewExecutorClient(hc, c.URL)}
+	return &Sandbox{ID: id, c: c, hc: hc, rpc: executorv1connect.NewExecutorClient(hc, c.URL)}
 }
 
 // Sandbox reaches inside one sandbox through the service.
 type Sandbox struct {
 	ID  string
 	c   *Client
+	hc  *http.Client
 	rpc executorv1connect.ExecutorClient
 }
 

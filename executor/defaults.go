@@ -70,10 +70,14 @@ func checkEnv(env []string) error {
 	return nil
 }
 
-// setEnv makes env the base environment, with a PATH when it has none.
+// setEnv makes env the base environment, with a PATH when it has none
+// and, with a display, its DISPLAY.
 func (s *Server) setEnv(env []string) {
 	if !hasKey(env, "PATH") {
 		env = append(env[:len(env):len(env)], "PATH="+process.DefaultPath)
+	}
+	if s.display != nil && !hasKey(env, "DISPLAY") {
+		env = append(env[:len(env):len(env)], "DISPLAY="+s.display.Name())
 	}
 	s.env.Store(&env)
 }

@@ -24,6 +24,7 @@ func (s *Server) Exec(ctx context.Context, req *connect.Request[executorv1.ExecR
 		return err
 	}
 	spec.Foreground = !m.Background
+	s.startDisplay(ctx)
 	p, reattached, err := s.procs.Start(spec)
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ import (
 
 	"github.com/reinsdev/reins/api/reins/executor/v1/executorv1connect"
 	"github.com/reinsdev/reins/errdefs"
+	"github.com/reinsdev/reins/executor/computer"
 	"github.com/reinsdev/reins/executor/files"
 	"github.com/reinsdev/reins/executor/process"
 )
@@ -44,7 +45,8 @@ var Version = "dev"
 // APIVersion is the version of the reins.executor.v1 API served.
 const APIVersion = 1
 
-// Capabilities lists what this executor can do (HelloResponse.capabilities).
+// Capabilities lists what every executor can do (HelloResponse.capabilities);
+// one with a display adds "computer".
 var Capabilities = []string{"exec", "stdin", "pty", "background", "attach", "idempotency", "signal",
 	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port", "gateway", "sync", "defaults"}
 
@@ -72,6 +74,12 @@ type Config struct {
 	// (default GatewayAddr; tests use another port).
 	Gateway     bool
 	GatewayAddr string
+	// Display, with a Width, gives the sandbox a display of that size
+	// (package computer): its X server starts on the first computer call
+	// or the first process, and DISPLAY is in every process's environment.
+	// Its Env and Logger default to BaseEnv and Logger. A zero Width: no
+	// display.
+	Display computer.Config
 
 	// RingBytes is the output kept per stream of each process (default 1 MiB).
 	RingBytes int
@@ -101,6 +109,7 @@ type Server struct {
 	memory   settler
 	ports    ports
 	gateway  gatewayListener
+	display  *computer.Display // nil: no display
 	// host is the listener Serve was given when it can be let go of
 	// for a checkpoint (HostListener).
 	host atomic.Pointer[HostListener]
@@ -125,6 +134,19 @@ func New(cfg Config) (*Server, error) {
 	s.setToken(cfg.Token)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Display.Width != 0 {
+		dc := cfg.Display
+		if dc.Env == nil {
+			dc.Env = cfg.BaseEnv
+		}
+		if dc.Logger == nil {
+			dc.Logger = s.log
+		}
+		if s.display, err = computer.New(dc); err != nil {
+			fsys.Close()
+			return nil, err
+		}
 	}
 	s.setEnv(cfg.BaseEnv)
 	s.procs, err = process.NewTable(process.Options{
@@ -264,6 +286,9 @@ func (s *Server) Close() error {
 	s.memory.stop()
 	s.gateway.close()
 	s.ports.close()
+	if s.display != nil {
+		s.display.Close()
+	}
 	s.procs.Close()
 	if hs := s.http.Load(); hs != nil {
 		hs.Close()

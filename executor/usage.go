@@ -20,9 +20,10 @@ func (s *Server) Hello(ctx context.Context, req *connect.Request[executorv1.Hell
 	return connect.NewResponse(&executorv1.HelloResponse{
 		Version:         Version,
 		ApiVersion:      APIVersion,
-		Capabilities:    Capabilities,
+		Capabilities:    s.capabilities(),
 		StartedUnixNano: s.started.UnixNano(),
 		Pid:             int32(os.Getpid()),
+		Display:         s.helloDisplay(),
 	}), nil
 }
 

@@ -280,7 +280,8 @@ func aptInstall(ctx context.Context, root string, report func(Progress), package
 		return fmt.Errorf("mounting /proc in the new root: %w", err)
 	}
 	defer syscall.Unmount(proc, syscall.MNT_DETACH)
-	forward := func(line string) { report(Progress{Phase: PhaseBuild, Message: line}) }
+	var steps aptSteps
+	forward := func(line string) { report(steps.progress(line)) }
 	for _, args := range [][]string{
 		{"apt-get", "-q", "update"},
 		append([]string{"apt-get", "-q", "-y", "--no-install-recommends", "install"}, packages...),
@@ -294,7 +295,27 @@ func aptInstall(ctx context.Context, root string, report func(Progress), package
 			return fmt.Errorf("%s %w", strings.Join(args[:2], " "), err)
 		}
 	}
+	report(Progress{Phase: PhaseBuild, Message: "apt-get install finished", Done: steps.total, Total: steps.total})
 	return nil
+}
+
+// aptSteps counts apt-get install's steps: each package is fetched
+// ("Get:"), unpacked and set up, three steps, and their number is known
+// from the line "N upgraded, M newly installed, ...".
+type aptSteps struct{ done, total int64 }
+
+func (a *aptSteps) progress(line string) Progress {
+	f := strings.Fields(line)
+	switch {
+	case len(f) >= 4 && f[1] == "upgraded," && f[3] == "newly":
+		var up, n int64
+		if _, err := fmt.Sscan(f[0]+" "+f[2], &up, &n); err == nil {
+			a.total = 3 * (up + n)
+		}
+	case len(f) >= 2 && (strings.HasPrefix(f[0], "Get:") || f[0] == "Unpacking" || f[0] == "Setting" && f[1] == "up"):
+		a.done = min(a.done+1, max(a.total-1, 0))
+	}
+	return Progress{Phase: PhaseBuild, Message: line, Done: a.done, Total: a.total}
 }
 
 // runBuildStep runs cmd in its own process group (cancelled with SIGTERM

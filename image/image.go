@@ -34,6 +34,8 @@
 //	                           with python3, pip, node, npm, git, curl, ssh added
 //	agents, agents:latest      debian plus Claude Code and Codex, their native
 //	                           binaries from the npm registry (agents.go)
+//	desktop, desktop:latest    debian plus Xvfb, a window manager, xterm,
+//	                           Chromium and fonts, with a display (desktop.go)
 //	oci:PATH[:TAG|@DIGEST]     an OCI image layout directory
 //	docker-archive:PATH        a `docker save` tarball
 //	anything else              a registry reference, e.g. python:3.12-slim
@@ -292,6 +294,8 @@ func (s *Store) Resolve(ctx context.Context, ref string, progress func(Progress)
 		return s.resolveDebian(ctx, r, report)
 	case refAgents:
 		return s.resolveAgents(ctx, r, report)
+	case refDesktop:
+		return s.resolveDesktop(ctx, r, report)
 	case refOCI:
 		return s.resolveOCI(ctx, r, report)
 	case refDockerArchive:

@@ -31,6 +31,7 @@ const (
 	refBusybox
 	refDebian
 	refAgents
+	refDesktop
 	refOCI
 	refDockerArchive
 )
@@ -49,6 +50,7 @@ const (
 	busyboxKey = "busybox:latest"
 	debianKey  = "debian:bookworm"
 	agentsKey  = "agents:latest"
+	desktopKey = "desktop:latest"
 )
 
 // hostPathKinds are the reference prefixes whose rest is a path on the
@@ -79,6 +81,8 @@ func (s *Store) parseRef(ref string) (*parsedRef, error) {
 		r.kind, r.key = refDebian, debianKey
 	case ref == "agents" || ref == agentsKey:
 		r.kind, r.key = refAgents, agentsKey
+	case ref == "desktop" || ref == desktopKey:
+		r.kind, r.key = refDesktop, desktopKey
 	case strings.HasPrefix(ref, "oci:"):
 		r.kind = refOCI
 		p, sel := splitLayoutRef(strings.TrimPrefix(ref, "oci:"))

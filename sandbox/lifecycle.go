@@ -23,15 +23,18 @@ type SnapshotInfo struct {
 	Sandbox string `json:"sandbox"` // the sandbox it was taken of
 	// The image it sits on: what the sandbox ran (its Spec.Image), and
 	// what is needed to mount it again.
-	Image        string    `json:"image"`
-	ImageDigest  string    `json:"image_digest"`
-	Layers       []string  `json:"layers"`
-	ImageEnv     []string  `json:"image_env,omitempty"`
-	ImageWorkdir string    `json:"image_workdir,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
-	Files        int64     `json:"files"`
-	Bytes        int64     `json:"bytes"`
-	StoredBytes  int64     `json:"stored_bytes"`
+	Image        string   `json:"image"`
+	ImageDigest  string   `json:"image_digest"`
+	Layers       []string `json:"layers"`
+	ImageEnv     []string `json:"image_env,omitempty"`
+	ImageWorkdir string   `json:"image_workdir,omitempty"`
+	// ImageScreen is the display of the sandbox it was taken of ("" for
+	// none): a sandbox made from it has one of that size.
+	ImageScreen string    `json:"image_screen,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	Files       int64     `json:"files"`
+	Bytes       int64     `json:"bytes"`
+	StoredBytes int64     `json:"stored_bytes"`
 	// NeededBy names who needs it ("sandbox:ID", "template:NAME"), filled
 	// in when it is listed; never stored.
 	NeededBy []string `json:"-"`

@@ -36,10 +36,10 @@ func ParseScreen(s string) (width, height int, err error) {
 	switch {
 	case !ok || werr != nil || herr != nil:
 		return 0, 0, errdefs.WithMessage(errdefs.ErrInvalidArgument,
-			fmt.Sprintf("screen %q is not WIDTHxHEIGHT in pixels: write it like %s", s, DefaultScreen))
+			fmt.Sprintf("screen %.40q is not WIDTHxHEIGHT in pixels: write it like %s", s, DefaultScreen))
 	case w < MinScreenSide || h < MinScreenSide || w > MaxScreenSide || h > MaxScreenSide:
 		return 0, 0, errdefs.WithMessage(errdefs.ErrInvalidArgument,
-			fmt.Sprintf("screen %q is out of bounds: each side must be %d to %d pixels", s, MinScreenSide, MaxScreenSide))
+			fmt.Sprintf("screen %.40q is out of bounds: each side must be %d to %d pixels", s, MinScreenSide, MaxScreenSide))
 	}
 	return w, h, nil
 }

@@ -292,6 +292,7 @@ func SpecFromProto(p *reinsv1.SandboxSpec) (sandbox.Spec, error) {
 		Gateway:       gatewayFromProto(p.Gateway),
 		OnExpire:      onExpire,
 		ExpiryWarning: time.Duration(p.ExpiryWarningMs) * time.Millisecond,
+		Screen:        p.Screen,
 	}, nil
 }
 
@@ -383,7 +384,10 @@ func RecordToProto(r sandbox.Info) *reinsv1.Sandbox {
 			Gateway:         gatewayToProto(r.Spec.Gateway),
 			OnExpire:        expireToProto(r.Spec.OnExpire),
 			ExpiryWarningMs: r.Spec.ExpiryWarning.Milliseconds(),
+			Screen:          r.Spec.Screen,
 		},
+		Screen:          r.Screen,
+		HeldBy:          r.HeldBy,
 		Origin:          r.Origin,
 		Workspace:       r.Workspace,
 		SuspendedReason: wire.SandboxReason(r.SuspendedReason),

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reinsdev/reins/executor"
+	"github.com/reinsdev/reins/executor/computer"
 )
 
 const tokenEnv = "REINS_EXECUTOR_TOKEN"
@@ -56,6 +57,7 @@ func run() error {
 	tokenFile := flag.String("token-file", "", "file holding the token calls must present; deleted once read (or set "+tokenEnv+")")
 	staging := flag.String("staging-dir", "", "directory (inside the sandbox, on the root filesystem's mount) for files the host reads or writes directly (Stage, Place); emptied at start")
 	caCert := flag.String("ca-cert", "", "a CA certificate (PEM) to add to the sandbox's trust store and name in SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE and the like")
+	display := flag.String("display", "", "WIDTHxHEIGHT: give the sandbox a display of that size (an X server, Xvfb, started on the first computer call or process; DISPLAY=:0 for every process); each side "+fmt.Sprint(computer.MinSide)+".."+fmt.Sprint(computer.MaxSide))
 	gw := flag.Bool("gateway", false, "listen for the model gateway on "+executor.GatewayAddr+" (the sandbox's loopback) from the start, before any process runs")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -66,6 +68,14 @@ func run() error {
 	if *listen == "" || *root == "" {
 		flag.Usage()
 		return fmt.Errorf("--listen and --root are required")
+	}
+	var displayCfg computer.Config
+	if *display != "" {
+		w, h, err := computer.ParseSize(*display)
+		if err != nil {
+			return fmt.Errorf("--display: %w", err)
+		}
+		displayCfg = computer.Config{Width: w, Height: h}
 	}
 	token, err := readToken(*tokenFile)
 	if err != nil {
@@ -118,6 +128,7 @@ func run() error {
 		BaseEnv:    os.Environ(), // the token is already out of it
 		StagingDir: *staging,
 		Gateway:    *gw,
+		Display:    displayCfg,
 		Logger:     log,
 	})
 	if err != nil {

@@ -34,7 +34,8 @@ func sandboxCmd() *cobra.Command {
 		Short:   "Create, use and remove sandboxes",
 	}
 	c.AddCommand(createCmd(), lsCmd(), showCmd(), execCmd(), psCmd(), logsCmd(), killCmd(), cpCmd(), portCmd(), rmCmd(),
-		networkCmd(), egressCmd(), extendCmd(), suspendCmd(), resumeCmd(), pauseCmd(), snapshotSandboxCmd(), forkCmd(), eventsCmd())
+		networkCmd(), egressCmd(), extendCmd(), suspendCmd(), resumeCmd(), pauseCmd(), snapshotSandboxCmd(), forkCmd(), eventsCmd(),
+		computerCmd())
 	return group(c)
 }
 
@@ -138,6 +139,11 @@ with every --network, none included.`,
 			if spec.OnExpire, err = onExpireArg(onExpire); err != nil {
 				return err
 			}
+			if spec.Screen != "" {
+				if _, _, err := sandbox.ParseScreen(spec.Screen); err != nil {
+					return usageError{fmt.Errorf("--screen: %w", err)}
+				}
+			}
 			cl, err := client.FromEnv()
 			if err != nil {
 				return err
@@ -175,6 +181,7 @@ with every --network, none included.`,
 	f.Var(&env, "env", "environment variable K=V (repeatable)")
 	f.Var(&labels, "label", "label K=V (repeatable)")
 	f.StringVar(&spec.Workdir, "workdir", "", "working directory of commands (default the image's, or /workspace)")
+	f.StringVar(&spec.Screen, "screen", "", "a desktop image's screen size, WxH (default the image's: 1280x800 for desktop)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	f.BoolVar(&gw, "model-gateway", false, "let programs in the sandbox call models through the service, never holding a key")
 	f.StringVar(&gwModel, "model", "", "with --model-gateway: send every call to this model (provider:model; a script:FILE is read here and sent)")
@@ -293,6 +300,9 @@ func showCmd() *cobra.Command {
 			}
 			if sb.Runtime != "" {
 				fmt.Fprintf(w, "runtime\t%s\n", sb.Runtime)
+			}
+			if sb.Screen != "" {
+				fmt.Fprintf(w, "screen\t%s\n", sb.Screen)
 			}
 			if sb.ExpiresUnixNano != 0 {
 				then := "suspended (--on-expire suspend)"

@@ -54,7 +54,7 @@ func (m *Manager) ForkMemory(ctx context.Context, tenant, id string, n int) ([]s
 		return nil, fmt.Errorf("forking sandbox %s with its memory: %w", id, err)
 	}
 	src := &memorySource{
-		img: Image{Digest: b.rec.ImageDigest, Layers: b.rec.Layers, Env: b.rec.ImageEnv, WorkingDir: b.rec.ImageWorkdir},
+		img: b.rec.image(),
 		dir: b.dir, token: b.rec.Token, placeholders: maps.Clone(b.rec.Placeholders),
 	}
 	spec := b.rec.Spec

@@ -334,6 +334,11 @@ func (m *Manager) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 			return spec, fmt.Errorf("env %q is not KEY=VALUE: %w", truncate(kv, 80), errdefs.ErrInvalidArgument)
 		}
 	}
+	screen, err := checkScreen(spec.Screen)
+	if err != nil {
+		return spec, err
+	}
+	spec.Screen = screen
 	if spec.Workdir != "" {
 		w := cleanWorkdir(spec.Workdir)
 		if w == "" {
@@ -554,11 +559,15 @@ func (m *Manager) create(ctx context.Context, tenant string, spec sandbox.Spec, 
 	} else if img, err = m.cfg.Images.Resolve(rctx, spec.Image, progress); err != nil {
 		return Record{}, false, err
 	}
+	screen, err := screenOf(spec, img)
+	if err != nil {
+		return Record{}, false, err
+	}
 	now := time.Now()
 	b := &box{dir: filepath.Join(m.cfg.Dir, newID()), activity: now, tenant: tenant}
 	b.rec = Record{
 		Info: sandbox.Info{ID: filepath.Base(b.dir), Tenant: tenant, Spec: spec, State: sandbox.StateCreating,
-			ImageDigest: img.Digest, CreatedAt: now},
+			ImageDigest: img.Digest, CreatedAt: now, Screen: screen},
 		Layers: img.Layers, ImageEnv: img.Env, ImageWorkdir: img.WorkingDir, Token: newToken(),
 	}
 	if o.from != nil {
@@ -676,6 +685,7 @@ func (m *Manager) bundle(b *box, img Image) sandbox.Bundle {
 		// The executor owns the port before any process of the sandbox runs.
 		bundle.Args = append(bundle.Args, "--gateway")
 	}
+	bundle.Args = append(bundle.Args, displayArgs(b.rec.Screen)...)
 	return bundle
 }
 

@@ -247,7 +247,7 @@ func (m *Manager) resumePausedLocked(ctx context.Context, b *box) error {
 // with b's network and token: its root filesystem, network, the backend's
 // restore, and the executor's answer. b.mu is held.
 func (m *Manager) restoreLocked(ctx context.Context, b *box, dir string) error {
-	img := Image{Digest: b.rec.ImageDigest, Layers: b.rec.Layers, Env: b.rec.ImageEnv, WorkingDir: b.rec.ImageWorkdir}
+	img := b.rec.image()
 	bundle := m.bundle(b, img)
 	if err := m.localRoot(ctx, b, img, &bundle); err != nil {
 		return err

@@ -420,6 +420,8 @@ func (m *Manager) poolMismatch(tenant string, spec, pool sandbox.Spec) string {
 		return "other limits than the pool's (a running sandbox's cannot change)"
 	case spec.Gateway != nil:
 		return "a model gateway (its token is made at create)"
+	case spec.Screen != "":
+		return "a screen size (the pool's sandboxes have their image's, from its start)"
 	case len(spec.Network.Secrets) > 0:
 		return "secrets (bound at create, in the environment)"
 	case spec.Network.Mode == egress.ModeNone:

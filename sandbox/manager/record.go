@@ -58,6 +58,19 @@ type Record struct {
 	DiskKept bool `json:"disk_kept,omitempty"`
 }
 
+// image is what r keeps of its image, to start the sandbox again (a
+// resume, a restore, a memory fork); its Screen is the sandbox's own.
+func (r *Record) image() Image {
+	return Image{Digest: r.ImageDigest, Layers: r.Layers, Env: r.ImageEnv, WorkingDir: r.ImageWorkdir, Screen: r.Screen}
+}
+
+// saved describes workspace digest of r's sandbox as an unnamed snapshot
+// on its image.
+func (r *Record) saved(digest string) SnapshotInfo {
+	return SnapshotInfo{Tenant: r.Tenant, Digest: digest, Sandbox: r.ID, Image: r.Spec.Image, ImageDigest: r.ImageDigest,
+		Layers: r.Layers, ImageEnv: r.ImageEnv, ImageWorkdir: r.ImageWorkdir, ImageScreen: r.Screen}
+}
+
 func recordPath(dir string) string { return filepath.Join(dir, "sandbox.json") }
 
 func writeRecord(dir string, r *Record) error {

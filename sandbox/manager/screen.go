@@ -1,47 +1,58 @@
 package manager
 
 import (
-	"context"
-	"strings"
+	"fmt"
 
-	"github.com/reinsdev/reins/image"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
-	"github.com/reinsdev/reins/sandbox/template"
 )
 
-// ImageScreen is the display size ("1280x800") a sandbox of tenant's
-// image would have, "" when it has none: the image's sandbox.DisplayLabel
-// for an image reference (which resolves it: the first use of desktop
-// builds it, minutes, then it is cached); the screen of the image
-// underneath for a snapshot or a template. Another tenant's snapshot or
-// template is not found, as a missing one.
-func (m *Manager) ImageScreen(ctx context.Context, tenant, image string) (string, error) {
-	return m.imageScreen(ctx, tenant, image, 0)
-}
+// A sandbox has a display when its image has one (sandbox.DisplayLabel):
+// its executor is started with --display at the size screenOf resolved
+// at create, which the record keeps (Info.Screen), so every later start
+// of it — a resume on a fresh guest, a restore, a restart of the service
+// that re-attaches — has the same screen, and so do the sandboxes made
+// from its snapshots and forks (SnapshotInfo.ImageScreen).
 
-func (m *Manager) imageScreen(ctx context.Context, tenant, ref string, depth int) (string, error) {
-	if depth > 4 { // a template of a snapshot of a template…: a loop
+// checkScreen is normalize's check of a spec's screen: "" or WxH within
+// bounds, written canonically ("1024x768").
+func checkScreen(s string) (string, error) {
+	if s == "" {
 		return "", nil
 	}
-	if strings.HasPrefix(ref, template.Prefix) {
-		spec := sandbox.Spec{Image: ref}
-		t, err := m.templateOf(tenant, &spec)
-		if err != nil {
-			return "", err
-		}
-		ref = SnapshotPrefix + t.Snapshot
+	w, h, err := sandbox.ParseScreen(s)
+	if err != nil {
+		return "", err
 	}
-	if digest, ok := strings.CutPrefix(ref, SnapshotPrefix); ok {
-		s, err := m.resolveSnapshot(tenant, digest)
-		if err != nil {
-			return "", err
-		}
-		return m.imageScreen(ctx, tenant, s.Image, depth+1)
+	return fmt.Sprintf("%dx%d", w, h), nil
+}
+
+// screenOf is the display of a sandbox of img made for spec (normalized):
+// the spec's screen, else the image's own; "" for an image without a
+// display, which refuses a screen. The image's size comes from its config
+// label, which whoever published the image chose: it is checked as a
+// user's is.
+func screenOf(spec sandbox.Spec, img Image) (string, error) {
+	switch {
+	case img.Screen == "" && spec.Screen != "":
+		return "", errdefs.WithMessage(errdefs.ErrInvalidArgument,
+			fmt.Sprintf("image %s has no display: --screen needs a desktop image (--image desktop)", truncate(spec.Image, 80)))
+	case img.Screen == "":
+		return "", nil
+	case spec.Screen != "":
+		return spec.Screen, nil
 	}
-	rctx := ctx
-	if tenant != "" {
-		rctx = image.Untrusted(ctx)
+	s, err := checkScreen(img.Screen)
+	if err != nil {
+		return "", fmt.Errorf("image %s, its display (label %s): %w", truncate(spec.Image, 80), sandbox.DisplayLabel, err)
 	}
-	img, err := m.cfg.Images.Resolve(rctx, ref, func(sandbox.Progress) {})
-	return img.Screen, err
+	return s, nil
+}
+
+// displayArgs are the executor's arguments for a sandbox with screen.
+func displayArgs(screen string) []string {
+	if screen == "" {
+		return nil
+	}
+	return []string{"--display", screen}
 }

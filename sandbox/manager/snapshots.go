@@ -33,7 +33,7 @@ const snapshotDir = ".snapshots"
 type SnapshotInfo = sandbox.SnapshotInfo
 
 func snapshotImage(s SnapshotInfo) Image {
-	return Image{Digest: s.ImageDigest, Layers: s.Layers, Env: s.ImageEnv, WorkingDir: s.ImageWorkdir}
+	return Image{Digest: s.ImageDigest, Layers: s.Layers, Env: s.ImageEnv, WorkingDir: s.ImageWorkdir, Screen: s.ImageScreen}
 }
 
 // snapshotRef is how a create names s: snapshot:NAME, or snapshot:DIGEST.
@@ -143,8 +143,9 @@ func (m *Manager) resolveSnapshot(tenant, ref string) (SnapshotInfo, error) {
 			r := b.rec
 			b.mu.Unlock()
 			if r.Workspace == ref && r.State != sandbox.StateStopped {
-				return SnapshotInfo{Tenant: tenant, Digest: ref, Sandbox: r.ID, Image: r.Spec.Image, ImageDigest: r.ImageDigest,
-					Layers: r.Layers, ImageEnv: r.ImageEnv, ImageWorkdir: r.ImageWorkdir}, nil
+				s := r.saved(ref)
+				s.Tenant = tenant
+				return s, nil
 			}
 		}
 		return SnapshotInfo{}, notFoundSnapshot(SnapshotPrefix + ref)
@@ -273,10 +274,9 @@ func (m *Manager) saveLocked(ctx context.Context, b *box, name string) (Snapshot
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	s := SnapshotInfo{Tenant: b.rec.Tenant, Name: name, Digest: saved.Digest, Sandbox: b.rec.ID,
-		Image: b.rec.Spec.Image, ImageDigest: b.rec.ImageDigest, Layers: b.rec.Layers, ImageEnv: b.rec.ImageEnv,
-		ImageWorkdir: b.rec.ImageWorkdir, CreatedAt: time.Now(),
-		Files: saved.Files, Bytes: saved.Bytes, StoredBytes: saved.StoredBytes}
+	s := b.rec.saved(saved.Digest)
+	s.Name, s.CreatedAt = name, time.Now()
+	s.Files, s.Bytes, s.StoredBytes = saved.Files, saved.Bytes, saved.StoredBytes
 	if err := m.recordSnapshot(&s); err != nil {
 		return SnapshotInfo{}, err
 	}

@@ -52,8 +52,7 @@ func (m *Manager) SuspendSandbox(ctx context.Context, tenant, id string, why san
 
 // ownSave describes b's newest saved workspace as an unnamed snapshot.
 func (m *Manager) ownSave(b *box) SnapshotInfo {
-	return SnapshotInfo{Tenant: b.rec.Tenant, Digest: b.rec.Workspace, Sandbox: b.rec.ID, Image: b.rec.Spec.Image,
-		ImageDigest: b.rec.ImageDigest, Layers: b.rec.Layers, ImageEnv: b.rec.ImageEnv, ImageWorkdir: b.rec.ImageWorkdir}
+	return b.rec.saved(b.rec.Workspace)
 }
 
 // suspendLocked suspends running b; b.mu is held.
@@ -151,7 +150,7 @@ func (m *Manager) Wake(ctx context.Context, tenant, id string) (bool, error) {
 	if b.rec.State != sandbox.StateSuspended {
 		return false, nil
 	}
-	img := Image{Digest: b.rec.ImageDigest, Layers: b.rec.Layers, Env: b.rec.ImageEnv, WorkingDir: b.rec.ImageWorkdir}
+	img := b.rec.image()
 	if restore := b.rec.Workspace != "" && !b.rec.DiskKept && m.cfg.Workspaces != nil; restore {
 		// A disk here is what a crash left of an earlier wake's restore:
 		// start over on a fresh one.
