@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/model"
@@ -118,38 +120,84 @@ func (r *run) computerTarget() (name, id string, ok bool) {
 	return name, id, true
 }
 
+// withComputerSandbox is a computer call's arguments with the "sandbox"
+// argument every other sandbox tool takes in a run with several, naming
+// the screen's sandbox, so that the policy's rules on it (match: {sandbox:
+// '^web$'}) hold for computer too, whose native form has no such
+// argument. Other calls' are as the model sent them.
+func withComputerSandbox(spec runlog.Spec, c model.Block) json.RawMessage {
+	name, _, ok := screenSandbox(spec)
+	if c.ToolName != sandboxtool.ComputerName || !ok || len(spec.Sandboxes) < 2 || c.InputError != "" {
+		return c.Input
+	}
+	var in map[string]json.RawMessage
+	if json.Unmarshal(c.Input, &in) != nil || in == nil {
+		return c.Input
+	}
+	in["sandbox"], _ = json.Marshal(name)
+	out, err := json.Marshal(in)
+	if err != nil {
+		return c.Input
+	}
+	return out
+}
+
 // waitTakeover holds a computer call while a person holds the screen: a
-// takeover event, the wait, a handback event. Cancelling or pausing the
-// run ends the wait (ctx), before the call's intent is logged, so the
-// call is made after a resume.
-func (e *Engine) waitTakeover(ctx context.Context, r *run) error {
+// takeover event, the wait, a handback event; it reports whether the call
+// may go on. Cancelling the run (ctx) or pausing it (false: the worker
+// pauses at once) ends the wait before the call's intent is logged, so a
+// resumed run makes the call then.
+func (e *Engine) waitTakeover(ctx context.Context, r *run) (bool, error) {
 	h, ok := e.cfg.Sandboxes.(holder)
 	if !ok {
-		return nil
+		return true, nil
 	}
 	name, id, ok := r.computerTarget()
 	if !ok || id == "" {
-		return nil
+		return true, nil
 	}
+	// A pause is a flag the worker reads between steps: looked at here
+	// every pausePoll.
+	tick := time.NewTicker(pausePoll)
+	defer tick.Stop()
 	for {
 		by, released := h.Held(id)
 		if released == nil {
-			return nil
+			return true, nil
 		}
 		if err := e.append(ctx, r, "", typedEvent{runlog.EventTakeover, runlog.SandboxEvent{Name: name, ID: id, By: by,
 			Note: "the run's computer calls wait until the screen is handed back"}}); err != nil {
-			return err
+			return false, err
 		}
-		select {
-		case <-released:
-		case <-ctx.Done():
-			return context.Cause(ctx)
+	wait:
+		for {
+			select {
+			case <-released:
+				break wait
+			case <-ctx.Done():
+				return false, context.Cause(ctx)
+			case <-tick.C:
+				if e.pausing(r.id) {
+					return false, nil
+				}
+			}
 		}
 		if err := e.append(ctx, r, "", typedEvent{runlog.EventHandback, runlog.SandboxEvent{Name: name, ID: id, By: by,
 			Note: "the run goes on"}}); err != nil {
-			return err
+			return false, err
 		}
 	}
+}
+
+// pausePoll is how often a run waiting on a held screen looks for a pause.
+const pausePoll = 100 * time.Millisecond
+
+// pausing reports whether run id's worker was asked to pause.
+func (e *Engine) pausing(id string) bool {
+	e.mu.Lock()
+	w := e.workers[id]
+	e.mu.Unlock()
+	return w != nil && w.pausing.Load()
 }
 
 // withScreenshots loads the newest keep screenshots of msgs (image blocks

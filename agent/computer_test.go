@@ -250,8 +250,18 @@ func TestComputerRun(t *testing.T) {
 		!strings.Contains(lines[1], "step 3 omitted") {
 		t.Errorf("the omitted screenshots read %q", lines)
 	}
-	// The click's result says what it did, with the executor's note.
+	// The click's result says what it did, with the executor's note; its
+	// intent names the sandbox, as other sandbox tools' do with several
+	// (the policy's rules match it).
 	for _, ev := range evs {
+		var c runlog.ToolCall
+		if ev.Type == runlog.EventToolCall && json.Unmarshal(ev.Data, &c) == nil && c.Name == "computer" {
+			var in struct{ Sandbox, Action string }
+			json.Unmarshal(c.Input, &in)
+			if in.Sandbox != "web" || in.Action == "" {
+				t.Errorf("computer intent %s: %s", c.CallID, c.Input)
+			}
+		}
 		var res runlog.ToolResult
 		if ev.Type == runlog.EventToolResult && json.Unmarshal(ev.Data, &res) == nil && res.Step == 3 {
 			if !strings.Contains(res.Text, "left click at (10, 20)") || !strings.Contains(res.Text, "scaled from 1920x1080") || len(res.Images) != 1 {
@@ -398,5 +408,30 @@ func TestComputerTakeoverCancel(t *testing.T) {
 	ts := types(evs)
 	if slices.Contains(ts, runlog.EventHandback) || strings.Count(strings.Join(ts, " "), "tool_call") != 1 || len(e.sbs.calls) != 1 {
 		t.Errorf("events %v after a cancel while held (%d calls)", ts, len(e.sbs.calls))
+	}
+}
+
+// TestComputerTakeoverPause: pausing a run that waits on a held screen
+// parks it; resumed after the hand-back, it makes the call.
+func TestComputerTakeoverPause(t *testing.T) {
+	e := newScreenEnv(t)
+	m := e.script(turn("", shot()), turn("", shot()), turn("done"))
+	e.sbs.hold("sb1", "carol")
+	id, err := e.eng.Start(context.Background(), "", runlog.Spec{Task: "look", Model: m, Sandboxes: map[string]string{"default": "desktop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, e.st, id, runlog.EventTakeover)
+	if err := e.eng.Pause(context.Background(), "", id); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, e.st, id, runlog.EventPaused)
+	e.sbs.release("sb1")
+	if err := e.eng.Resume(context.Background(), "", id); err != nil {
+		t.Fatal(err)
+	}
+	row, evs := e.finish(e.eng, id)
+	if row.Status != string(runlog.StatusSucceeded) || len(e.sbs.calls) != 2 {
+		t.Fatalf("run %s with %d computer calls; events %v", row.Status, len(e.sbs.calls), types(evs))
 	}
 }

@@ -123,7 +123,7 @@ func (e *Engine) nextCall(ctx context.Context, r *run) error {
 			return err
 		}
 		if c.ToolName == sandboxtool.ComputerName && allowed(r.st.spec, c.ToolName) {
-			if err := e.waitTakeover(ctx, r); err != nil {
+			if ok, err := e.waitTakeover(ctx, r); err != nil || !ok {
 				return err
 			}
 		}
