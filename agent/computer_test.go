@@ -344,18 +344,27 @@ func waitEvent(t *testing.T, st store.Store, id, typ string) {
 	t.Fatalf("no %s event", typ)
 }
 
-// TestComputerTakeover: while a person holds the screen, the run's next
-// computer call waits (a takeover event) and goes on after the hand-back
-// (a handback event), in that order.
-func TestComputerTakeover(t *testing.T) {
-	e := newScreenEnv(t)
+// startHeld starts a run of two screenshots on a screen that by holds
+// from the run's second call on (its first makes the sandbox, sb1), and
+// returns once the run waits on it.
+func (e *screenEnv) startHeld(t *testing.T, by string) string {
+	t.Helper()
+	e.sbs.hold("sb1", by)
 	m := e.script(turn("", shot()), turn("", shot()), turn("done"))
-	e.sbs.hold("sb1", "alice") // the run's first sandbox, from its second call on
 	id, err := e.eng.Start(context.Background(), "", runlog.Spec{Task: "look", Model: m, Sandboxes: map[string]string{"default": "desktop"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitEvent(t, e.st, id, runlog.EventTakeover)
+	return id
+}
+
+// TestComputerTakeover: while a person holds the screen, the run's next
+// computer call waits (a takeover event) and goes on after the hand-back
+// (a handback event), in that order.
+func TestComputerTakeover(t *testing.T) {
+	e := newScreenEnv(t)
+	id := e.startHeld(t, "alice")
 	time.Sleep(200 * time.Millisecond)
 	e.sbs.mu.Lock()
 	n := len(e.sbs.calls)
@@ -391,13 +400,7 @@ func TestComputerTakeover(t *testing.T) {
 // screen ends it cleanly, without the call.
 func TestComputerTakeoverCancel(t *testing.T) {
 	e := newScreenEnv(t)
-	m := e.script(turn("", shot()), turn("", shot()), turn("done"))
-	e.sbs.hold("sb1", "bob")
-	id, err := e.eng.Start(context.Background(), "", runlog.Spec{Task: "look", Model: m, Sandboxes: map[string]string{"default": "desktop"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitEvent(t, e.st, id, runlog.EventTakeover)
+	id := e.startHeld(t, "bob")
 	if err := e.eng.Cancel(context.Background(), "", id); err != nil {
 		t.Fatal(err)
 	}
@@ -415,13 +418,7 @@ func TestComputerTakeoverCancel(t *testing.T) {
 // parks it; resumed after the hand-back, it makes the call.
 func TestComputerTakeoverPause(t *testing.T) {
 	e := newScreenEnv(t)
-	m := e.script(turn("", shot()), turn("", shot()), turn("done"))
-	e.sbs.hold("sb1", "carol")
-	id, err := e.eng.Start(context.Background(), "", runlog.Spec{Task: "look", Model: m, Sandboxes: map[string]string{"default": "desktop"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitEvent(t, e.st, id, runlog.EventTakeover)
+	id := e.startHeld(t, "carol")
 	if err := e.eng.Pause(context.Background(), "", id); err != nil {
 		t.Fatal(err)
 	}

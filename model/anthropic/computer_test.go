@@ -36,15 +36,7 @@ func TestComputerTool(t *testing.T) {
 	if sent.Path != "/v1/messages" || !strings.Contains(sent.Header.Get("Anthropic-Beta"), "computer-use-2025-11-24") {
 		t.Errorf("sent to %s with anthropic-beta %q", sent.Path, sent.Header.Get("Anthropic-Beta"))
 	}
-	var body struct {
-		Model    string           `json:"model"`
-		System   []map[string]any `json:"system"`
-		Tools    []map[string]any `json:"tools"`
-		Messages []struct {
-			Role    string           `json:"role"`
-			Content []map[string]any `json:"content"`
-		} `json:"messages"`
-	}
+	var body sentBody
 	if err := json.Unmarshal(sent.Body, &body); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 
-	"github.com/reinsdev/reins/executor"
-	"github.com/reinsdev/reins/executor/client"
 	"github.com/reinsdev/reins/executor/computer"
 	"github.com/reinsdev/reins/internal/testenv"
 	"github.com/reinsdev/reins/tool"
@@ -27,24 +24,7 @@ import (
 func newDisplayBox(t *testing.T, w, h int) *box {
 	t.Helper()
 	testenv.RequiresBinary(t, "Xvfb", "xvfb")
-	b := &box{t: t, root: t.TempDir(), done: make(chan error, 1)}
-	var err error
-	if b.srv, err = executor.New(executor.Config{Root: b.root, Token: "tok",
-		BaseEnv: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"},
-		Display: computer.Config{Width: w, Height: h, AnyNumber: true, WindowManager: "none"}}); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "x.sock")
-	l, err := executor.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { b.done <- b.srv.Serve(l) }()
-	if b.cl, err = client.Dial(context.Background(), sock, "tok", client.WithCallTimeout(60*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.stop)
-	return b
+	return newBoxWith(t, computer.Config{Width: w, Height: h, AnyNumber: true, WindowManager: "none"})
 }
 
 func computerRun(t *testing.T, sb sandboxtool.Sandbox, input string) tool.Result {
@@ -124,7 +104,10 @@ func TestComputerOnDisplay(t *testing.T) {
 		timeout := time.After(10 * time.Second)
 		for {
 			select {
-			case ev := <-events:
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("the X connection closed before a %s", what)
+				}
 				if match(ev) {
 					return ev
 				}
@@ -133,9 +116,14 @@ func TestComputerOnDisplay(t *testing.T) {
 			}
 		}
 	}
-	waitFor("expose", func(ev xgb.Event) bool { _, ok := ev.(xproto.ExposeEvent); return ok })
-
-	img := shotOf(t, computerRun(t, sb, `{"action":"screenshot"}`))
+	// The window is drawn when the X server gets to it: screenshots until
+	// it shows (or 10 s).
+	var img image.Image
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if img = shotOf(t, computerRun(t, sb, `{"action":"screenshot"}`)); isRed(img, 1000, 300) {
+			break
+		}
+	}
 	if !isRed(img, 1000, 300) || !isRed(img, 641, 10) || isRed(img, 600, 300) {
 		t.Errorf("the window is not where the scaled screenshot should show it (right half red)")
 	}
