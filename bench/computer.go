@@ -74,10 +74,77 @@ func (b *bench) computer(rounds int) error {
 	}
 	b.add("desktop: first computer call (starts Xvfb + window manager, screenshot)", ms(start), ms(time.Since(t0))+" exec `true`", ratio(start, time.Since(t0)), "")
 
+	if err := b.browserPage(ex); err != nil {
+		return err
+	}
 	if err := b.screenshots(ex, rounds); err != nil {
 		return err
 	}
-	return b.clicks(ex, rounds)
+	chromium, err := b.chromiumClicks(ex, rounds)
+	if err != nil {
+		return err
+	}
+	return b.clicks(ex, rounds, chromium)
+}
+
+// benchPage is what Chromium shows during the screenshots: text in several
+// sizes and colours (a screenshot's usual content, as PNG sees it) and a
+// block that changes colour when clicked.
+const benchPage = `<!doctype html><html><head><meta charset="utf-8"><style>
+body{margin:0;font-family:sans-serif;background:#fafafa;color:#222}
+#flip{height:300px;background:#00c000;color:#fff;font-size:40px;padding:20px}
+#flip.on{background:#c000c0}
+p{margin:8px 20px;font-size:15px;line-height:1.4}
+h2{margin:8px 20px;color:#2255aa}
+</style></head><body>
+<div id="flip" onclick="this.classList.toggle('on')">Click me — the block changes colour</div>
+<h2>Computer use, measured</h2>
+` + "<p>" + loremIpsum + "</p><p style=\"color:#a33\">" + loremIpsum + "</p><p style=\"font-size:12px\">" + loremIpsum + loremIpsum + "</p>" + `
+</body></html>`
+
+const loremIpsum = "Agents read web pages all day, so every page may carry an instruction that is not the user's. " +
+	"The executor takes screenshots with GetImage and encodes them as PNG; clicks and keys go through XTEST. " +
+	"Ünïcødé text — 日本語のテキスト — and numbers 0123456789 fill the lines as a real page's would. "
+
+// browserPage starts Chromium on benchPage and waits until it shows.
+func (b *bench) browserPage(ex *exclient.Client) error {
+	ctx := b.ctx
+	if err := ex.WriteFile(ctx, "/tmp/bench.html", []byte(benchPage), 0o644); err != nil {
+		return err
+	}
+	if _, err := ex.Start(ctx, &executorv1.ExecRequest{Argv: []string{"sh", "-c", "browser file:///tmp/bench.html > /tmp/browser.log 2>&1"}, Background: true}); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := ex.Computer(ctx, &executorv1.ComputerRequest{Action: "screenshot"})
+		if err != nil {
+			return err
+		}
+		img, err := checkPNG(resp.Png, 1280, 800)
+		if err != nil {
+			return err
+		}
+		if near(rgb8(img, 640, 300), [3]uint8{0, 192, 0}) && len(resp.Png) > 20<<10 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := ex.ReadFile(ctx, "/tmp/browser.log")
+			return fmt.Errorf("Chromium did not show the page in 90 s (the screen's centre is %v): %.2000s", rgb8(img, 640, 300), log)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// near reports whether two colours are within a few levels of each other
+// (a browser's colour handling may shift them).
+func near(a, b [3]uint8) bool {
+	for i := range a {
+		if d := int(a[i]) - int(b[i]); d < -12 || d > 12 {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *bench) screenshots(ex *exclient.Client, rounds int) error {
@@ -109,13 +176,73 @@ func (b *bench) screenshots(ex *exclient.Client, rounds int) error {
 			oursSize, baseSize = len(resp.Png), len(out)
 		}
 	}
-	b.add("desktop: screenshot 1280x800 PNG, to the host (p50)", ms(pct(ours, 50))+fmt.Sprintf(" (%d KiB)", oursSize>>10),
+	b.add("desktop: screenshot 1280x800 PNG of Chromium on a page, to the host (p50)", ms(pct(ours, 50))+fmt.Sprintf(" (%d KiB)", oursSize>>10),
 		ms(pct(base, 50))+fmt.Sprintf(" exec `%s` (%d KiB)", pipeline, baseSize>>10), ratio(pct(ours, 50), pct(base, 50)), "≤ 0.5×")
 	b.add("desktop: screenshot 1280x800 PNG (p90)", ms(pct(ours, 90)), ms(pct(base, 90))+" the same pipeline", ratio(pct(ours, 90), pct(base, 90)), "")
 	return nil
 }
 
-func (b *bench) clicks(ex *exclient.Client, rounds int) error {
+// untilShows takes screenshots, the first being resp's, until want accepts
+// one; it returns when that one came (got, for the first).
+func untilShows(b *bench, ex *exclient.Client, resp *executorv1.ComputerResponse, got time.Time, want func(image.Image) bool) (time.Time, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		img, err := checkPNG(resp.Png, 1280, 800)
+		if err != nil {
+			return got, err
+		}
+		if want(img) {
+			return got, nil
+		}
+		if time.Now().After(deadline) {
+			return got, fmt.Errorf("the screen never changed as the click should have (its centre is %v)", rgb8(img, 640, 400))
+		}
+		if resp, err = ex.Computer(b.ctx, &executorv1.ComputerRequest{Action: "screenshot"}); err != nil {
+			return got, err
+		}
+		got = time.Now()
+	}
+}
+
+// click clicks at (x, y) with the click's own screenshot taken a
+// millisecond after, and returns when a screenshot first showed what want
+// accepts, and whether that was the click's own.
+func click(b *bench, ex *exclient.Client, x, y int32, want func(image.Image) bool) (time.Duration, bool, error) {
+	t0 := time.Now()
+	resp, err := ex.Computer(b.ctx, &executorv1.ComputerRequest{Action: "left_click", Coordinate: &executorv1.Point{X: x, Y: y},
+		Screenshot: true, ScreenshotDelayMs: 1})
+	if err != nil {
+		return 0, false, err
+	}
+	first := time.Now()
+	got, err := untilShows(b, ex, resp, first, want)
+	return got.Sub(t0), got == first, err
+}
+
+// chromiumClicks: a click on the page's block until Chromium's repaint is
+// in a screenshot (what the default screenshot delay after an action is
+// chosen from).
+func (b *bench) chromiumClicks(ex *exclient.Client, rounds int) ([]time.Duration, error) {
+	on := false
+	var ds []time.Duration
+	for i := 0; i < rounds+2; i++ {
+		on = !on
+		want := [3]uint8{0, 192, 0}
+		if on {
+			want = [3]uint8{192, 0, 192}
+		}
+		d, _, err := click(b, ex, 640, 300, func(img image.Image) bool { return near(rgb8(img, 640, 300), want) })
+		if err != nil {
+			return nil, fmt.Errorf("clicking Chromium's page: %w", err)
+		}
+		if i >= 2 {
+			ds = append(ds, d)
+		}
+	}
+	return ds, nil
+}
+
+func (b *bench) clicks(ex *exclient.Client, rounds int, chromium []time.Duration) error {
 	ctx := b.ctx
 	bin := filepath.Join(b.dir, "flipper")
 	build := exec.Command("go", "build", "-o", bin, "./bench/flipper")
@@ -134,82 +261,54 @@ func (b *bench) clicks(ex *exclient.Client, rounds int) error {
 		return err
 	}
 	flips := 0
-	want := func() [3]uint8 { // red, then blue after each odd press
+	want := func(img image.Image) bool { // red, then blue after each odd press
+		c := [3]uint8{255, 0, 0}
 		if flips%2 == 1 {
-			return [3]uint8{0, 0, 255}
+			c = [3]uint8{0, 0, 255}
 		}
-		return [3]uint8{255, 0, 0}
-	}
-	// shows waits for a screenshot with the colour wanted at the centre,
-	// taking the first from resp; it returns when that screenshot came.
-	shows := func(resp *executorv1.ComputerResponse, got time.Time) (time.Time, error) {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			img, err := checkPNG(resp.Png, 1280, 800)
-			if err != nil {
-				return got, err
-			}
-			if rgb8(img, 640, 400) == want() {
-				return got, nil
-			}
-			if time.Now().After(deadline) {
-				return got, fmt.Errorf("the screen never showed %v at its centre (it shows %v)", want(), rgb8(img, 640, 400))
-			}
-			if resp, err = ex.Computer(ctx, &executorv1.ComputerRequest{Action: "screenshot"}); err != nil {
-				return got, err
-			}
-			got = time.Now()
-		}
+		return rgb8(img, 640, 400) == c
 	}
 	first, err := ex.Computer(ctx, &executorv1.ComputerRequest{Action: "screenshot"})
 	if err != nil {
 		return err
 	}
-	if _, err := shows(first, time.Now()); err != nil {
+	if _, err := untilShows(b, ex, first, time.Now(), want); err != nil {
 		return fmt.Errorf("flipper's window: %w", err)
 	}
-	var ours, base, oursNext []time.Duration
+	var ours, base []time.Duration
 	nextOK := 0
 	for i := 0; i < rounds+2; i++ {
-		// Ours: a left click with its screenshot a millisecond after.
-		t0 := time.Now()
-		resp, err := ex.Computer(ctx, &executorv1.ComputerRequest{Action: "left_click", Coordinate: &executorv1.Point{X: 640, Y: 400},
-			Screenshot: true, ScreenshotDelayMs: 1})
-		if err != nil {
-			return err
-		}
 		flips++
-		first := time.Now()
-		got, err := shows(resp, first)
+		d, own, err := click(b, ex, 640, 400, want)
 		if err != nil {
 			return err
 		}
-		if got == first {
-			nextOK++
-		}
-		d := got.Sub(t0)
 		// xdotool: the click by exec, then the same screenshots.
-		t0 = time.Now()
+		t0 := time.Now()
 		if _, errOut, exit, err := ex.Run(ctx, "xdotool", "mousemove", "640", "400", "click", "1"); err != nil || exit.ExitCode != 0 {
 			return fmt.Errorf("xdotool: %v %v %s", err, exit, errOut)
 		}
 		flips++
-		resp, err = ex.Computer(ctx, &executorv1.ComputerRequest{Action: "screenshot"})
+		resp, err := ex.Computer(ctx, &executorv1.ComputerRequest{Action: "screenshot"})
 		if err != nil {
 			return err
 		}
-		got, err = shows(resp, time.Now())
+		got, err := untilShows(b, ex, resp, time.Now(), want)
 		if err != nil {
 			return err
 		}
 		if i >= 2 {
 			ours, base = append(ours, d), append(base, got.Sub(t0))
-			oursNext = append(oursNext, first.Sub(t0))
+			if own {
+				nextOK++
+			}
 		}
 	}
-	b.add("desktop: click → change visible in a screenshot (p50)", ms(pct(ours, 50))+fmt.Sprintf(" (in the click's own screenshot %d of %d)", nextOK, rounds+2),
+	b.add("desktop: click → change visible in a screenshot (p50)", ms(pct(ours, 50))+fmt.Sprintf(" (in the click's own screenshot %d of %d)", nextOK, rounds),
 		ms(pct(base, 50))+" exec `xdotool click`, then the screenshot", ratio(pct(ours, 50), pct(base, 50)), "≤ 100 ms")
 	b.add("desktop: click → change visible (p90)", ms(pct(ours, 90)), ms(pct(base, 90))+" xdotool", ratio(pct(ours, 90), pct(base, 90)), "")
+	b.add("desktop: click on a page → Chromium's repaint visible (p50 / p90)", ms(pct(chromium, 50))+" / "+ms(pct(chromium, 90)),
+		ms(pct(ours, 50))+" / "+ms(pct(ours, 90))+" the same click on flipper", ratio(pct(chromium, 50), pct(ours, 50)), "")
 	return nil
 }
 

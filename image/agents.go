@@ -407,7 +407,7 @@ func (s *Store) downloadNPM(ctx context.Context, registry string, p npmPackage, 
 	h := sha512.New()
 	body := &progressReader{
 		ctx: ctx, r: io.LimitReader(resp.Body, maxNPMTarball+1), report: report,
-		p: Progress{Phase: PhaseBuild, Message: "downloading " + what, Total: max(resp.ContentLength, 0)},
+		p: Progress{Phase: PhasePull, Message: "downloading " + what, Total: max(resp.ContentLength, 0)},
 	}
 	n, err := io.Copy(io.MultiWriter(w, h), body)
 	if err != nil {
@@ -463,7 +463,7 @@ func unpackNPM(ctx context.Context, p npmPackage, tgz, staging, dst string, repo
 	}
 	zr, err := gzip.NewReader(&progressReader{
 		ctx: ctx, r: f, report: report,
-		p: Progress{Phase: PhaseBuild, Message: "unpacking " + what, Total: fi.Size()},
+		p: Progress{Phase: PhaseUnpack, Message: "unpacking " + what, Total: fi.Size()},
 	})
 	if err != nil {
 		return fmt.Errorf("%s: its tarball is not gzip: %w", what, err)

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
 	"github.com/reinsdev/reins/internal/testenv"
 	"github.com/reinsdev/reins/sandbox"
 )
@@ -39,8 +42,8 @@ func TestDesktop(t *testing.T) {
 	if built && (last.Total == 0 || last.Done != last.Total) {
 		t.Errorf("the last counted progress report %+v does not reach its total", last)
 	}
-	if len(img.Layers) != 1 {
-		t.Fatalf("%d layers, want one", len(img.Layers))
+	if len(img.Layers) != 1 || img.Cached {
+		t.Fatalf("%d layers, cached %v; want one layer, newly made", len(img.Layers), img.Cached)
 	}
 	root := img.Layers[0]
 	for _, p := range []string{
@@ -92,8 +95,8 @@ func TestDesktop(t *testing.T) {
 		t.Errorf("env %v has no DISPLAY=:0", img.Config.Env)
 	}
 	again, err := s.Resolve(context.Background(), "desktop:latest", func(p Progress) { t.Errorf("the cached image reported %+v", p) })
-	if err != nil || again.Digest != img.Digest {
-		t.Errorf("second resolve: %v, %v", again, err)
+	if err != nil || again.Digest != img.Digest || !again.Cached {
+		t.Errorf("second resolve: %+v, %v; want the same image, cached", again, err)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(s.Dir(), "tmp")); len(ents) != 0 {
 		t.Errorf("tmp not empty: %v", ents)
@@ -116,6 +119,26 @@ func TestDesktopSource(t *testing.T) {
 	desktopPackages = append(slices.Clone(pkgs), "fonts-noto-cjk")
 	if desktopSource() == src {
 		t.Error("a new package leaves the recipe unchanged")
+	}
+}
+
+// Image.Cached: false when Resolve unpacked a layer, true when every
+// layer was in the store already (an OCI layout is read again each time).
+func TestResolveCached(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "layout")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(testImage(t, lowerLayer(t))); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t)
+	for i, want := range []bool{false, true} {
+		img, err := s.Resolve(context.Background(), "oci:"+dir, nil)
+		if err != nil || img.Cached != want {
+			t.Fatalf("resolve %d: cached %v, %v; want %v", i+1, img != nil && img.Cached, err, want)
+		}
 	}
 }
 

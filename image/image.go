@@ -96,6 +96,10 @@ type Image struct {
 	Layers []string
 	Config Config
 	Size   int64 // bytes of the uncompressed layers
+	// Cached is true when the store had the image: Resolve pulled,
+	// unpacked and built nothing (a tenant's registry image still has
+	// its manifest fetched).
+	Cached bool
 }
 
 // Config is the part of an image's config a sandbox uses.
@@ -118,8 +122,9 @@ const (
 )
 
 // Progress reports how a Resolve is getting on. Done and Total count bytes
-// of one layer (compressed bytes for pulls) or, for builds, steps; Total is
-// 0 when unknown. Message carries a line of a build's output.
+// in PhasePull and PhaseUnpack (of one layer, compressed bytes for pulls;
+// of a package a build downloads) and steps in PhaseBuild; Total is 0 when
+// unknown. Message carries a line of a build's output.
 type Progress struct {
 	Phase   string
 	Layer   string // the layer's digest, when the report is about one layer

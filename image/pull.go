@@ -146,6 +146,12 @@ func (s *Store) install(ctx context.Context, key, source string, p *pending, rep
 
 	dirs := make([]string, len(p.layers))
 	sizes := make([]int64, len(p.layers))
+	cached := true
+	for _, l := range p.layers {
+		if dir, err := s.layerDir(l.diffID); err != nil || !isDir(dir) {
+			cached = false
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.jobs)
 	for i, l := range p.layers {
@@ -166,7 +172,7 @@ func (s *Store) install(ctx context.Context, key, source string, p *pending, rep
 	if err := s.record(key, source, ir); err != nil {
 		return nil, err
 	}
-	return &Image{Ref: key, Digest: p.digest, Layers: dirs, Config: ir.Config, Size: ir.Size}, nil
+	return &Image{Ref: key, Digest: p.digest, Layers: dirs, Config: ir.Config, Size: ir.Size, Cached: cached}, nil
 }
 
 // pendingImage lists img's layers to be read compressed (as stored).
@@ -219,6 +225,7 @@ func (s *Store) resolveRemote(ctx context.Context, r *parsedRef, report func(Pro
 				if err := s.record(r.key, "", ir); err != nil {
 					return nil, err
 				}
+				img.Cached = true
 				return img, nil
 			}
 		}
@@ -427,4 +434,10 @@ func (s *Store) newTransport() *httpGuard {
 // CloseIdleConnections closes the store's idle registry connections.
 func (s *Store) CloseIdleConnections() {
 	s.transport.base.(*http.Transport).CloseIdleConnections()
+}
+
+// isDir reports whether p is a directory (a present layer).
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }

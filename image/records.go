@@ -188,7 +188,11 @@ func (s *Store) cached(key, source string) (*Image, bool) {
 	if err != nil {
 		return nil, false
 	}
-	return s.imageFromRecord(key, ir)
+	img, ok := s.imageFromRecord(key, ir)
+	if ok {
+		img.Cached = true
+	}
+	return img, ok
 }
 
 // record writes the image and the reference to it.

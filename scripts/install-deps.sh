@@ -28,6 +28,11 @@ want make make
 want patch patch
 want bzip2 bzip2
 want xz xz-utils
+# executor/computer's tests drive a host Xvfb, checked against xwd and
+# xdotool (the desktop image has its own, from Debian's mirror).
+want Xvfb xvfb
+want xwd x11-apps
+want xdotool xdotool
 # internal/mirrortest's git source runs `git http-backend`.
 want git git
 # scripts/agent-programs.sh fetches Claude Code and Codex for the tests

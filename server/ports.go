@@ -355,11 +355,3 @@ func (s *Server) TakeOver(ctx context.Context, req *connect.Request[reinsv1.Take
 	}
 	return nil, errdefs.WithMessage(errdefs.ErrUnimplemented, "take-over is not built yet")
 }
-
-// BuildImage resolves (builds, pulls) an image ahead of a Create.
-func (s *Server) BuildImage(ctx context.Context, req *connect.Request[reinsv1.BuildImageRequest], stream *connect.ServerStream[reinsv1.BuildImageResponse]) error {
-	if err := CheckImage(tenant(ctx), req.Msg.Image); err != nil {
-		return err
-	}
-	return errdefs.WithMessage(errdefs.ErrUnimplemented, "image builds ahead of a create are not built yet")
-}

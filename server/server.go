@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -54,7 +53,9 @@ type Server struct {
 	snapshots Snapshots
 	// pausers, when set, serves Pause (pause.go).
 	pausers Pausers
-	egress  EgressLogs
+	// images, when set, serves BuildImage (images.go).
+	images Images
+	egress EgressLogs
 	// templates, when set, serves the template calls (templates.go).
 	templates Templates
 	// ports, when set, serves port URLs (ports.go) through portProxy,
@@ -196,31 +197,19 @@ func (s *Server) Create(ctx context.Context, req *connect.Request[reinsv1.Create
 	if err := checkGateway(tenant(ctx), spec.Gateway); err != nil {
 		return err
 	}
-	var mu sync.Mutex
 	if err := CheckImage(tenant(ctx), spec.Image); err != nil {
 		return err
 	}
-	last := map[string]time.Time{}
-	progress := func(p sandbox.Progress) {
-		mu.Lock()
-		defer mu.Unlock()
-		// At most ten updates a second per item, but always the last one.
-		key := p.Phase + p.Item
-		if t := last[key]; time.Since(t) < 100*time.Millisecond && (p.Total == 0 || p.Done < p.Total) {
-			return
-		}
-		last[key] = time.Now()
-		stream.Send(&reinsv1.CreateSandboxResponse{Msg: &reinsv1.CreateSandboxResponse_Progress{Progress: &reinsv1.Progress{
-			Phase: wire.ProgressPhase(p.Phase), Item: p.Item, Done: p.Done, Total: p.Total, Message: p.Message,
-		}}})
-	}
-	rec, err := s.m.Create(ctx, tenant(ctx), spec, progress)
+	ps := newProgressSender(func(p *reinsv1.Progress) {
+		stream.Send(&reinsv1.CreateSandboxResponse{Msg: &reinsv1.CreateSandboxResponse_Progress{Progress: p}})
+	})
+	rec, err := s.m.Create(ctx, tenant(ctx), spec, ps.report)
 	if err != nil {
 		return err
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	return stream.Send(&reinsv1.CreateSandboxResponse{Msg: &reinsv1.CreateSandboxResponse_Sandbox{Sandbox: RecordToProto(rec)}})
+	return ps.last(func() error {
+		return stream.Send(&reinsv1.CreateSandboxResponse{Msg: &reinsv1.CreateSandboxResponse_Sandbox{Sandbox: RecordToProto(rec)}})
+	})
 }
 
 func (s *Server) Get(ctx context.Context, req *connect.Request[reinsv1.GetSandboxRequest]) (*connect.Response[reinsv1.GetSandboxResponse], error) {

@@ -564,6 +564,8 @@ func TestIsolation(t *testing.T) {
 	}
 	_, err = client.Unary(ctx, beta.Sandbox(sbx), beta.Sandbox(sbx).RPC().Stat, &executorv1.StatRequest{Path: "/"})
 	wantKind(t, "Stat through the client with beta's token", err, errdefs.ErrNotFound)
+	_, err = beta.Sandbox(sbx).Computer(ctx, &executorv1.ComputerRequest{Action: "screenshot"})
+	wantKind(t, "Computer through the client with beta's token", err, errdefs.ErrNotFound)
 
 	// Templates: another tenant's is answered as a missing one, by
 	// every call that names one, and never listed.

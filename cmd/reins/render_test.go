@@ -43,6 +43,8 @@ func TestRenderEvents(t *testing.T) {
 		"sandbox_resumed":    "◆ sandbox default resumed: files restored resumed",
 		"sandbox_lifecycle":  "◆ sandbox default it vanished lifecycle: files restored lifecycle",
 		"checkpoint":         "◆ checkpoint of sandbox default after event 41: sha256:ee (3.4 KiB in 12 files; every 10 mutating calls)",
+		"takeover":           "◆ alice takeover took over the screen of sandbox default: the run's computer calls wait for the hand-back",
+		"handback":           "◆ alice handback handed the screen of sandbox default back: the run goes on",
 		"checkpoint_failed":  "◆ no checkpoint of sandbox db after event 42 (the run goes on): no space left on the snapshot store",
 	}
 	line := map[string]string{ // what `runs events` shows of it

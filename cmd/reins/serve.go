@@ -350,7 +350,7 @@ func serve(cfg serveConfig) error {
 	}
 	srv := &http.Server{
 		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).
-			WithNetworks(m).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithPausers(m).
+			WithNetworks(m).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithPausers(m).WithImages(m).
 			WithTemplates(&template.Builder{Store: templates, Sandboxes: manager.TemplateBuilds{M: m}}).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
 		}).WithPorts(ports).Handler(),

@@ -63,7 +63,7 @@ func (s *statusLine) Done() {
 	}
 }
 
-// Progress shows a step of sandbox creation.
+// Progress shows a step of sandbox creation or of an image build.
 func (s *statusLine) Progress(p *reinsv1.Progress) {
 	text := cmp.Or(wire.ProgressPhaseFromProto(p.Phase), p.Phase.String())
 	if p.Item != "" {
@@ -73,10 +73,19 @@ func (s *statusLine) Progress(p *reinsv1.Progress) {
 		}
 		text += " " + item
 	}
+	// A build counts steps (packages fetched, unpacked, set up); the
+	// other phases bytes.
+	count := humanBytes
+	if p.Phase == reinsv1.ProgressPhase_PROGRESS_PHASE_BUILD {
+		count = func(n int64) string { return fmt.Sprint(n) }
+	}
 	if p.Total > 0 {
-		text += fmt.Sprintf(" %s %s / %s", bar(p.Done, p.Total, 20), humanBytes(p.Done), humanBytes(p.Total))
+		text += fmt.Sprintf(" %s %s / %s", bar(p.Done, p.Total, 20), count(p.Done), count(p.Total))
+		if p.Phase == reinsv1.ProgressPhase_PROGRESS_PHASE_BUILD {
+			text += " steps"
+		}
 	} else if p.Done > 0 {
-		text += " " + humanBytes(p.Done)
+		text += " " + count(p.Done)
 	}
 	if p.Message != "" {
 		text += "  " + p.Message

@@ -406,6 +406,9 @@ func (d *Display) screenshot(x *xserver, sp space, region image.Rectangle) (shot
 	if err != nil {
 		return shot{}, err
 	}
+	if s.note != "" {
+		s.note += fmt.Sprintf("; coordinates are still in %dx%d", sp.w, sp.h)
+	}
 	if note != "" && s.note != "" {
 		s.note = note + "; " + s.note
 	} else if note != "" {

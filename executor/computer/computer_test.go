@@ -1,16 +1,21 @@
 package computer_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jezek/xgb/xproto"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/computer"
+	"github.com/reinsdev/reins/internal/testenv"
 )
 
 const red, blue = 0xff0000, 0x0000ff
@@ -343,5 +348,57 @@ func TestRestart(t *testing.T) {
 	resp = do(t, d, &executorv1.ComputerRequest{Action: "screenshot"})
 	if resp.Note != "" {
 		t.Errorf("the restart is noted twice: %q", resp.Note)
+	}
+}
+
+// TestWindowManager: with the default window manager (matchbox, if the
+// machine has it) a new window is given the whole screen.
+func TestWindowManager(t *testing.T) {
+	testenv.RequiresBinary(t, "matchbox-window-manager", "matchbox-window-manager")
+	testenv.RequiresBinary(t, "Xvfb", "xvfb")
+	d, err := computer.New(computer.Config{Width: 800, Height: 600, AnyNumber: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	do(t, d, &executorv1.ComputerRequest{Action: "screenshot"}) // starts the X server and the window manager
+	c := dial(t, d)
+	win, err := xproto.NewWindowId(c.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen := xproto.Setup(c.conn).DefaultScreen(c.conn)
+	if err := xproto.CreateWindowChecked(c.conn, 24, win, c.root, 10, 10, 100, 100, 0, xproto.WindowClassInputOutput, screen.RootVisual,
+		xproto.CwBackPixel|xproto.CwEventMask, []uint32{red, xproto.EventMaskStructureNotify}).Check(); err != nil {
+		t.Fatal(err)
+	}
+	// The window manager may take a moment to be up: map until managed.
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		xproto.MapWindow(c.conn, win)
+		for _, ev := range c.drain(300 * time.Millisecond) {
+			if cf, ok := ev.(xproto.ConfigureNotifyEvent); ok && cf.Width == 800 && cf.Height == 600 {
+				return
+			}
+		}
+	}
+	t.Error("the window was never given the whole screen: is the window manager running?")
+}
+
+// TestClose: Close stops the X server (it is reaped: its pid is gone) and
+// later calls are refused.
+func TestClose(t *testing.T) {
+	d := newDisplay(t, 800, 600)
+	pid := d.ServerPid()
+	d.Close()
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the X server (pid %d) is still there after Close: %v", pid, err)
+	}
+	if d.Running() {
+		t.Error("the display says it runs after Close")
+	}
+	_, err := d.Do(context.Background(), &executorv1.ComputerRequest{Action: "screenshot"})
+	if !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Errorf("a call after Close: %v, want unavailable", err)
 	}
 }

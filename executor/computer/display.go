@@ -120,8 +120,8 @@ type xserver struct {
 	width  int
 	height int
 	wm     *process.Child
-	// stale is set by the event reader when the keyboard mapping changed.
-	stale chan struct{}
+	// lost is closed when the connection ends (the event reader sees it).
+	lost chan struct{}
 }
 
 var quietXgb sync.Once
@@ -191,6 +191,14 @@ func (d *Display) ensureLocked(ctx context.Context) (*xserver, error) {
 		d.notes = append(d.notes, fmt.Sprintf("the X server had stopped (%s) and was started again: windows open before are gone; start the programs again", why))
 		d.stopLocked()
 	}
+	if d.x != nil && isDone(d.x.lost) {
+		// The server closed the executor's connection (a program
+		// killed it as a client?): start again rather than fail from
+		// now on.
+		d.log.Warn("the connection to the X server was lost; starting it again")
+		d.notes = append(d.notes, "the connection to the X server was lost and the X server was started again: windows open before are gone; start the programs again")
+		d.stopLocked()
+	}
 	if d.x == nil {
 		x, err := d.startX(ctx)
 		if err != nil {
@@ -231,7 +239,7 @@ func (d *Display) startX(ctx context.Context) (*xserver, error) {
 		return nil, errdefs.WithMessage(errdefs.ErrFailedPrecondition,
 			fmt.Sprintf("cannot start the X server (%s): %v; this sandbox's image lacks Xvfb: use --image desktop", d.cfg.Xvfb, err))
 	}
-	x := &xserver{proc: proc, out: &tailBuffer{max: 4 << 10}, width: d.cfg.Width, height: d.cfg.Height, stale: make(chan struct{}, 1)}
+	x := &xserver{proc: proc, out: &tailBuffer{max: 4 << 10}, width: d.cfg.Width, height: d.cfg.Height, lost: make(chan struct{})}
 	go x.out.readFrom(outR)
 
 	number, err := d.waitReady(ctx, ready, proc)
@@ -308,19 +316,14 @@ func (x *xserver) connect(number int) error {
 }
 
 // readEvents drains the connection's events (xgb stops reading replies
-// when its event queue is full) and marks the keymap stale when the
-// keyboard mapping changes.
+// when its event queue is full; the keymap is read again for every action,
+// so MappingNotify needs no handling) and says when the connection ends.
 func (d *Display) readEvents(x *xserver) {
+	defer close(x.lost)
 	for {
 		ev, err := x.conn.WaitForEvent()
 		if ev == nil && err == nil {
-			return // the connection is closed
-		}
-		if _, ok := ev.(xproto.MappingNotifyEvent); ok {
-			select {
-			case x.stale <- struct{}{}:
-			default:
-			}
+			return
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package computer
 
-import "syscall"
+import (
+	"syscall"
+
+	"github.com/jezek/xgb/xproto"
+)
 
 // KillServer kills the X server (SIGKILL) and waits until it is reaped, as
 // if it had crashed.
@@ -28,4 +32,29 @@ func (d *Display) SpareKeys() int {
 		return -1
 	}
 	return len(km.spare)
+}
+
+// ServerPid is the X server's process id.
+func (d *Display) ServerPid() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.x.proc.Pid()
+}
+
+// ResourceBase is the base of the display's X connection's resource ids,
+// which names its connection to KillClient.
+func (d *Display) ResourceBase() uint32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return xproto.Setup(d.x.conn).ResourceIdBase
+}
+
+// DropConnection closes the display's X connection under it, as if the
+// server had closed it.
+func (d *Display) DropConnection() {
+	d.mu.Lock()
+	x := d.x
+	d.mu.Unlock()
+	x.conn.Close()
+	<-x.lost
 }

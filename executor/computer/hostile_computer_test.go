@@ -148,3 +148,40 @@ func (c *client) noise(w, h int) {
 		}
 	}
 }
+
+// TestHostileDisplaySize: --display's value is bounded as sandbox screens
+// are (320..4096 each way), in words.
+func TestHostileDisplaySize(t *testing.T) {
+	for _, s := range []string{"", "10x10", "5000x800", "1280x100000", "axb", "1280x800x24", "-1280x800", "1280"} {
+		if _, _, err := computer.ParseSize(s); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "320..4096") {
+			t.Errorf("ParseSize(%q) = %v, want invalid_argument naming the bounds", s, err)
+		}
+		if _, err := computer.New(computer.Config{Width: 10, Height: 100000}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("New with 10x100000: %v", err)
+		}
+	}
+	if w, h, err := computer.ParseSize(" 1280X800 "); err != nil || w != 1280 || h != 800 {
+		t.Errorf("ParseSize(1280X800) = %d, %d, %v", w, h, err)
+	}
+}
+
+// TestHostileKilledConnection: a program in the sandbox cannot kill the
+// executor's X connection (XKillClient names a client by one of its
+// resources, and the connection owns none); a connection lost all the
+// same is started again on the next call, which says so, instead of
+// failing from then on.
+func TestHostileKilledConnection(t *testing.T) {
+	d := newDisplay(t, 800, 600)
+	c := dial(t, d)
+	if err := xproto.KillClientChecked(c.conn, d.ResourceBase()).Check(); err == nil {
+		t.Error("KillClient of the executor's connection was accepted")
+	}
+	if resp := do(t, d, &executorv1.ComputerRequest{Action: "screenshot"}); resp.Note != "" {
+		t.Errorf("after a refused KillClient: note %q", resp.Note)
+	}
+	d.DropConnection()
+	resp := do(t, d, &executorv1.ComputerRequest{Action: "screenshot"})
+	if resp.Width != 800 || !strings.Contains(resp.Note, "connection to the X server was lost") {
+		t.Fatalf("after the connection was lost: %dx%d, note %q", resp.Width, resp.Height, resp.Note)
+	}
+}

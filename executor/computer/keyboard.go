@@ -82,7 +82,7 @@ func (x *xserver) readKeymap() (*keymap, error) {
 			km.spare = append(km.spare, km.min+xproto.Keycode(i))
 		}
 	}
-	pos, ok := km.where[keysyms["Shift_L"]]
+	pos, ok := km.where[ksShiftL]
 	if !ok {
 		return nil, fmt.Errorf("the keyboard mapping has no Shift key")
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/jezek/xgb/xproto"
@@ -11,62 +12,75 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 )
 
-// Keysyms by name: the X11 names (as xdotool takes them) of the keys that
-// are not characters. Characters are named by themselves ("a", "é", "/")
-// or by their X11 names below (space, slash, ...).
-var keysyms = map[string]xproto.Keysym{
-	"BackSpace": 0xff08, "Tab": 0xff09, "Linefeed": 0xff0a, "Clear": 0xff0b, "Return": 0xff0d,
-	"Pause": 0xff13, "Scroll_Lock": 0xff14, "Sys_Req": 0xff15, "Escape": 0xff1b, "Delete": 0xffff,
-	"Home": 0xff50, "Left": 0xff51, "Up": 0xff52, "Right": 0xff53, "Down": 0xff54,
-	"Prior": 0xff55, "Page_Up": 0xff55, "Next": 0xff56, "Page_Down": 0xff56, "End": 0xff57, "Begin": 0xff58,
-	"Select": 0xff60, "Print": 0xff61, "Execute": 0xff62, "Insert": 0xff63, "Undo": 0xff65, "Redo": 0xff66,
-	"Menu": 0xff67, "Find": 0xff68, "Cancel": 0xff69, "Help": 0xff6a, "Break": 0xff6b,
-	"Mode_switch": 0xff7e, "Num_Lock": 0xff7f,
-	"KP_Space": 0xff80, "KP_Tab": 0xff89, "KP_Enter": 0xff8d,
-	"KP_F1": 0xff91, "KP_F2": 0xff92, "KP_F3": 0xff93, "KP_F4": 0xff94,
-	"KP_Home": 0xff95, "KP_Left": 0xff96, "KP_Up": 0xff97, "KP_Right": 0xff98, "KP_Down": 0xff99,
-	"KP_Prior": 0xff9a, "KP_Page_Up": 0xff9a, "KP_Next": 0xff9b, "KP_Page_Down": 0xff9b,
-	"KP_End": 0xff9c, "KP_Begin": 0xff9d, "KP_Insert": 0xff9e, "KP_Delete": 0xff9f,
-	"KP_Multiply": 0xffaa, "KP_Add": 0xffab, "KP_Separator": 0xffac, "KP_Subtract": 0xffad,
-	"KP_Decimal": 0xffae, "KP_Divide": 0xffaf, "KP_Equal": 0xffbd,
-	"Shift_L": 0xffe1, "Shift_R": 0xffe2, "Control_L": 0xffe3, "Control_R": 0xffe4,
-	"Caps_Lock": 0xffe5, "Shift_Lock": 0xffe6, "Meta_L": 0xffe7, "Meta_R": 0xffe8,
-	"Alt_L": 0xffe9, "Alt_R": 0xffea, "Super_L": 0xffeb, "Super_R": 0xffec,
-	"Hyper_L": 0xffed, "Hyper_R": 0xffee, "ISO_Level3_Shift": 0xfe03, "ISO_Left_Tab": 0xfe20,
-	"space": 0x20, "exclam": 0x21, "quotedbl": 0x22, "numbersign": 0x23, "dollar": 0x24,
-	"percent": 0x25, "ampersand": 0x26, "apostrophe": 0x27, "parenleft": 0x28, "parenright": 0x29,
-	"asterisk": 0x2a, "plus": 0x2b, "comma": 0x2c, "minus": 0x2d, "period": 0x2e, "slash": 0x2f,
-	"colon": 0x3a, "semicolon": 0x3b, "less": 0x3c, "equal": 0x3d, "greater": 0x3e, "question": 0x3f,
-	"at": 0x40, "bracketleft": 0x5b, "backslash": 0x5c, "bracketright": 0x5d, "asciicircum": 0x5e,
-	"underscore": 0x5f, "grave": 0x60, "braceleft": 0x7b, "bar": 0x7c, "braceright": 0x7d, "asciitilde": 0x7e,
-	"XF86MonBrightnessUp": 0x1008ff02, "XF86MonBrightnessDown": 0x1008ff03,
-	"XF86AudioLowerVolume": 0x1008ff11, "XF86AudioMute": 0x1008ff12, "XF86AudioRaiseVolume": 0x1008ff13,
-	"XF86AudioPlay": 0x1008ff14, "XF86AudioStop": 0x1008ff15, "XF86AudioPrev": 0x1008ff16,
-	"XF86AudioNext": 0x1008ff17, "XF86HomePage": 0x1008ff18, "XF86Mail": 0x1008ff19,
-	"XF86Search": 0x1008ff1b, "XF86Back": 0x1008ff26, "XF86Forward": 0x1008ff27,
-	"XF86Refresh": 0x1008ff29, "XF86Copy": 0x1008ff57, "XF86Cut": 0x1008ff58,
-	"XF86Paste": 0x1008ff6d, "XF86Reload": 0x1008ff73,
-}
+// Well-known keysyms.
+const (
+	ksReturn  xproto.Keysym = 0xff0d
+	ksTab     xproto.Keysym = 0xff09
+	ksKPEnter xproto.Keysym = 0xff8d
+	ksShiftL  xproto.Keysym = 0xffe1
+)
+
+// keysyms is the keysyms by name: the X11 names (as xdotool takes them) of
+// the keys that are not characters. Characters are named by themselves
+// ("a", "é", "/") or by their X11 names below (space, slash, ...). Made on
+// first use: an executor without a display never pays for the tables.
+var keysyms = sync.OnceValue(func() map[string]xproto.Keysym {
+	return map[string]xproto.Keysym{
+		"BackSpace": 0xff08, "Tab": 0xff09, "Linefeed": 0xff0a, "Clear": 0xff0b, "Return": 0xff0d,
+		"Pause": 0xff13, "Scroll_Lock": 0xff14, "Sys_Req": 0xff15, "Escape": 0xff1b, "Delete": 0xffff,
+		"Home": 0xff50, "Left": 0xff51, "Up": 0xff52, "Right": 0xff53, "Down": 0xff54,
+		"Prior": 0xff55, "Page_Up": 0xff55, "Next": 0xff56, "Page_Down": 0xff56, "End": 0xff57, "Begin": 0xff58,
+		"Select": 0xff60, "Print": 0xff61, "Execute": 0xff62, "Insert": 0xff63, "Undo": 0xff65, "Redo": 0xff66,
+		"Menu": 0xff67, "Find": 0xff68, "Cancel": 0xff69, "Help": 0xff6a, "Break": 0xff6b,
+		"Mode_switch": 0xff7e, "Num_Lock": 0xff7f,
+		"KP_Space": 0xff80, "KP_Tab": 0xff89, "KP_Enter": 0xff8d,
+		"KP_F1": 0xff91, "KP_F2": 0xff92, "KP_F3": 0xff93, "KP_F4": 0xff94,
+		"KP_Home": 0xff95, "KP_Left": 0xff96, "KP_Up": 0xff97, "KP_Right": 0xff98, "KP_Down": 0xff99,
+		"KP_Prior": 0xff9a, "KP_Page_Up": 0xff9a, "KP_Next": 0xff9b, "KP_Page_Down": 0xff9b,
+		"KP_End": 0xff9c, "KP_Begin": 0xff9d, "KP_Insert": 0xff9e, "KP_Delete": 0xff9f,
+		"KP_Multiply": 0xffaa, "KP_Add": 0xffab, "KP_Separator": 0xffac, "KP_Subtract": 0xffad,
+		"KP_Decimal": 0xffae, "KP_Divide": 0xffaf, "KP_Equal": 0xffbd,
+		"Shift_L": 0xffe1, "Shift_R": 0xffe2, "Control_L": 0xffe3, "Control_R": 0xffe4,
+		"Caps_Lock": 0xffe5, "Shift_Lock": 0xffe6, "Meta_L": 0xffe7, "Meta_R": 0xffe8,
+		"Alt_L": 0xffe9, "Alt_R": 0xffea, "Super_L": 0xffeb, "Super_R": 0xffec,
+		"Hyper_L": 0xffed, "Hyper_R": 0xffee, "ISO_Level3_Shift": 0xfe03, "ISO_Left_Tab": 0xfe20,
+		"space": 0x20, "exclam": 0x21, "quotedbl": 0x22, "numbersign": 0x23, "dollar": 0x24,
+		"percent": 0x25, "ampersand": 0x26, "apostrophe": 0x27, "parenleft": 0x28, "parenright": 0x29,
+		"asterisk": 0x2a, "plus": 0x2b, "comma": 0x2c, "minus": 0x2d, "period": 0x2e, "slash": 0x2f,
+		"colon": 0x3a, "semicolon": 0x3b, "less": 0x3c, "equal": 0x3d, "greater": 0x3e, "question": 0x3f,
+		"at": 0x40, "bracketleft": 0x5b, "backslash": 0x5c, "bracketright": 0x5d, "asciicircum": 0x5e,
+		"underscore": 0x5f, "grave": 0x60, "braceleft": 0x7b, "bar": 0x7c, "braceright": 0x7d, "asciitilde": 0x7e,
+		"XF86MonBrightnessUp": 0x1008ff02, "XF86MonBrightnessDown": 0x1008ff03,
+		"XF86AudioLowerVolume": 0x1008ff11, "XF86AudioMute": 0x1008ff12, "XF86AudioRaiseVolume": 0x1008ff13,
+		"XF86AudioPlay": 0x1008ff14, "XF86AudioStop": 0x1008ff15, "XF86AudioPrev": 0x1008ff16,
+		"XF86AudioNext": 0x1008ff17, "XF86HomePage": 0x1008ff18, "XF86Mail": 0x1008ff19,
+		"XF86Search": 0x1008ff1b, "XF86Back": 0x1008ff26, "XF86Forward": 0x1008ff27,
+		"XF86Refresh": 0x1008ff29, "XF86Copy": 0x1008ff57, "XF86Cut": 0x1008ff58,
+		"XF86Paste": 0x1008ff6d, "XF86Reload": 0x1008ff73,
+	}
+})
 
 // keyAliases are the short and common names (matched in lower case).
-var keyAliases = map[string]string{
-	"ctrl": "Control_L", "control": "Control_L", "alt": "Alt_L", "shift": "Shift_L",
-	"super": "Super_L", "meta": "Super_L", "cmd": "Super_L", "command": "Super_L", "win": "Super_L", "windows": "Super_L",
-	"esc": "Escape", "enter": "Return", "return": "Return", "backspace": "BackSpace", "bs": "BackSpace",
-	"del": "Delete", "ins": "Insert", "pgup": "Page_Up", "pageup": "Page_Up", "pgdn": "Page_Down",
-	"pgdown": "Page_Down", "pagedown": "Page_Down", "arrowup": "Up", "arrowdown": "Down",
-	"arrowleft": "Left", "arrowright": "Right", "capslock": "Caps_Lock", "numlock": "Num_Lock",
-	"printscreen": "Print", "prtsc": "Print", "scrolllock": "Scroll_Lock", "altgr": "ISO_Level3_Shift",
-}
+var keyAliases = sync.OnceValue(func() map[string]string {
+	return map[string]string{
+		"ctrl": "Control_L", "control": "Control_L", "alt": "Alt_L", "shift": "Shift_L",
+		"super": "Super_L", "meta": "Super_L", "cmd": "Super_L", "command": "Super_L", "win": "Super_L", "windows": "Super_L",
+		"esc": "Escape", "enter": "Return", "return": "Return", "backspace": "BackSpace", "bs": "BackSpace",
+		"del": "Delete", "ins": "Insert", "pgup": "Page_Up", "pageup": "Page_Up", "pgdn": "Page_Down",
+		"pgdown": "Page_Down", "pagedown": "Page_Down", "arrowup": "Up", "arrowdown": "Down",
+		"arrowleft": "Left", "arrowright": "Right", "capslock": "Caps_Lock", "numlock": "Num_Lock",
+		"printscreen": "Print", "prtsc": "Print", "scrolllock": "Scroll_Lock", "altgr": "ISO_Level3_Shift",
+	}
+})
 
 // lowerKeysyms is keysyms by lower-case name, for "page_down", "kp_enter".
-var lowerKeysyms = func() map[string]xproto.Keysym {
-	m := make(map[string]xproto.Keysym, len(keysyms))
-	for name, ks := range keysyms {
+var lowerKeysyms = sync.OnceValue(func() map[string]xproto.Keysym {
+	m := make(map[string]xproto.Keysym, len(keysyms()))
+	for name, ks := range keysyms() {
 		m[strings.ToLower(name)] = ks
 	}
 	return m
-}()
+})
 
 // KeyForms says what key names are accepted, for errors.
 const KeyForms = "a combination of keys joined by + (\"ctrl+l\", \"ctrl+shift+t\", \"alt+F4\"), several separated by spaces; " +
@@ -127,14 +141,14 @@ func parseCombo(s string) ([]xproto.Keysym, error) {
 
 // lookupKey finds the keysym of one key name.
 func lookupKey(name string) (xproto.Keysym, bool) {
-	if ks, ok := keysyms[name]; ok {
+	if ks, ok := keysyms()[name]; ok {
 		return ks, true
 	}
 	lower := strings.ToLower(name)
-	if alias, ok := keyAliases[lower]; ok {
-		return keysyms[alias], true
+	if alias, ok := keyAliases()[lower]; ok {
+		return keysyms()[alias], true
 	}
-	if ks, ok := lowerKeysyms[lower]; ok {
+	if ks, ok := lowerKeysyms()[lower]; ok {
 		return ks, true
 	}
 	if n, ok := strings.CutPrefix(lower, "f"); ok {
@@ -157,9 +171,9 @@ func lookupKey(name string) (xproto.Keysym, bool) {
 func runeKeysym(r rune) (xproto.Keysym, bool) {
 	switch {
 	case r == '\n' || r == '\r':
-		return keysyms["Return"], true
+		return ksReturn, true
 	case r == '\t':
-		return keysyms["Tab"], true
+		return ksTab, true
 	case r < 0x20 || (r >= 0x7f && r < 0xa0) || r > utf8.MaxRune:
 		return 0, false
 	case r < 0x100:
@@ -173,9 +187,9 @@ func runeKeysym(r rune) (xproto.Keysym, bool) {
 // keymap: the inverse of runeKeysym).
 func KeysymRune(ks xproto.Keysym) rune {
 	switch {
-	case ks == keysyms["Return"] || ks == keysyms["KP_Enter"]:
+	case ks == ksReturn || ks == ksKPEnter:
 		return '\n'
-	case ks == keysyms["Tab"]:
+	case ks == ksTab:
 		return '\t'
 	case ks >= 0x20 && ks < 0x7f, ks >= 0xa0 && ks < 0x100:
 		return rune(ks)

@@ -60,6 +60,8 @@ type Image struct {
 	// Screen is the image's display size (its sandbox.DisplayLabel);
 	// "" when it has no display.
 	Screen string
+	Size   int64 // bytes of its layers, unpacked (0: unknown)
+	Cached bool  // nothing was pulled, unpacked or built for it
 }
 
 // Images resolves image references, pulling them when needed.

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/reinsdev/reins/internal/testenv"
 	"github.com/reinsdev/reins/sandbox"
 	"github.com/reinsdev/reins/sandbox/runc"
+	"github.com/reinsdev/reins/sandbox/template"
 	"github.com/reinsdev/reins/sandbox/workspace"
 )
 
@@ -47,12 +49,6 @@ func (d *displayRecorder) Start(ctx context.Context, b sandbox.Bundle) (sandbox.
 	d.mu.Lock()
 	d.args[b.ID] = slices.Clone(b.Args)
 	d.mu.Unlock()
-	// The executor's display is package executor/computer's: this test is
-	// about what the manager asks for on each path, and busybox has no X
-	// server to start.
-	if i := slices.Index(b.Args, "--display"); i >= 0 {
-		b.Args = slices.Delete(slices.Clone(b.Args), i, i+2)
-	}
 	return d.Backend.Start(ctx, b)
 }
 
@@ -78,10 +74,12 @@ func (d *displayRecorder) display(id string) string {
 }
 
 // A sandbox of an image with a display starts its executor with
-// --display at its screen (the spec's, else the image's), on every path:
+// --display at its screen (the spec's, else the image's), and its
+// executor has a display of that size, on every path:
 // create, resume on a fresh guest, a snapshot's and a fork's sandboxes
-// (which keep it, or take the spec's), and a restarted manager still
-// knows it. An image without one gets no --display, and no screen.
+// (which keep it, or take the spec's), a template's, and a restarted
+// manager still knows it. An image without one gets no --display, and no
+// screen.
 func TestDisplayArgument(t *testing.T) {
 	testenv.RequiresRoot(t)
 	testenv.RequiresBinary(t, "runc", "runc")
@@ -136,6 +134,19 @@ func TestDisplayArgument(t *testing.T) {
 		if d := rec.display(info.ID); d != want {
 			t.Errorf("%s: the executor was started with --display %q, want %q", what, d, want)
 		}
+		// The executor says so (busybox has no X server to start: its
+		// size is all it can tell).
+		c, err := m.Client(ctx, "acme", info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hello, err := c.Hello(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := hello.Display; want == "" && d != nil || want != "" && fmt.Sprintf("%dx%d", d.GetWidth(), d.GetHeight()) != want {
+			t.Errorf("%s: the executor's display is %v, want %q", what, d, want)
+		}
 	}
 
 	plain := create(sandbox.Spec{Image: "busybox"})
@@ -168,6 +179,20 @@ func TestDisplayArgument(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("its fork", forks[0], "1024x768")
+
+	// A template built from it keeps the image's display.
+	store, err := template.NewStore(filepath.Join(dir, "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.UseTemplates(store)
+	builder := &template.Builder{Store: store, Sandboxes: TemplateBuilds{M: m}}
+	if _, err := builder.Build(ctx, "acme", template.Spec{Name: "desk-tpl", From: "desk", Steps: []template.Step{
+		{Kind: template.StepRun, Text: "echo hi > /workspace/hi"},
+	}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("from a template", create(sandbox.Spec{Image: "template:desk-tpl"}), sandbox.DefaultScreen)
 
 	// A restarted service re-attaches and still knows the screen.
 	m.Close()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"image"
 	"image/png"
@@ -36,6 +37,7 @@ const desktopDisplay = ":5"
 func TestDesktopImage(t *testing.T) {
 	testenv.RequiresBinary(t, "debootstrap", "debootstrap")
 	s := startService(t)
+	buildDesktop(t, s)
 	for _, backend := range []string{"gvisor", "runc"} {
 		t.Run(backend, func(t *testing.T) {
 			outer := s.t
@@ -48,7 +50,40 @@ func TestDesktopImage(t *testing.T) {
 	}
 }
 
+// buildDesktop builds the desktop image with `reins image build` (from
+// the operator's build cache, or from Debian's packages the first time on
+// a machine) and checks what it answers, then that a second build is
+// served from the service's store.
+func buildDesktop(t *testing.T, s *service) {
+	start := time.Now()
+	var info struct {
+		Ref       string `json:"ref"`
+		Digest    string `json:"digest"`
+		SizeBytes string `json:"size_bytes"`
+		Cached    bool   `json:"cached"`
+		Screen    string `json:"screen"`
+	}
+	if err := json.Unmarshal([]byte(s.must("image", "build", "desktop", "--json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reins image build desktop: %+v in %v", info, time.Since(start).Round(time.Millisecond))
+	if info.Ref != "desktop" || !strings.HasPrefix(info.Digest, "sha256:") || info.SizeBytes == "" || info.Cached || info.Screen != "1280x800" {
+		t.Errorf("the first build answered %+v; want desktop, a digest, a size, not cached, screen 1280x800", info)
+	}
+	again := s.must("image", "build", "desktop")
+	if want := "desktop cached: " + info.Digest; !strings.HasPrefix(again, want) || !strings.Contains(again, "display 1280x800") {
+		t.Errorf("the second build printed %q; want %q..., display 1280x800", again, want)
+	}
+}
+
 func testDesktop(t *testing.T, s *service, id string) {
+	// Chromium is told to keep its shared memory in /tmp, but other
+	// programs use /dev/shm: it must be writable.
+	if r := s.run("sandbox", "exec", id, "--", "sh", "-c", "echo x > /dev/shm/reins && rm /dev/shm/reins && df -k /dev/shm | tail -n 1"); r.code != 0 {
+		t.Errorf("/dev/shm is not writable: %s", r)
+	} else {
+		t.Logf("/dev/shm: %s", strings.TrimSpace(r.stdout))
+	}
 	if r := s.runStdin(desktopPage, "sandbox", "exec", "-i", id, "--", "sh", "-c", "mkdir -p /tmp/page && cat > /tmp/page/index.html"); r.code != 0 {
 		t.Fatalf("writing the page: %s", r)
 	}
@@ -92,6 +127,7 @@ func testDesktop(t *testing.T, s *service, id string) {
 	if top := box.Min.Y - 100; top < 40 || top > 140 {
 		t.Errorf("the page begins at y=%d, want Chromium's toolbar (40 to 140 pixels) above it", top)
 	}
+	t.Logf("with Chromium showing the page: %s", memoryLine(t, s.must("sandbox", "show", id)))
 	// The browser's window is the whole screen at 0,0.
 	r := s.run(append(append([]string{"sandbox", "exec"}, env...), id, "--", "sh", "-c",
 		"xdotool search --onlyvisible --class chromium getwindowgeometry %@ | grep -m1 -A1 Position")...)

@@ -373,6 +373,8 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 	cl := client.New(s.url, token)
 	_, err := client.Unary(ctx, cl.Sandbox(sbx), cl.Sandbox(sbx).RPC().Stat, &executorv1.StatRequest{Path: "/"})
 	wantNotFound(t, "Stat", err)
+	_, err = cl.Sandbox(sbx).Computer(ctx, &executorv1.ComputerRequest{Action: "screenshot"})
+	wantNotFound(t, "Computer", err)
 	_, err = cl.Sandbox(sbx).Exec(ctx, &executorv1.ExecRequest{Argv: []string{"true"}}, nil)
 	wantNotFound(t, "Exec", err)
 
