@@ -324,9 +324,17 @@ func TestComputerOffered(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "sandboxes a and b all have a display, and a run drives one screen") {
 		t.Errorf("two displays: %v", err)
 	}
-	_, err = e.eng.Start(context.Background(), "", runlog.Spec{Task: "look", Model: m, Sandboxes: map[string]string{"a": "missing"}})
-	if !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("a missing image: %v", err)
+	// An image that does not resolve has no display for the run, which
+	// starts (and fails making its sandbox, as before displays).
+	id, err = e.eng.Start(context.Background(), "", runlog.Spec{Task: "look", Model: m, Sandboxes: map[string]string{"a": "missing"}})
+	if err != nil {
+		t.Fatalf("a missing image: %v", err)
+	}
+	_, evs = e.finish(e.eng, id)
+	var created runlog.RunCreated
+	json.Unmarshal(evs[0].Data, &created)
+	if len(created.Spec.Screens) != 0 {
+		t.Errorf("a missing image has screens %v", created.Spec.Screens)
 	}
 }
 

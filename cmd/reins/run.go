@@ -677,6 +677,10 @@ func runsShowCmd() *cobra.Command {
 			for name, sb := range r.Sandboxes {
 				fmt.Fprintf(w, "sandbox\t%s = %s (%s)\n", name, sb, r.Spec.Sandboxes[name])
 			}
+			for name, screen := range r.Spec.GetScreens() {
+				fmt.Fprintf(w, "screen\t%s %s (the computer tool; the model sees the newest %d screenshots)\n", name, screen,
+					cmp.Or(int(r.Spec.GetKeepScreenshots()), runlog.DefaultKeepScreenshots))
+			}
 			printNetwork(w, r.Spec.GetNetwork())
 			if r.Reason != "" {
 				fmt.Fprintf(w, "reason\t%s\n", r.Reason)
