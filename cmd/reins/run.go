@@ -581,10 +581,34 @@ func describeCall(name, input string) string {
 			break
 		}
 	}
+	if action, ok := in["action"].(string); ok && arg == "" {
+		arg = computerArgs(action, in)
+	}
 	if sb, ok := in["sandbox"].(string); ok {
 		name += "@" + sb
 	}
 	return name + "  " + summarize(arg, 1)
+}
+
+// computerArgs shows a computer call: its action and what it acts on
+// ("left_click 100,200", "type hello", "zoom 0,0,640,400").
+func computerArgs(action string, in map[string]any) string {
+	parts := []string{action}
+	for _, k := range []string{"start_coordinate", "coordinate", "region"} {
+		if v, ok := in[k].([]any); ok {
+			nums := make([]string, len(v))
+			for i, n := range v {
+				nums[i] = fmt.Sprint(n)
+			}
+			parts = append(parts, strings.Join(nums, ","))
+		}
+	}
+	for _, k := range []string{"scroll_direction", "text", "duration"} {
+		if v, ok := in[k]; ok {
+			parts = append(parts, fmt.Sprint(v))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // summarize keeps the first lines of s, each cut to a screen.
