@@ -283,6 +283,9 @@ func TestComputerRun(t *testing.T) {
 			}
 			data, _ := io.ReadAll(rc)
 			rc.Close()
+			if a.Size != int64(len(data)) {
+				t.Errorf("artifact %s is listed at %d bytes, holds %d", a.Name, a.Size, len(data))
+			}
 			if cfg, err := png.DecodeConfig(bytes.NewReader(data)); err != nil || cfg.Width != 1280 || cfg.Height != 720 {
 				t.Errorf("artifact %s: %v %+v", a.Name, err, cfg)
 			}
