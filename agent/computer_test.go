@@ -216,7 +216,8 @@ func TestComputerRun(t *testing.T) {
 		strings.Contains(string(comp.InputSchema), `"sandbox"`) || !strings.Contains(comp.Description, "1280x720") {
 		t.Fatalf("computer tool spec: %+v", comp)
 	}
-	if !strings.Contains(req.System, `Sandbox "web" has a display (1280x720 as you see it)`) || !strings.Contains(req.System, "browser URL") {
+	if !strings.Contains(req.System, `Sandbox "web" has a display (1280x720 as you see it)`) || !strings.Contains(req.System, "browser URL") ||
+		strings.Contains(req.System, "no network access") {
 		t.Errorf("the system prompt does not tell of the display: %s", req.System)
 	}
 	// The last request shows screenshots 3, 4, 5 (grays 30, 40, 50) and
