@@ -40,7 +40,9 @@ type holder interface {
 }
 
 // screens decides which of a new run's sandboxes has a display: at most
-// one, in words when there are more.
+// one, in words when there are more. An image that cannot be resolved now
+// has none as far as the run is concerned: the run starts as it did
+// before displays, and making its sandbox reports what is wrong.
 func (e *Engine) screens(ctx context.Context, tenant string, spec runlog.Spec) (map[string]string, error) {
 	is, ok := e.cfg.Sandboxes.(imageScreener)
 	if !ok || spec.Agent != "" {
@@ -50,7 +52,12 @@ func (e *Engine) screens(ctx context.Context, tenant string, spec runlog.Spec) (
 	for _, name := range slices.Sorted(maps.Keys(spec.Sandboxes)) {
 		screen, err := is.ImageScreen(ctx, tenant, spec.Sandboxes[name])
 		if err != nil {
-			return nil, fmt.Errorf("sandbox %q (%s): %w", name, spec.Sandboxes[name], err)
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			e.log.Warn("a run's image could not be resolved to see whether it has a display; it has none for the run",
+				"tenant", tenant, "sandbox", name, "image", spec.Sandboxes[name], "err", err)
+			continue
 		}
 		if screen != "" {
 			out[name] = screen

@@ -216,7 +216,8 @@ func TestComputerRun(t *testing.T) {
 		strings.Contains(string(comp.InputSchema), `"sandbox"`) || !strings.Contains(comp.Description, "1280x720") {
 		t.Fatalf("computer tool spec: %+v", comp)
 	}
-	if !strings.Contains(req.System, `Sandbox "web" has a display (1280x720 as you see it)`) || !strings.Contains(req.System, "browser URL") {
+	if !strings.Contains(req.System, `Sandbox "web" has a display (1280x720 as you see it)`) || !strings.Contains(req.System, "browser URL") ||
+		strings.Contains(req.System, "no network access") {
 		t.Errorf("the system prompt does not tell of the display: %s", req.System)
 	}
 	// The last request shows screenshots 3, 4, 5 (grays 30, 40, 50) and
@@ -283,6 +284,9 @@ func TestComputerRun(t *testing.T) {
 			}
 			data, _ := io.ReadAll(rc)
 			rc.Close()
+			if a.Size != int64(len(data)) {
+				t.Errorf("artifact %s is listed at %d bytes, holds %d", a.Name, a.Size, len(data))
+			}
 			if cfg, err := png.DecodeConfig(bytes.NewReader(data)); err != nil || cfg.Width != 1280 || cfg.Height != 720 {
 				t.Errorf("artifact %s: %v %+v", a.Name, err, cfg)
 			}
@@ -324,9 +328,17 @@ func TestComputerOffered(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "sandboxes a and b all have a display, and a run drives one screen") {
 		t.Errorf("two displays: %v", err)
 	}
-	_, err = e.eng.Start(context.Background(), "", runlog.Spec{Task: "look", Model: m, Sandboxes: map[string]string{"a": "missing"}})
-	if !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("a missing image: %v", err)
+	// An image that does not resolve has no display for the run, which
+	// starts (and fails making its sandbox, as before displays).
+	id, err = e.eng.Start(context.Background(), "", runlog.Spec{Task: "look", Model: m, Sandboxes: map[string]string{"a": "missing"}})
+	if err != nil {
+		t.Fatalf("a missing image: %v", err)
+	}
+	_, evs = e.finish(e.eng, id)
+	var created runlog.RunCreated
+	json.Unmarshal(evs[0].Data, &created)
+	if len(created.Spec.Screens) != 0 {
+		t.Errorf("a missing image has screens %v", created.Spec.Screens)
 	}
 }
 

@@ -700,7 +700,11 @@ func (e *Engine) Artifacts(ctx context.Context, tenant, id string) ([]runlog.Art
 			out = append(out, runlog.Artifact{Name: fmt.Sprintf("output-step%d-%s.txt", res.Step, res.Name), Digest: res.Artifact, Size: int64(res.FullBytes)})
 		}
 		for i, img := range res.Images {
-			out = append(out, runlog.Artifact{Name: fmt.Sprintf("image-step%d-%d.png", res.Step, i), Digest: img})
+			a := runlog.Artifact{Name: fmt.Sprintf("image-step%d-%d.png", res.Step, i), Digest: img}
+			if i < len(res.ImageBytes) {
+				a.Size = res.ImageBytes[i]
+			}
+			out = append(out, a)
 		}
 	}
 	return out, nil

@@ -276,12 +276,13 @@ func (e *Engine) storeImages(ctx context.Context, res *runlog.ToolResult, images
 			res.Text += fmt.Sprintf("\n[image %d of this result was dropped: %v]", i+1, errdefs.Public(err))
 			continue
 		}
-		d, _, err := e.cfg.Blobs.Put(ctx, bytes.NewReader(img))
+		d, size, err := e.cfg.Blobs.Put(ctx, bytes.NewReader(img))
 		if err != nil {
 			res.Text += fmt.Sprintf("\n[image %d of this result could not be stored: %v]", i+1, errdefs.Public(err))
 			continue
 		}
 		res.Images = append(res.Images, d)
+		res.ImageBytes = append(res.ImageBytes, size)
 	}
 }
 

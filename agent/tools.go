@@ -121,8 +121,13 @@ func (e *Engine) systemPrompt(spec runlog.Spec) string {
 		b.WriteString(spec.System)
 		b.WriteString("\n\n")
 	}
+	network := "the sandbox has no network access"
+	if len(spec.Screens) > 0 {
+		// A browsing run is given hosts to reach.
+		network = "a sandbox reaches only the hosts its egress rules allow"
+	}
 	b.WriteString("You work in isolated Linux sandboxes through tools. Commands run as root in the sandbox; " +
-		"the sandbox has no network access. Work step by step, check your work by running it, and finish " +
+		network + ". Work step by step, check your work by running it, and finish " +
 		"with a short answer that says what you did and what you found.")
 	if len(spec.Sandboxes) > 1 {
 		var names []string

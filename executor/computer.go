@@ -30,12 +30,15 @@ func (s *Server) Computer(ctx context.Context, req *connect.Request[executorv1.C
 // startDisplay starts the X server before a process runs, so that a
 // program started by exec finds the DISPLAY its environment names. A
 // failure is the program's to report (it cannot open the display); the
-// next computer call says why.
+// next computer call says why. After one failure execs stop trying (an
+// image without Xvfb would pay for the attempt on every exec); computer
+// calls still do.
 func (s *Server) startDisplay(ctx context.Context) {
-	if s.display == nil || s.display.Running() {
+	if s.display == nil || s.displayFailed.Load() || s.display.Running() {
 		return
 	}
 	if err := s.display.Start(ctx); err != nil {
+		s.displayFailed.Store(true)
 		s.log.Warn("cannot start the display", "err", err)
 	}
 }

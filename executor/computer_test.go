@@ -76,6 +76,16 @@ func TestComputer(t *testing.T) {
 	}
 	_, err = e.c.Computer(ctxT(t), &executorv1.ComputerRequest{Action: "left_click", Coordinate: &executorv1.Point{X: 640, Y: 0}})
 	wantKind(t, err, errdefs.ErrInvalidArgument, "640x480")
+
+	// A computer call is activity: it keeps an idle sandbox alive.
+	before := e.srv.LastActivity()
+	time.Sleep(20 * time.Millisecond)
+	if _, err := e.c.Computer(ctxT(t), &executorv1.ComputerRequest{Action: "cursor_position"}); err != nil {
+		t.Fatal(err)
+	}
+	if !e.srv.LastActivity().After(before.Add(10 * time.Millisecond)) {
+		t.Error("a computer call is not counted as activity")
+	}
 }
 
 // TestNoDisplay: without a display a computer call names the image to use,
@@ -88,4 +98,19 @@ func TestNoDisplay(t *testing.T) {
 	if err != nil || hello.Display != nil || slices.Contains(hello.Capabilities, "computer") {
 		t.Errorf("Hello without a display: %v, %v", hello, err)
 	}
+}
+
+// TestDisplayWithoutXvfb: an executor given a display in an image without
+// Xvfb still runs processes, and a computer call says what is missing.
+func TestDisplayWithoutXvfb(t *testing.T) {
+	e := newEnv(t, func(c *executor.Config) {
+		c.Display = computer.Config{Width: 640, Height: 480, Number: freeDisplay(t), Xvfb: "no-such-xvfb"}
+	})
+	for range 2 {
+		if out, _, exit := e.sh("echo ok"); exit.ExitCode != 0 || out != "ok\n" {
+			t.Fatalf("exec with a display that cannot start: %q %v", out, exit)
+		}
+	}
+	_, err := e.c.Computer(ctxT(t), &executorv1.ComputerRequest{Action: "screenshot"})
+	wantKind(t, err, errdefs.ErrFailedPrecondition, "lacks Xvfb", "--image desktop")
 }

@@ -110,6 +110,8 @@ type Server struct {
 	ports    ports
 	gateway  gatewayListener
 	display  *computer.Display // nil: no display
+	// displayFailed: an exec could not start the display (startDisplay).
+	displayFailed atomic.Bool
 	// host is the listener Serve was given when it can be let go of
 	// for a checkpoint (HostListener).
 	host atomic.Pointer[HostListener]

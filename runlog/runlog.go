@@ -342,10 +342,13 @@ type ToolResult struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Artifact is the blob digest holding the whole output when Text is
 	// cut, or a screenshot.
-	Artifact   string   `json:"artifact,omitempty"`
-	FullBytes  int      `json:"full_bytes,omitempty"`
-	Images     []string `json:"images,omitempty"` // blob digests of PNGs
-	DurationMS int64    `json:"duration_ms"`
+	Artifact  string   `json:"artifact,omitempty"`
+	FullBytes int      `json:"full_bytes,omitempty"`
+	Images    []string `json:"images,omitempty"` // blob digests of PNGs
+	// ImageBytes is the size of each of Images (absent in a log written
+	// before it was recorded).
+	ImageBytes []int64 `json:"image_bytes,omitempty"`
+	DurationMS int64   `json:"duration_ms"`
 	// Unknown marks a call whose outcome could not be learned after a
 	// crash; it was not run again.
 	Unknown bool `json:"unknown,omitempty"`

@@ -56,7 +56,7 @@ are pixels from the top left of the screen (or of --scale's space).
   key COMBO [--hold DUR]                press a key combo in xdotool's names: ctrl+l, Return, shift+Tab
   scroll X Y up|down|left|right N       N wheel clicks at X Y
   cursor                                print where the pointer is
-  zoom X1 Y1 X2 Y2 [-o FILE]            a screenshot of that region, at full resolution
+  zoom X1 Y1 X2 Y2 [-o FILE]            a screenshot of that region, enlarged to fit the screen (or --scale)
 
 Each action prints where the pointer is after it; --screenshot adds a
 screenshot taken after the action. --json prints the executor's answer
@@ -77,12 +77,9 @@ screenshot taken after the action. --json prints the executor's answer
 				return err
 			}
 			defer cancel()
-			bar := newStatusLine(os.Stderr)
-			if d := time.Duration(req.DurationMs) * time.Millisecond; d >= time.Second {
-				bar.show(fmt.Sprintf("holding %s for %s (Ctrl-C to stop waiting)", req.Text, d), true)
-			}
+			stop := showWaiting(req)
 			resp, err := cl.Sandbox(args[0]).Computer(ctx, req)
-			bar.Done()
+			stop()
 			if err != nil {
 				return err
 			}
@@ -99,6 +96,34 @@ screenshot taken after the action. --json prints the executor's answer
 	fl.BoolVar(&f.screenshot, "screenshot", false, "take a screenshot after the action")
 	fl.BoolVar(&f.json, "json", false, "print the answer as JSON")
 	return c
+}
+
+// showWaiting shows, on a terminal, a call that takes over a second
+// (a hold, a long text typed, the X server's first start), until stop.
+func showWaiting(req *executorv1.ComputerRequest) (stop func()) {
+	bar := newStatusLine(os.Stderr)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if el := time.Since(bar.start); el >= time.Second {
+					bar.show(fmt.Sprintf("%s: %.1fs (Ctrl-C stops waiting)", req.Action, el.Seconds()), false)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		bar.Done()
+	}
 }
 
 // computerActions are the CLI's action names and how many arguments each

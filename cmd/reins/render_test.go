@@ -150,6 +150,10 @@ func TestDescribeCallOfAgentPrograms(t *testing.T) {
 		{"exec_command", `{"cmd":"uname -sr"}`, "exec_command  uname -sr"},
 		{"Read", `{"file_path":"/workspace/a.go"}`, "Read  /workspace/a.go"},
 		{"Bash", `{"command":"ls","description":"list"}`, "Bash  ls"},
+		{"computer", `{"action":"left_click","coordinate":[100,200],"sandbox":"web"}`, "computer@web  left_click 100,200"},
+		{"computer", `{"action":"left_click_drag","start_coordinate":[1,2],"coordinate":[3,4]}`, "computer  left_click_drag 1,2 3,4"},
+		{"computer", `{"action":"type","text":"hello"}`, "computer  type hello"},
+		{"computer", `{"action":"screenshot"}`, "computer  screenshot"},
 	} {
 		if got := describeCall(c.name, c.input); got != c.want {
 			t.Errorf("describeCall(%s, %s) = %q, want %q", c.name, c.input, got, c.want)

@@ -581,10 +581,34 @@ func describeCall(name, input string) string {
 			break
 		}
 	}
+	if action, ok := in["action"].(string); ok && arg == "" {
+		arg = computerArgs(action, in)
+	}
 	if sb, ok := in["sandbox"].(string); ok {
 		name += "@" + sb
 	}
 	return name + "  " + summarize(arg, 1)
+}
+
+// computerArgs shows a computer call: its action and what it acts on
+// ("left_click 100,200", "type hello", "zoom 0,0,640,400").
+func computerArgs(action string, in map[string]any) string {
+	parts := []string{action}
+	for _, k := range []string{"start_coordinate", "coordinate", "region"} {
+		if v, ok := in[k].([]any); ok {
+			nums := make([]string, len(v))
+			for i, n := range v {
+				nums[i] = fmt.Sprint(n)
+			}
+			parts = append(parts, strings.Join(nums, ","))
+		}
+	}
+	for _, k := range []string{"scroll_direction", "text", "duration"} {
+		if v, ok := in[k]; ok {
+			parts = append(parts, fmt.Sprint(v))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // summarize keeps the first lines of s, each cut to a screen.
@@ -676,6 +700,10 @@ func runsShowCmd() *cobra.Command {
 				u.GetInputTokens(), u.GetOutputTokens(), u.GetCacheReadTokens(), u.GetCacheWriteTokens(), r.CostUsd, ago(r.CreatedUnixNano))
 			for name, sb := range r.Sandboxes {
 				fmt.Fprintf(w, "sandbox\t%s = %s (%s)\n", name, sb, r.Spec.Sandboxes[name])
+			}
+			for name, screen := range r.Spec.GetScreens() {
+				fmt.Fprintf(w, "screen\t%s %s (the computer tool; the model sees the newest %d screenshots)\n", name, screen,
+					cmp.Or(int(r.Spec.GetKeepScreenshots()), runlog.DefaultKeepScreenshots))
 			}
 			printNetwork(w, r.Spec.GetNetwork())
 			if r.Reason != "" {

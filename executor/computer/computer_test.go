@@ -266,6 +266,10 @@ func TestKey(t *testing.T) {
 		want []string // keysym:modifiers of each press
 	}{
 		{"ctrl+l", []string{"ffe3:0", "6c:4"}},
+		{"Ctrl+L", []string{"ffe3:0", "6c:4"}},  // a capital with ctrl is the small letter
+		{"shift+A", []string{"ffe1:0", "41:1"}}, // with shift it stays a capital
+		{"ctrl+shift+T", []string{"ffe3:0", "ffe1:4", "54:5"}},
+		{"A", []string{"ffe1:0", "41:1"}}, // alone: the capital, with Shift
 		{"Return", []string{"ff0d:0"}},
 		{"shift+Tab", []string{"ffe1:0", "fe20:1"}}, // Tab with Shift is ISO_Left_Tab
 		{"alt+F4", []string{"ffe9:0", "ffc1:8"}},

@@ -11,8 +11,9 @@
 //	                the X server dies   ▼  │ the next call starts it again (and says so in its note)
 //	                                  stopped
 //
-// The X server listens on its unix socket only (-nolisten tcp), inside the
-// sandbox, with no authorization cookie: it is there for the sandbox's own
+// The X server listens on its unix socket file only (-nolisten tcp
+// -nolisten local: no TCP, no abstract socket), inside the sandbox's own
+// filesystem, with no authorization cookie: it is there for the sandbox's own
 // programs (anything the model runs gets DISPLAY), which are all as trusted
 // as each other; the sandbox is the boundary (docs/decisions, x11-display).
 //
@@ -230,7 +231,7 @@ func (d *Display) startX(ctx context.Context) (*xserver, error) {
 		argv = append(argv, ":"+strconv.Itoa(d.cfg.Number))
 	}
 	argv = append(argv, "-screen", "0", fmt.Sprintf("%dx%dx24", d.cfg.Width, d.cfg.Height),
-		"-nolisten", "tcp", "-noreset", "-displayfd", "3")
+		"-nolisten", "tcp", "-nolisten", "local", "-noreset", "-displayfd", "3")
 	proc, err := process.StartChild(argv, d.cfg.Env, []*os.File{nil, outW, outW, readyW})
 	readyW.Close()
 	outW.Close()

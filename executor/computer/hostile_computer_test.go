@@ -3,7 +3,9 @@ package computer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/computer"
+	"github.com/reinsdev/reins/internal/testenv"
 )
 
 // TestHostileRequests: what a model (or anyone with the executor's token)
@@ -184,4 +187,45 @@ func TestHostileKilledConnection(t *testing.T) {
 	if resp.Width != 800 || !strings.Contains(resp.Note, "connection to the X server was lost") {
 		t.Fatalf("after the connection was lost: %dx%d, note %q", resp.Width, resp.Height, resp.Note)
 	}
+}
+
+// TestHostileStaleLock: a lock file left by an X server of a sandbox's
+// earlier life (its root kept across a restart), naming a pid that is now
+// another process (here 1, the machine's init), does not keep the display
+// from starting on its number: Xvfb started with -displayfd takes no
+// lock (without it, it would refuse: "Server is already active").
+func TestHostileStaleLock(t *testing.T) {
+	testenv.RequiresBinary(t, "Xvfb", "xvfb")
+	n := freeNumber(t)
+	lock := fmt.Sprintf("/tmp/.X%d-lock", n)
+	if err := os.WriteFile(lock, []byte("         1\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(lock)
+	d, err := computer.New(computer.Config{Width: 640, Height: 480, Number: n, WindowManager: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if resp := do(t, d, &executorv1.ComputerRequest{Action: "screenshot"}); resp.Width != 640 {
+		t.Errorf("screenshot %dx%d", resp.Width, resp.Height)
+	}
+	// On the number asked, which the sandbox's DISPLAY names, not the
+	// next free one.
+	if got := d.Number(); got != n {
+		t.Errorf("the X server is on :%d, want :%d", got, n)
+	}
+}
+
+// freeNumber is a display number with no lock file and no socket.
+func freeNumber(t *testing.T) int {
+	for n := 60 + os.Getpid()%100; n < 300; n++ {
+		_, err1 := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n))
+		_, err2 := os.Stat(fmt.Sprintf("/tmp/.X11-unix/X%d", n))
+		if os.IsNotExist(err1) && os.IsNotExist(err2) {
+			return n
+		}
+	}
+	t.Fatal("no free display number")
+	return 0
 }

@@ -127,6 +127,19 @@ func parseCombo(s string) ([]xproto.Keysym, error) {
 		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument,
 			fmt.Sprintf("key combination %q has %d keys: at most %d", truncate(s, 40), len(parts), maxComboKeys))
 	}
+	// "ctrl+C" means ctrl+c, as people and models write it, not
+	// ctrl+shift+c (a different command in most programs): a capital
+	// letter with modifiers other than Shift is its small letter.
+	if last := parts[len(parts)-1]; len(parts) > 1 && len(last) == 1 && last[0] >= 'A' && last[0] <= 'Z' {
+		shift := false
+		for _, p := range parts[:len(parts)-1] {
+			ks, _ := lookupKey(p)
+			shift = shift || ks == ksShiftL || ks == keysyms()["Shift_R"]
+		}
+		if !shift {
+			parts[len(parts)-1] = strings.ToLower(last)
+		}
+	}
 	combo := make([]xproto.Keysym, 0, len(parts))
 	for _, p := range parts {
 		ks, ok := lookupKey(p)

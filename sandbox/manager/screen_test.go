@@ -259,9 +259,12 @@ func TestScreenRefusedAtCreate(t *testing.T) {
 
 // A spec with a screen is not served by the warm pool, whose sandboxes
 // have their image's: it goes cold (where it is checked against the
-// image).
+// image). One without is, and keeps the pool sandbox's screen.
 func TestPoolSkipsScreen(t *testing.T) {
-	m, images := newPoolManager(t, map[string]int{"busybox": 1}, nil)
+	m, images := newPoolManager(t, map[string]int{"busybox": 2}, nil)
+	for _, b := range m.boxes {
+		b.rec.Screen = sandbox.DefaultScreen // as its create recorded it
+	}
 	ctx := context.Background()
 	if _, err := m.Create(ctx, "acme", sandbox.Spec{Image: "busybox", Screen: "1024x768"}, nil); err == nil {
 		t.Fatal("a create with a screen was served (the cold path fails in this test)")
@@ -269,7 +272,14 @@ func TestPoolSkipsScreen(t *testing.T) {
 	if images.calls != 1 {
 		t.Fatalf("%d cold creates, want 1", images.calls)
 	}
-	if st := m.Pool(); len(st) != 1 || st[0].Ready != 1 {
-		t.Fatalf("the pool after: %+v, want its sandbox still ready", st)
+	if st := m.Pool(); len(st) != 1 || st[0].Ready != 2 {
+		t.Fatalf("the pool after: %+v, want its sandboxes still ready", st)
+	}
+	info, err := m.Create(ctx, "acme", sandbox.Spec{Image: "busybox"}, nil)
+	if err != nil || info.Screen != sandbox.DefaultScreen || images.calls != 1 {
+		t.Fatalf("a hand-out: screen %q, %v (%d cold creates)", info.Screen, err, images.calls)
+	}
+	if rec, err := readRecord(filepath.Join(m.cfg.Dir, info.ID)); err != nil || rec.Screen != sandbox.DefaultScreen {
+		t.Fatalf("the handed-out record: %v", err)
 	}
 }

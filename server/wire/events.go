@@ -100,7 +100,7 @@ var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
 	runlog.EventToolResult: payload(func(pb *reinsv1.RunEvent, d *runlog.ToolResult) {
 		pb.Payload = &reinsv1.RunEvent_ToolResult{ToolResult: &reinsv1.ToolResult{Step: int32(d.Step), CallId: d.CallID,
 			Name: d.Name, Text: d.Text, IsError: d.IsError, Artifact: d.Artifact, FullBytes: int64(d.FullBytes),
-			Images: d.Images, DurationMs: d.DurationMS, Unknown: d.Unknown, Untrusted: d.Untrusted}}
+			Images: d.Images, ImageBytes: d.ImageBytes, DurationMs: d.DurationMS, Unknown: d.Unknown, Untrusted: d.Untrusted}}
 	}),
 	runlog.EventSandboxCreated:   sandboxPayload,
 	runlog.EventSandboxLost:      sandboxPayload,
@@ -177,7 +177,7 @@ func EventPayload(pb *reinsv1.RunEvent) any {
 	case *reinsv1.RunEvent_ToolResult:
 		d := p.ToolResult
 		return runlog.ToolResult{Step: int(d.Step), CallID: d.CallId, Name: d.Name, Text: d.Text, IsError: d.IsError,
-			Artifact: d.Artifact, FullBytes: int(d.FullBytes), Images: d.Images, DurationMS: d.DurationMs,
+			Artifact: d.Artifact, FullBytes: int(d.FullBytes), Images: d.Images, ImageBytes: d.ImageBytes, DurationMS: d.DurationMs,
 			Unknown: d.Unknown, Untrusted: d.Untrusted}
 	case *reinsv1.RunEvent_Sandbox:
 		d := p.Sandbox

@@ -1984,8 +1984,9 @@ type ToolResult struct {
 	FullBytes     int64                  `protobuf:"varint,7,opt,name=full_bytes,json=fullBytes,proto3" json:"full_bytes,omitempty"`
 	Images        []string               `protobuf:"bytes,8,rep,name=images,proto3" json:"images,omitempty"` // blob digests of PNGs
 	DurationMs    int64                  `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	Unknown       bool                   `protobuf:"varint,10,opt,name=unknown,proto3" json:"unknown,omitempty"`     // its outcome was lost in a crash; it was not run again
-	Untrusted     bool                   `protobuf:"varint,11,opt,name=untrusted,proto3" json:"untrusted,omitempty"` // it may carry text an attacker wrote
+	Unknown       bool                   `protobuf:"varint,10,opt,name=unknown,proto3" json:"unknown,omitempty"`                                // its outcome was lost in a crash; it was not run again
+	Untrusted     bool                   `protobuf:"varint,11,opt,name=untrusted,proto3" json:"untrusted,omitempty"`                            // it may carry text an attacker wrote
+	ImageBytes    []int64                `protobuf:"varint,12,rep,packed,name=image_bytes,json=imageBytes,proto3" json:"image_bytes,omitempty"` // the size of each of images
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2095,6 +2096,13 @@ func (x *ToolResult) GetUntrusted() bool {
 		return x.Untrusted
 	}
 	return false
+}
+
+func (x *ToolResult) GetImageBytes() []int64 {
+	if x != nil {
+		return x.ImageBytes
+	}
+	return nil
 }
 
 // SandboxEvent records a run's sandbox coming, going, being suspended,
@@ -4386,7 +4394,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"input_json\x18\x04 \x01(\tR\tinputJson\x12\x10\n" +
-	"\x03key\x18\x05 \x01(\tR\x03key\"\xa8\x02\n" +
+	"\x03key\x18\x05 \x01(\tR\x03key\"\xc9\x02\n" +
 	"\n" +
 	"ToolResult\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x05R\x04step\x12\x17\n" +
@@ -4402,7 +4410,9 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"durationMs\x12\x18\n" +
 	"\aunknown\x18\n" +
 	" \x01(\bR\aunknown\x12\x1c\n" +
-	"\tuntrusted\x18\v \x01(\bR\tuntrusted\"\xd0\x01\n" +
+	"\tuntrusted\x18\v \x01(\bR\tuntrusted\x12\x1f\n" +
+	"\vimage_bytes\x18\f \x03(\x03R\n" +
+	"imageBytes\"\xd0\x01\n" +
 	"\fSandboxEvent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +

@@ -55,7 +55,7 @@ func Samples() map[string]any {
 			Env: []string{"OPENAI_API_KEY"}, Key: "run_y/agent", Pid: 42, OOMKills: 2},
 		runlog.EventToolCall: runlog.ToolCall{Step: 2, CallID: "call_1_0", Name: "bash", Input: json.RawMessage(`{"command":"df -h"}`), Key: "run_x/2/call_1_0"},
 		runlog.EventToolResult: runlog.ToolResult{Step: 2, CallID: "call_1_0", Name: "bash", Text: "Filesystem  Size", IsError: true,
-			Artifact: "sha256:aa", FullBytes: 70000, Images: []string{"sha256:bb"}, DurationMS: 12, Unknown: true, Untrusted: true},
+			Artifact: "sha256:aa", FullBytes: 70000, Images: []string{"sha256:bb"}, ImageBytes: []int64{4321}, DurationMS: 12, Unknown: true, Untrusted: true},
 		runlog.EventSandboxCreated:   sb("created"),
 		runlog.EventSandboxLost:      sb("lost"),
 		runlog.EventSandboxReplaced:  sb("replaced"),
