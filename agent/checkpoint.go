@@ -12,6 +12,7 @@ import (
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/tool"
+	"github.com/reinsdev/reins/tool/sandboxtool"
 )
 
 // mutatingTools are the sandbox tools whose calls change a sandbox's
@@ -22,7 +23,10 @@ import (
 var mutatingTools = func() map[string]bool {
 	out := map[string]bool{}
 	for _, t := range sandboxTools {
-		if s := t.Spec(); s.Side == tool.SideSandbox && s.HasLabel(tool.LabelDestructive) {
+		// computer changes a screen, not the workspace a checkpoint
+		// saves (a download it makes is saved with the next checkpoint
+		// another call brings).
+		if s := t.Spec(); s.Side == tool.SideSandbox && s.HasLabel(tool.LabelDestructive) && s.Name != sandboxtool.ComputerName {
 			out[s.Name] = true
 		}
 	}

@@ -156,6 +156,9 @@ func (e *Engine) Start(ctx context.Context, tenant string, spec runlog.Spec) (st
 		return "", fmt.Errorf("agent %q is reins' own record of a sandbox's model calls: choose claude-code, codex or cmd:\"PROGRAM ARGS\": %w",
 			runlog.AgentSandbox, errdefs.ErrInvalidArgument)
 	}
+	// Which sandbox has a display is the engine's to find out, not the
+	// caller's to say.
+	spec.Screens = nil
 	return e.start(ctx, tenant, spec)
 }
 
@@ -181,6 +184,13 @@ func (e *Engine) start(ctx context.Context, tenant string, spec runlog.Spec) (st
 	}
 	if err := e.checkTools(spec.Tools); err != nil {
 		return "", err
+	}
+	if spec.Screens == nil { // a verification run keeps its original's
+		screens, err := e.screens(ctx, tenant, spec)
+		if err != nil {
+			return "", err
+		}
+		spec.Screens = screens
 	}
 	if _, err := e.policyFor(ctx, tenant, spec); err != nil {
 		return "", err
@@ -690,7 +700,11 @@ func (e *Engine) Artifacts(ctx context.Context, tenant, id string) ([]runlog.Art
 			out = append(out, runlog.Artifact{Name: fmt.Sprintf("output-step%d-%s.txt", res.Step, res.Name), Digest: res.Artifact, Size: int64(res.FullBytes)})
 		}
 		for i, img := range res.Images {
-			out = append(out, runlog.Artifact{Name: fmt.Sprintf("image-step%d-%d.png", res.Step, i), Digest: img})
+			a := runlog.Artifact{Name: fmt.Sprintf("image-step%d-%d.png", res.Step, i), Digest: img}
+			if i < len(res.ImageBytes) {
+				a.Size = res.ImageBytes[i]
+			}
+			out = append(out, a)
 		}
 	}
 	return out, nil

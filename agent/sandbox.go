@@ -143,6 +143,11 @@ func sandboxList(spec runlog.Spec) string {
 // replacing it when it is found gone.
 func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxtool.Tool, intent runlog.ToolCall, recovering bool) (tool.Result, error) {
 	name, err := sandboxName(r.st.spec, intent.Input)
+	if intent.Name == sandboxtool.ComputerName {
+		// The run's one screen, whatever the arguments say.
+		name, _, _ = screenSandbox(r.st.spec)
+		err = nil
+	}
 	if err != nil {
 		return tool.Result{IsError: true, Text: err.Error()}, nil
 	}
@@ -187,7 +192,9 @@ func (e *Engine) callSandbox(ctx context.Context, r *run, t sandboxtool.Tool, in
 	}
 	if err == nil {
 		var res tool.Result
-		res, err = t.Run(ctx, e.sandboxFor(cl, id, name, intent.Key), intent.Input)
+		sb := e.sandboxFor(cl, id, name, intent.Key)
+		sb.Screen = r.st.spec.Screens[name]
+		res, err = t.Run(ctx, sb, intent.Input)
 		// A stream cut by the sandbox's death is an internal error or,
 		// cut inside a message, a protocol one (connect's "incomplete
 		// envelope"), not only an unavailable executor: whatever ended a

@@ -288,8 +288,13 @@ func (s *state) flushResults() {
 		if !ok {
 			r = runlog.ToolResult{Text: "no result was recorded for this call", IsError: true}
 		}
-		msg.Content = append(msg.Content, model.Block{Type: model.BlockToolResult, ToolCallID: c.ToolCallID,
-			ToolName: c.ToolName, Text: r.Text, IsError: r.IsError})
+		b := model.Block{Type: model.BlockToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Text: r.Text, IsError: r.IsError}
+		for _, d := range r.Images {
+			// By reference: the engine loads the newest few for a call.
+			b.Content = append(b.Content, model.Block{Type: model.BlockImage, MediaType: "image/png", Digest: d,
+				Text: fmt.Sprintf("step %d", r.Step)})
+		}
+		msg.Content = append(msg.Content, b)
 	}
 	s.messages = append(s.messages, msg)
 }

@@ -47,6 +47,7 @@ func (e *Engine) policyFor(ctx context.Context, tenant string, spec runlog.Spec)
 // returns true when the call may run now (with its possibly edited input);
 // otherwise it has logged a denial or parked the run.
 func (e *Engine) gate(ctx context.Context, r *run, c model.Block) (json.RawMessage, bool, error) {
+	c.Input = withComputerSandbox(r.st.spec, c)
 	if d, ok := r.st.approvals[c.ToolCallID]; ok {
 		if !d.Approved {
 			return nil, false, nil // the denial's result is logged with the decision

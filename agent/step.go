@@ -82,7 +82,7 @@ func (e *Engine) askModel(ctx context.Context, r *run) error {
 	req := &model.Request{
 		Model:    r.name,
 		System:   e.systemPrompt(r.st.spec),
-		Messages: r.st.conversation(8, e.cfg.MaxContextChars),
+		Messages: e.withScreenshots(ctx, r.st.conversation(8, e.cfg.MaxContextChars), r.st.spec.Screenshots()),
 		Tools:    e.toolSpecs(r.st.spec),
 	}
 	e.failpoint("before_model")
@@ -121,6 +121,11 @@ func (e *Engine) nextCall(ctx context.Context, r *run) error {
 		input, ok, err := e.gate(ctx, r, c)
 		if err != nil || !ok {
 			return err
+		}
+		if c.ToolName == sandboxtool.ComputerName && allowed(r.st.spec, c.ToolName) {
+			if ok, err := e.waitTakeover(ctx, r); err != nil || !ok {
+				return err
+			}
 		}
 		intent := runlog.ToolCall{Step: r.st.steps, CallID: c.ToolCallID, Name: c.ToolName, Input: input,
 			Key: fmt.Sprintf("%s/%d/%s", r.id, r.st.steps, c.ToolCallID)}
@@ -244,12 +249,8 @@ func (e *Engine) artifacts(ctx context.Context, res *runlog.ToolResult, arts []t
 const maxResultText = 30_000
 
 func (e *Engine) fitResult(ctx context.Context, r *run, res *runlog.ToolResult, out tool.Result) {
+	defer e.storeImages(ctx, res, out.Images)
 	res.Text = out.Text
-	for _, img := range out.Images {
-		if d, _, err := e.cfg.Blobs.Put(ctx, strings.NewReader(img)); err == nil {
-			res.Images = append(res.Images, d)
-		}
-	}
 	if len(out.Text) <= maxResultText {
 		return
 	}
@@ -262,6 +263,27 @@ func (e *Engine) fitResult(ctx context.Context, r *run, res *runlog.ToolResult, 
 	head, tail := out.Text[:maxResultText/2], out.Text[len(out.Text)-maxResultText/3:]
 	res.Text = fmt.Sprintf("%s\n[… %d bytes cut from the middle; the whole output (%d bytes) is saved as artifact %s …]\n%s",
 		head, len(out.Text)-len(head)-len(tail), len(out.Text), digest, tail)
+}
+
+// storeImages keeps a result's images in the blob store and records them
+// by digest.
+func (e *Engine) storeImages(ctx context.Context, res *runlog.ToolResult, images [][]byte) {
+	for i, img := range images {
+		// The bytes came from a sandbox: a PNG within bounds is kept
+		// (real .png artifacts, loaded for the model by reference),
+		// anything else is told to the model, not stored.
+		if _, _, err := tool.CheckPNG(img); err != nil {
+			res.Text += fmt.Sprintf("\n[image %d of this result was dropped: %v]", i+1, errdefs.Public(err))
+			continue
+		}
+		d, size, err := e.cfg.Blobs.Put(ctx, bytes.NewReader(img))
+		if err != nil {
+			res.Text += fmt.Sprintf("\n[image %d of this result could not be stored: %v]", i+1, errdefs.Public(err))
+			continue
+		}
+		res.Images = append(res.Images, d)
+		res.ImageBytes = append(res.ImageBytes, size)
+	}
 }
 
 func compact(raw json.RawMessage) string {

@@ -43,7 +43,12 @@ func (e *Engine) findTool(name string) tool.Tool {
 	return nil
 }
 
+// allowed reports whether the run may call tool name: the tools its spec
+// names (all when it names none), computer only when it has a screen.
 func allowed(spec runlog.Spec, name string) bool {
+	if name == sandboxtool.ComputerName && len(spec.Screens) == 0 {
+		return false
+	}
 	return len(spec.Tools) == 0 || slices.Contains(spec.Tools, name)
 }
 
@@ -72,6 +77,12 @@ func (e *Engine) toolSpecs(spec runlog.Spec) []model.ToolSpec {
 	for _, t := range e.tools() {
 		s := t.Spec()
 		if !allowed(spec, s.Name) {
+			continue
+		}
+		if s.Name == sandboxtool.ComputerName {
+			// The native tool takes no sandbox argument: its calls go
+			// to the run's one screen.
+			out = append(out, computerSpec(spec, s))
 			continue
 		}
 		schema := s.InputSchema
@@ -110,8 +121,13 @@ func (e *Engine) systemPrompt(spec runlog.Spec) string {
 		b.WriteString(spec.System)
 		b.WriteString("\n\n")
 	}
+	network := "the sandbox has no network access"
+	if len(spec.Screens) > 0 {
+		// A browsing run is given hosts to reach.
+		network = "a sandbox reaches only the hosts its egress rules allow"
+	}
 	b.WriteString("You work in isolated Linux sandboxes through tools. Commands run as root in the sandbox; " +
-		"the sandbox has no network access. Work step by step, check your work by running it, and finish " +
+		network + ". Work step by step, check your work by running it, and finish " +
 		"with a short answer that says what you did and what you found.")
 	if len(spec.Sandboxes) > 1 {
 		var names []string
@@ -121,14 +137,16 @@ func (e *Engine) systemPrompt(spec runlog.Spec) string {
 		sort.Strings(names)
 		b.WriteString(" Sandboxes: " + strings.Join(names, ", ") + "; name one in each sandbox tool call.")
 	}
+	b.WriteString(screenPrompt(spec))
 	return b.String()
 }
 
 // settleSafe reports whether a call logged before a crash may be asked
 // again: sandbox tools are (bash by its idempotency key; the others read or
-// write the same bytes again), except edit_file, which could apply twice.
+// write the same bytes again), except edit_file, which could apply twice,
+// and computer, whose clicks and keys the executor does not remember.
 func settleSafe(s tool.Spec) bool {
-	return s.Side == tool.SideSandbox && s.Name != "edit_file"
+	return s.Side == tool.SideSandbox && s.Name != "edit_file" && s.Name != sandboxtool.ComputerName
 }
 
 // validateInput checks arguments against the simple JSON Schemas tools use:

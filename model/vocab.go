@@ -48,6 +48,11 @@ type Block struct {
 	// Images: base64 data and its media type ("image/png").
 	MediaType string `json:"media_type,omitempty"`
 	Data      string `json:"data,omitempty"`
+	// Digest, on an image the loop keeps by reference (a screenshot in
+	// its blob store), names the blob; the loop loads it into Data, or
+	// puts a text block in its place, before a request: a provider never
+	// sees a Digest without Data.
+	Digest string `json:"digest,omitempty"`
 	// Blocks of a tool result other than its Text (e.g. a screenshot).
 	Content []Block `json:"content,omitempty"`
 }
@@ -63,6 +68,18 @@ type ToolSpec struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"` // a JSON Schema object
+	// Computer, when set, says the tool is the computer-use tool (a
+	// screen, a mouse and a keyboard, with the action set and input
+	// schema of Anthropic's) over a display of this size, as the model
+	// sees it. A provider with a native computer tool sends that in
+	// place of the schema; others send the schema.
+	Computer *ComputerDisplay `json:"computer,omitempty"`
+}
+
+// ComputerDisplay is the size of the screen a model sees, in pixels.
+type ComputerDisplay struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
 }
 
 // Request is one call to a model.

@@ -467,7 +467,8 @@ func (ps *parser) needClass(r *rule, arg, where, what, kind string, has func(too
 	return nil
 }
 
-// argsOf returns the argument names in a tool's input schema.
+// argsOf returns the argument names in a tool's input schema, and
+// SandboxArg for a sandbox tool.
 func (ps *parser) argsOf(name string) map[string]bool {
 	if a, ok := ps.args[name]; ok {
 		return a
@@ -479,6 +480,11 @@ func (ps *parser) argsOf(name string) map[string]bool {
 	a := map[string]bool{}
 	for k := range schema.Properties {
 		a[k] = true
+	}
+	if ps.tools[name].Side == tool.SideSandbox {
+		// A run with several sandboxes adds it to every sandbox tool (the
+		// sandbox the call is for), so rules can keep sandboxes apart.
+		a[SandboxArg] = true
 	}
 	ps.args[name] = a
 	return a

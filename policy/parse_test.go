@@ -75,9 +75,9 @@ func TestParseBad(t *testing.T) {
 		{`{"rules":[{"name":"a","tool":"bash","match":{"command":"a**"},"action":"deny"}]}`,
 			`policy: rules[0] ("a"): match.command: bad regex "a**": invalid nested repetition operator`},
 		{`{"rules":[{"name":"a","tool":"bash","match":{"cmd":"rm"},"action":"deny"}]}`,
-			`policy: rules[0] ("a"): match: bash has no argument "cmd" (its arguments: command, timeout_s)`},
+			`policy: rules[0] ("a"): match: bash has no argument "cmd" (its arguments: command, sandbox, timeout_s)`},
 		{`{"rules":[{"name":"a","tool":["bash","grep"],"match":{"pattern":"x"},"action":"deny"}]}`,
-			`policy: rules[0] ("a"): match: bash has no argument "pattern" (its arguments: command, timeout_s)`},
+			`policy: rules[0] ("a"): match: bash has no argument "pattern" (its arguments: command, sandbox, timeout_s)`},
 		{`{"rules":[{"name":"a","tool":"bash","match":{},"action":"deny"}]}`,
 			`policy: rules[0] ("a"): match is empty; give a regex for at least one argument, or leave match out`},
 		{`{"rules":[{"name":"a","tool":"bash","match":"rm","action":"deny"}]}`,
@@ -101,7 +101,7 @@ func TestParseBad(t *testing.T) {
 		{`{"rules":[{"name":"a","tool":"sql_query","when":"sql_writes","action":"ask"}]}`,
 			`policy: rules[0] ("a"): unknown when "sql_writes" (known: sql_read, sql_write, untrusted)`},
 		{`{"rules":[{"name":"a","tool":"bash","when":"sql_write","action":"ask"}]}`,
-			`policy: rules[0] ("a"): when sql_write: bash has no argument "query" (its arguments: command, timeout_s)`},
+			`policy: rules[0] ("a"): when sql_write: bash has no argument "query" (its arguments: command, sandbox, timeout_s)`},
 		// db_admin has a query argument but does not say it is SQL: the
 		// policy cannot tell a read from a write there, so it refuses.
 		{`{"rules":[{"name":"a","tool":"db_admin","when":"sql_read","action":"allow"}]}`,

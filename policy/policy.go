@@ -25,6 +25,12 @@
 //	                        #   sql_read   the query argument is read-only SQL
 //	                        #   untrusted  the run has read untrusted content
 //	    action: ask
+//	  - name: web-gets-no-files
+//	    tool: [write_file, edit_file]
+//	    match: {sandbox: '^web$'}  # a sandbox tool's "sandbox" argument: the run's
+//	                        # name of the sandbox the call is for (runs with
+//	                        # several sandboxes; with one, it is absent)
+//	    action: deny
 //	  - name: http-internal
 //	    tool: http_request
 //	    host: "*.internal.example.com"  # glob (or a list) on the host of the url argument
@@ -120,6 +126,11 @@ const (
 	RuleTrifecta = "trifecta" // an exfiltration sink after untrusted content
 	RuleAlways   = "always"   // a person approved the tool with --always
 )
+
+// SandboxArg is the argument that names, in a run with several sandboxes,
+// the sandbox a sandbox tool's call is for. Rules may match it on every
+// sandbox tool though their schemas lack it (the run adds it).
+const SandboxArg = "sandbox"
 
 // Call is one tool call to decide.
 type Call struct {

@@ -346,3 +346,33 @@ func TestExampleFile(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxArg: rules keep a run's sandboxes apart by the sandbox
+// argument every sandbox tool takes in a run with several, though no
+// tool's schema names it; a trusted tool has no such argument.
+func TestSandboxArg(t *testing.T) {
+	p := mustParse(t, `
+rules:
+  - name: web-gets-no-files
+    tool: [write_file, edit_file, bash]
+    match: {sandbox: '^web$'}
+    action: deny
+`)
+	for _, c := range []struct {
+		input string
+		want  Action
+	}{
+		{`{"path":"/x","content":"s3cret","sandbox":"web"}`, Deny},
+		{`{"path":"/x","content":"s3cret","SANDBOX":"web"}`, Deny}, // json matches keys without case
+		{`{"path":"/x","content":"s3cret","sandbox":"code"}`, Allow},
+		{`{"path":"/x","content":"s3cret"}`, Allow}, // one sandbox: no argument
+	} {
+		if d := p.Decide(call("write_file", c.input), clean); d.Action != c.want {
+			t.Errorf("write_file %s: %s, want %s", c.input, d, c.want)
+		}
+	}
+	if _, err := Parse([]byte("rules:\n  - {name: x, tool: send_email, match: {sandbox: web}, action: deny}\n"), testTools()); err == nil ||
+		!strings.Contains(err.Error(), `no argument "sandbox"`) {
+		t.Errorf("a trusted tool matched on sandbox: %v", err)
+	}
+}

@@ -78,6 +78,32 @@ type Spec struct {
 	// written before checkpoints, is DefaultCheckpointEvery; Normalize
 	// sets it.
 	CheckpointEvery *int `json:"checkpoint_every,omitempty"`
+	// KeepScreenshots is how many of the newest screenshots the model is
+	// shown with each call (0: DefaultKeepScreenshots); older ones are
+	// replaced by a line saying so. They stay in the log and the blob
+	// store, by digest.
+	KeepScreenshots int `json:"keep_screenshots,omitempty"`
+	// Screens names the run's sandbox that has a display, and its size
+	// ("default": "1280x800"). The engine fills it when the run starts,
+	// from the images (a spec sent to it has none), so that a replay or
+	// a fork is offered the same tools; the computer tool is offered when
+	// it is not empty. A run has at most one screen.
+	Screens map[string]string `json:"screens,omitempty"`
+}
+
+// DefaultKeepScreenshots is how many screenshots a model is shown when
+// the spec says nothing; MaxKeepScreenshots bounds what it may say.
+const (
+	DefaultKeepScreenshots = 3
+	MaxKeepScreenshots     = 50
+)
+
+// Screenshots is how many of the newest screenshots the model is shown.
+func (s Spec) Screenshots() int {
+	if s.KeepScreenshots <= 0 {
+		return DefaultKeepScreenshots
+	}
+	return s.KeepScreenshots
 }
 
 // Checkpoints is the number of mutating calls between checkpoints (0:
@@ -186,6 +212,10 @@ func (s *Spec) Normalize() error {
 	}
 	if s.MaxCost < 0 || s.MaxTokens < 0 {
 		return fmt.Errorf("budgets must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	if s.KeepScreenshots < 0 || s.KeepScreenshots > MaxKeepScreenshots {
+		return fmt.Errorf("--keep-screenshots %d: give a number from 1 to %d (0: the default, %d): %w",
+			s.KeepScreenshots, MaxKeepScreenshots, DefaultKeepScreenshots, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -312,10 +342,13 @@ type ToolResult struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Artifact is the blob digest holding the whole output when Text is
 	// cut, or a screenshot.
-	Artifact   string   `json:"artifact,omitempty"`
-	FullBytes  int      `json:"full_bytes,omitempty"`
-	Images     []string `json:"images,omitempty"` // blob digests of PNGs
-	DurationMS int64    `json:"duration_ms"`
+	Artifact  string   `json:"artifact,omitempty"`
+	FullBytes int      `json:"full_bytes,omitempty"`
+	Images    []string `json:"images,omitempty"` // blob digests of PNGs
+	// ImageBytes is the size of each of Images (absent in a log written
+	// before it was recorded).
+	ImageBytes []int64 `json:"image_bytes,omitempty"`
+	DurationMS int64   `json:"duration_ms"`
 	// Unknown marks a call whose outcome could not be learned after a
 	// crash; it was not run again.
 	Unknown bool `json:"unknown,omitempty"`
@@ -340,6 +373,8 @@ type SandboxEvent struct {
 	// FromImage, FromSnapshot (Snapshot), FromDisk (the lost sandbox's
 	// disk); "" in a log written before it was recorded.
 	From string `json:"from,omitempty"`
+	// By is who holds the screen (takeover, handback).
+	By string `json:"by,omitempty"`
 }
 
 // Where a sandbox's files came from (SandboxEvent.From).
@@ -426,6 +461,8 @@ const (
 	EventCheckpoint        = "checkpoint"         // Checkpoint: a sandbox's workspace saved
 	EventCheckpointFailed  = "checkpoint_failed"  // Checkpoint with Error: none was taken; the run goes on
 	EventSandboxLifecycle  = "sandbox_lifecycle"  // SandboxEvent: what befell a run's sandbox apart from the run (expiring, suspended for its TTL)
+	EventTakeover          = "takeover"           // SandboxEvent with By: a person holds the sandbox's screen; the run's computer calls wait
+	EventHandback          = "handback"           // SandboxEvent with By: the screen was handed back; the run goes on
 )
 
 // Egress records the connections one of a run's sandboxes made, or was

@@ -67,8 +67,10 @@ func (s Spec) HasLabel(label string) bool {
 type Result struct {
 	Text    string `json:"text"`
 	IsError bool   `json:"is_error,omitempty"`
-	// Images (e.g. screenshots): base64 PNG.
-	Images []string `json:"images,omitempty"`
+	// Images (screenshots): PNG bytes, each at most MaxImageBytes and
+	// checked by CheckPNG. The loop stores them and shows the model the
+	// last few.
+	Images [][]byte `json:"images,omitempty"`
 	// Artifacts are files the call saved for the person who started the
 	// run (not for the model); the loop records them in the run's log.
 	Artifacts []Artifact `json:"artifacts,omitempty"`

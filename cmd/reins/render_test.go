@@ -43,6 +43,8 @@ func TestRenderEvents(t *testing.T) {
 		"sandbox_resumed":    "◆ sandbox default resumed: files restored resumed",
 		"sandbox_lifecycle":  "◆ sandbox default it vanished lifecycle: files restored lifecycle",
 		"checkpoint":         "◆ checkpoint of sandbox default after event 41: sha256:ee (3.4 KiB in 12 files; every 10 mutating calls)",
+		"takeover":           "◆ alice takeover took over the screen of sandbox default: the run's computer calls wait for the hand-back",
+		"handback":           "◆ alice handback handed the screen of sandbox default back: the run goes on",
 		"checkpoint_failed":  "◆ no checkpoint of sandbox db after event 42 (the run goes on): no space left on the snapshot store",
 	}
 	line := map[string]string{ // what `runs events` shows of it
@@ -148,6 +150,10 @@ func TestDescribeCallOfAgentPrograms(t *testing.T) {
 		{"exec_command", `{"cmd":"uname -sr"}`, "exec_command  uname -sr"},
 		{"Read", `{"file_path":"/workspace/a.go"}`, "Read  /workspace/a.go"},
 		{"Bash", `{"command":"ls","description":"list"}`, "Bash  ls"},
+		{"computer", `{"action":"left_click","coordinate":[100,200],"sandbox":"web"}`, "computer@web  left_click 100,200"},
+		{"computer", `{"action":"left_click_drag","start_coordinate":[1,2],"coordinate":[3,4]}`, "computer  left_click_drag 1,2 3,4"},
+		{"computer", `{"action":"type","text":"hello"}`, "computer  type hello"},
+		{"computer", `{"action":"screenshot"}`, "computer  screenshot"},
 	} {
 		if got := describeCall(c.name, c.input); got != c.want {
 			t.Errorf("describeCall(%s, %s) = %q, want %q", c.name, c.input, got, c.want)

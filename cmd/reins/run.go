@@ -48,7 +48,9 @@ func runCmd() *cobra.Command {
 		Use:   "run [flags] TASK",
 		Short: "Run an agent on a task, shown live; exits 0 when it succeeds",
 		Long: `Run an agent on a task. The agent loop runs in reins serve; the agent's
-tools run in isolated sandboxes created on first use.
+tools run in isolated sandboxes created on first use. A sandbox with a
+display (--image desktop) adds the computer tool: screenshots, mouse and
+keyboard; the model is shown the newest --keep-screenshots of them.
 
 Models: anthropic:MODEL (ANTHROPIC_API_KEY), openai:MODEL (OPENAI_API_KEY,
 OPENAI_BASE_URL for Ollama, vLLM, llama.cpp), script:FILE (a deterministic
@@ -101,8 +103,8 @@ none, each call goes to the provider of its wire as asked.`,
 				}
 				spec.System = string(data)
 			}
-			if timeout < 0 || spec.MaxSteps < 0 || spec.MaxCostUsd < 0 {
-				return usageError{errors.New("--timeout, --max-steps and --max-cost must not be negative")}
+			if timeout < 0 || spec.MaxSteps < 0 || spec.MaxCostUsd < 0 || spec.KeepScreenshots < 0 {
+				return usageError{errors.New("--timeout, --max-steps, --max-cost and --keep-screenshots must not be negative")}
 			}
 			spec.TimeoutMs = timeout.Milliseconds()
 			if c.Flags().Changed("checkpoint-every") {
@@ -149,6 +151,8 @@ none, each call goes to the provider of its wire as asked.`,
 	f.Int32Var(&spec.MaxSteps, "max-steps", 0, "most model calls (default 50; 500 for --agent)")
 	f.Int32Var(&checkpointEvery, "checkpoint-every", runlog.DefaultCheckpointEvery,
 		"save the sandboxes' files every N mutating tool calls (bash, write_file, edit_file) and before the run parks; a lost sandbox and a fork restore them (0: never)")
+	f.Int32Var(&spec.KeepScreenshots, "keep-screenshots", 0,
+		fmt.Sprintf("show the model only the newest N screenshots of the computer tool, older ones as a line saying so (default %d)", runlog.DefaultKeepScreenshots))
 	f.Float64Var(&spec.MaxCostUsd, "max-cost", 0, "most US dollars to spend (from the price table)")
 	f.DurationVar(&timeout, "timeout", 0, "most wall time (default 1h)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the run id and return at once")
@@ -284,6 +288,12 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 	case reinsv1.EventType_EVENT_TYPE_SANDBOX_LIFECYCLE:
 		d := ev.GetSandbox()
 		v.printf("%s sandbox %s %s: %s\n", v.style("33", "◆"), d.GetName(), d.GetReason(), d.GetNote())
+	case reinsv1.EventType_EVENT_TYPE_TAKEOVER:
+		d := ev.GetSandbox()
+		v.printf("%s %s took over the screen of sandbox %s: the run's computer calls wait for the hand-back\n", v.style("33", "◆"), d.GetBy(), d.GetName())
+	case reinsv1.EventType_EVENT_TYPE_HANDBACK:
+		d := ev.GetSandbox()
+		v.printf("%s %s handed the screen of sandbox %s back: the run goes on\n", v.style("35", "◆"), d.GetBy(), d.GetName())
 	case reinsv1.EventType_EVENT_TYPE_CHECKPOINT:
 		d := ev.GetCheckpoint()
 		v.printf("%s checkpoint of sandbox %s after event %d: %s (%s in %d files; %s)\n", v.style("35", "◆"), d.GetSandbox(),
@@ -571,10 +581,34 @@ func describeCall(name, input string) string {
 			break
 		}
 	}
+	if action, ok := in["action"].(string); ok && arg == "" {
+		arg = computerArgs(action, in)
+	}
 	if sb, ok := in["sandbox"].(string); ok {
 		name += "@" + sb
 	}
 	return name + "  " + summarize(arg, 1)
+}
+
+// computerArgs shows a computer call: its action and what it acts on
+// ("left_click 100,200", "type hello", "zoom 0,0,640,400").
+func computerArgs(action string, in map[string]any) string {
+	parts := []string{action}
+	for _, k := range []string{"start_coordinate", "coordinate", "region"} {
+		if v, ok := in[k].([]any); ok {
+			nums := make([]string, len(v))
+			for i, n := range v {
+				nums[i] = fmt.Sprint(n)
+			}
+			parts = append(parts, strings.Join(nums, ","))
+		}
+	}
+	for _, k := range []string{"scroll_direction", "text", "duration"} {
+		if v, ok := in[k]; ok {
+			parts = append(parts, fmt.Sprint(v))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // summarize keeps the first lines of s, each cut to a screen.
@@ -666,6 +700,10 @@ func runsShowCmd() *cobra.Command {
 				u.GetInputTokens(), u.GetOutputTokens(), u.GetCacheReadTokens(), u.GetCacheWriteTokens(), r.CostUsd, ago(r.CreatedUnixNano))
 			for name, sb := range r.Sandboxes {
 				fmt.Fprintf(w, "sandbox\t%s = %s (%s)\n", name, sb, r.Spec.Sandboxes[name])
+			}
+			for name, screen := range r.Spec.GetScreens() {
+				fmt.Fprintf(w, "screen\t%s %s (the computer tool; the model sees the newest %d screenshots)\n", name, screen,
+					cmp.Or(int(r.Spec.GetKeepScreenshots()), runlog.DefaultKeepScreenshots))
 			}
 			printNetwork(w, r.Spec.GetNetwork())
 			if r.Reason != "" {

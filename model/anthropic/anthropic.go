@@ -98,10 +98,18 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	if err != nil {
 		return nil, err
 	}
+	beta, err := betaParams(req, params)
+	if err != nil {
+		return nil, err
+	}
 	var msg *sdk.Message
 	err = m.cfg.Retry.Do(ctx, func(ctx context.Context) error {
 		var err error
-		msg, err = m.client.Messages.New(ctx, params)
+		if beta != nil {
+			msg, err = m.newBeta(ctx, *beta)
+		} else {
+			msg, err = m.client.Messages.New(ctx, params)
+		}
 		return err
 	}, classify)
 	if err != nil {

@@ -125,19 +125,23 @@ func TestToolRoundTrip(t *testing.T) {
 	checkBreakpoints(t, body)
 }
 
+// sentBody is the parts of a request body the tests read.
+type sentBody struct {
+	Model    string           `json:"model"`
+	System   []map[string]any `json:"system"`
+	Tools    []map[string]any `json:"tools"`
+	Messages []struct {
+		Role    string           `json:"role"`
+		Content []map[string]any `json:"content"`
+	} `json:"messages"`
+}
+
 // checkBreakpoints checks, apart from the golden file, where the cache
 // breakpoints are: the last tool, the system prompt, the last two user
 // turns — and nowhere else.
 func checkBreakpoints(t *testing.T, body []byte) {
 	t.Helper()
-	var req struct {
-		System   []map[string]any `json:"system"`
-		Tools    []map[string]any `json:"tools"`
-		Messages []struct {
-			Role    string           `json:"role"`
-			Content []map[string]any `json:"content"`
-		} `json:"messages"`
-	}
+	var req sentBody
 	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatal(err)
 	}

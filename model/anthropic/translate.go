@@ -32,6 +32,11 @@ func (m *Model) params(req *model.Request) (sdk.MessageNewParams, error) {
 		p.System = []sdk.TextBlockParam{{Text: req.System, CacheControl: sdk.NewCacheControlEphemeralParam()}}
 	}
 	for i, t := range req.Tools {
+		if t.Computer != nil {
+			// A stand-in the Beta request replaces (native.go).
+			p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: &sdk.ToolParam{Name: t.Name}})
+			continue
+		}
 		tp, err := tool(t)
 		if err != nil {
 			return sdk.MessageNewParams{}, err

@@ -339,3 +339,19 @@ func (r Runs) EnableGateway(ctx context.Context, id string) ([]string, error) {
 func (r Runs) GatewayOf(ctx context.Context, id string) (tenant, model, script string, err error) {
 	return r.M.GatewayOf(ctx, id)
 }
+
+// ImageScreen is the display size a run's sandbox of image would have
+// ("" for none), for the loop to decide at a run's start whether to offer
+// the computer tool: an attached sandbox's (agent.AttachPrefix+ID) own,
+// else Manager.ImageScreen's.
+func (r Runs) ImageScreen(ctx context.Context, tenant, image string) (string, error) {
+	if id, ok := strings.CutPrefix(image, agent.AttachPrefix); ok {
+		info, err := r.M.Get(ctx, tenant, id)
+		return info.Screen, err
+	}
+	return r.M.ImageScreen(ctx, tenant, image)
+}
+
+// Held says whether a person holds sandbox id's screen (Manager.Held),
+// for the loop's computer calls to wait on.
+func (r Runs) Held(id string) (by string, released <-chan struct{}) { return r.M.Held(id) }

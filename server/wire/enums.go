@@ -106,6 +106,8 @@ var (
 		runlog.EventCheckpoint:        reinsv1.EventType_EVENT_TYPE_CHECKPOINT,
 		runlog.EventCheckpointFailed:  reinsv1.EventType_EVENT_TYPE_CHECKPOINT_FAILED,
 		runlog.EventSandboxLifecycle:  reinsv1.EventType_EVENT_TYPE_SANDBOX_LIFECYCLE,
+		runlog.EventTakeover:          reinsv1.EventType_EVENT_TYPE_TAKEOVER,
+		runlog.EventHandback:          reinsv1.EventType_EVENT_TYPE_HANDBACK,
 		runlog.EventAgentStarting:     reinsv1.EventType_EVENT_TYPE_AGENT_STARTING,
 		runlog.EventAgentStarted:      reinsv1.EventType_EVENT_TYPE_AGENT_STARTED,
 	})

@@ -45,7 +45,7 @@ func payload[T any](set func(pb *reinsv1.RunEvent, d *T)) func(*reinsv1.RunEvent
 var (
 	sandboxPayload = payload(func(pb *reinsv1.RunEvent, d *runlog.SandboxEvent) {
 		pb.Payload = &reinsv1.RunEvent_Sandbox{Sandbox: &reinsv1.SandboxEvent{Name: d.Name, Id: d.ID, Image: d.Image,
-			Previous: d.Previous, Reason: d.Reason, Note: d.Note, Snapshot: d.Snapshot, From: d.From}}
+			Previous: d.Previous, Reason: d.Reason, Note: d.Note, Snapshot: d.Snapshot, From: d.From, By: d.By}}
 	})
 	checkpointPayload = payload(func(pb *reinsv1.RunEvent, d *runlog.Checkpoint) {
 		pb.Payload = &reinsv1.RunEvent_Checkpoint{Checkpoint: &reinsv1.Checkpoint{Sandbox: d.Sandbox, Id: d.ID, Digest: d.Digest,
@@ -100,7 +100,7 @@ var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
 	runlog.EventToolResult: payload(func(pb *reinsv1.RunEvent, d *runlog.ToolResult) {
 		pb.Payload = &reinsv1.RunEvent_ToolResult{ToolResult: &reinsv1.ToolResult{Step: int32(d.Step), CallId: d.CallID,
 			Name: d.Name, Text: d.Text, IsError: d.IsError, Artifact: d.Artifact, FullBytes: int64(d.FullBytes),
-			Images: d.Images, DurationMs: d.DurationMS, Unknown: d.Unknown, Untrusted: d.Untrusted}}
+			Images: d.Images, ImageBytes: d.ImageBytes, DurationMs: d.DurationMS, Unknown: d.Unknown, Untrusted: d.Untrusted}}
 	}),
 	runlog.EventSandboxCreated:   sandboxPayload,
 	runlog.EventSandboxLost:      sandboxPayload,
@@ -108,6 +108,8 @@ var payloads = map[string]func(*reinsv1.RunEvent, []byte) error{
 	runlog.EventSandboxSuspended: sandboxPayload,
 	runlog.EventSandboxResumed:   sandboxPayload,
 	runlog.EventSandboxLifecycle: sandboxPayload,
+	runlog.EventTakeover:         sandboxPayload,
+	runlog.EventHandback:         sandboxPayload,
 	runlog.EventCheckpoint:       checkpointPayload,
 	runlog.EventCheckpointFailed: checkpointPayload,
 	runlog.EventWaiting: payload(func(pb *reinsv1.RunEvent, d *runlog.Waiting) {
@@ -175,12 +177,12 @@ func EventPayload(pb *reinsv1.RunEvent) any {
 	case *reinsv1.RunEvent_ToolResult:
 		d := p.ToolResult
 		return runlog.ToolResult{Step: int(d.Step), CallID: d.CallId, Name: d.Name, Text: d.Text, IsError: d.IsError,
-			Artifact: d.Artifact, FullBytes: int(d.FullBytes), Images: d.Images, DurationMS: d.DurationMs,
+			Artifact: d.Artifact, FullBytes: int(d.FullBytes), Images: d.Images, ImageBytes: d.ImageBytes, DurationMS: d.DurationMs,
 			Unknown: d.Unknown, Untrusted: d.Untrusted}
 	case *reinsv1.RunEvent_Sandbox:
 		d := p.Sandbox
 		return runlog.SandboxEvent{Name: d.Name, ID: d.Id, Image: d.Image, Previous: d.Previous, Reason: d.Reason, Note: d.Note,
-			Snapshot: d.Snapshot, From: d.From}
+			Snapshot: d.Snapshot, From: d.From, By: d.By}
 	case *reinsv1.RunEvent_Checkpoint:
 		d := p.Checkpoint
 		return runlog.Checkpoint{Sandbox: d.Sandbox, ID: d.Id, Digest: d.Digest, Seq: d.Seq, Files: d.Files, Bytes: d.Bytes,
@@ -276,7 +278,8 @@ func Spec(s runlog.Spec) *reinsv1.RunSpec {
 	p := &reinsv1.RunSpec{Task: s.Task, Model: s.Model, System: s.System, Sandboxes: s.Sandboxes,
 		MaxSteps: int32(s.MaxSteps), MaxCostUsd: s.MaxCost, MaxTokens: s.MaxTokens,
 		TimeoutMs: time.Duration(s.Timeout).Milliseconds(), Tools: s.Tools, Policy: s.Policy, Script: s.Script,
-		Network: Network(s.Network), Agent: s.Agent, MemoryBytes: s.Memory}
+		Network: Network(s.Network), Agent: s.Agent, MemoryBytes: s.Memory,
+		KeepScreenshots: int32(min(s.KeepScreenshots, math.MaxInt32)), Screens: s.Screens}
 	if s.CheckpointEvery != nil {
 		n := int32(min(*s.CheckpointEvery, math.MaxInt32))
 		p.CheckpointEvery = &n
@@ -295,7 +298,8 @@ func SpecFromProto(p *reinsv1.RunSpec) (runlog.Spec, error) {
 	s := runlog.Spec{Task: p.Task, Model: p.Model, System: p.System, Sandboxes: p.Sandboxes,
 		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
 		Timeout: runlog.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy,
-		Script: p.Script, Network: network, Agent: p.Agent, Memory: p.MemoryBytes}
+		Script: p.Script, Network: network, Agent: p.Agent, Memory: p.MemoryBytes,
+		KeepScreenshots: int(p.KeepScreenshots), Screens: p.Screens}
 	if p.CheckpointEvery != nil {
 		n := int(*p.CheckpointEvery)
 		s.CheckpointEvery = &n

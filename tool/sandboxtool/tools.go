@@ -1,5 +1,6 @@
 // Package sandboxtool holds the tools that work in a sandbox (bash,
-// read_file, write_file, edit_file, list_files, glob, grep, save_artifact)
+// read_file, write_file, edit_file, list_files, glob, grep, save_artifact,
+// and computer for a sandbox with a display)
 // over a small interface of its executor. A tool gets one sandbox for one
 // call and returns what the model reads, and the artifacts it saved; it
 // appends nothing to a run's log. Picking the sandbox, making it, and
@@ -60,6 +61,10 @@ type Sandbox struct {
 	// memory limit has killed so far, and the limit (bytes); bash tells
 	// the model when one of its processes was.
 	OOMKills func(ctx context.Context) (kills int, limit int64, err error)
+	// Screen is the size of the sandbox's display ("1280x800"), for the
+	// computer tool, which scales a bigger one to what a model should
+	// see (ModelScreen); "" leaves screenshots at the executor's size.
+	Screen string
 }
 
 // Tool is a sandbox tool. Call (tool.Tool's) refuses: the loop runs a
@@ -102,6 +107,7 @@ func Tools() []Tool {
 		&sbTool{spec("save_artifact", "Save a file from the sandbox as an artifact of this run, so the person who started it can download it (reins runs artifacts). At most 256 MiB.",
 			`{"type":"object","properties":{"path":{"type":"string"},"name":{"type":"string","description":"Artifact name (default the file's name)."}},"required":["path"]}`,
 		), runSaveArtifact},
+		computerTool(),
 	}
 }
 

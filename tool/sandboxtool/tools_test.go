@@ -19,6 +19,7 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor"
 	"github.com/reinsdev/reins/executor/client"
+	"github.com/reinsdev/reins/executor/computer"
 	"github.com/reinsdev/reins/store/blob"
 	"github.com/reinsdev/reins/tool"
 	"github.com/reinsdev/reins/tool/sandboxtool"
@@ -42,12 +43,15 @@ type box struct {
 	done  chan error
 }
 
-func newBox(t *testing.T) *box {
+func newBox(t *testing.T) *box { return newBoxWith(t, computer.Config{}) }
+
+// newBoxWith is a box whose executor has display (none with a zero Width).
+func newBoxWith(t *testing.T, display computer.Config) *box {
 	t.Helper()
 	b := &box{t: t, root: t.TempDir(), done: make(chan error, 1)}
 	var err error
 	if b.srv, err = executor.New(executor.Config{Root: b.root, Token: "tok",
-		BaseEnv: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}}); err != nil {
+		BaseEnv: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}, Display: display}); err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(t.TempDir(), "x.sock")
@@ -56,7 +60,7 @@ func newBox(t *testing.T) *box {
 		t.Fatal(err)
 	}
 	go func() { b.done <- b.srv.Serve(l) }()
-	if b.cl, err = client.Dial(context.Background(), sock, "tok", client.WithCallTimeout(10*time.Second)); err != nil {
+	if b.cl, err = client.Dial(context.Background(), sock, "tok", client.WithCallTimeout(60*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if b.blobs, err = blob.Open(filepath.Join(t.TempDir(), "blobs")); err != nil {

@@ -120,6 +120,8 @@ const (
 	EventType_EVENT_TYPE_CHECKPOINT         EventType = 24 // checkpoint: a sandbox's workspace saved, once durable
 	EventType_EVENT_TYPE_CHECKPOINT_FAILED  EventType = 25 // checkpoint, with error: none was taken; the run goes on
 	EventType_EVENT_TYPE_SANDBOX_LIFECYCLE  EventType = 26 // sandbox: what befell a run's sandbox apart from the run (expiring, suspended for its TTL, paused)
+	EventType_EVENT_TYPE_TAKEOVER           EventType = 27 // sandbox, with by: a person holds the sandbox's screen; the run's computer calls wait
+	EventType_EVENT_TYPE_HANDBACK           EventType = 28 // sandbox, with by: the screen was handed back; the run goes on
 )
 
 // Enum value maps for EventType.
@@ -152,6 +154,8 @@ var (
 		24: "EVENT_TYPE_CHECKPOINT",
 		25: "EVENT_TYPE_CHECKPOINT_FAILED",
 		26: "EVENT_TYPE_SANDBOX_LIFECYCLE",
+		27: "EVENT_TYPE_TAKEOVER",
+		28: "EVENT_TYPE_HANDBACK",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":        0,
@@ -181,6 +185,8 @@ var (
 		"EVENT_TYPE_CHECKPOINT":         24,
 		"EVENT_TYPE_CHECKPOINT_FAILED":  25,
 		"EVENT_TYPE_SANDBOX_LIFECYCLE":  26,
+		"EVENT_TYPE_TAKEOVER":           27,
+		"EVENT_TYPE_HANDBACK":           28,
 	}
 )
 
@@ -408,8 +414,16 @@ type RunSpec struct {
 	// workspace (unset: 10; 0: none). A lost sandbox is replaced from the
 	// newest; a fork at a seq restores the newest at or before it.
 	CheckpointEvery *int32 `protobuf:"varint,15,opt,name=checkpoint_every,json=checkpointEvery,proto3,oneof" json:"checkpoint_every,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// keep_screenshots is how many of the newest screenshots (of the
+	// computer tool) the model is shown with each call (0: 3); older ones
+	// are replaced by a line saying so, and stay in the log by digest.
+	KeepScreenshots int32 `protobuf:"varint,16,opt,name=keep_screenshots,json=keepScreenshots,proto3" json:"keep_screenshots,omitempty"`
+	// screens names the run's sandbox that has a display and its size
+	// ("1280x800"). Output only: the service fills it when the run starts,
+	// from the images; the computer tool is offered when it is set.
+	Screens       map[string]string `protobuf:"bytes,17,rep,name=screens,proto3" json:"screens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunSpec) Reset() {
@@ -545,6 +559,20 @@ func (x *RunSpec) GetCheckpointEvery() int32 {
 		return *x.CheckpointEvery
 	}
 	return 0
+}
+
+func (x *RunSpec) GetKeepScreenshots() int32 {
+	if x != nil {
+		return x.KeepScreenshots
+	}
+	return 0
+}
+
+func (x *RunSpec) GetScreens() map[string]string {
+	if x != nil {
+		return x.Screens
+	}
+	return nil
 }
 
 type Usage struct {
@@ -1956,8 +1984,9 @@ type ToolResult struct {
 	FullBytes     int64                  `protobuf:"varint,7,opt,name=full_bytes,json=fullBytes,proto3" json:"full_bytes,omitempty"`
 	Images        []string               `protobuf:"bytes,8,rep,name=images,proto3" json:"images,omitempty"` // blob digests of PNGs
 	DurationMs    int64                  `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	Unknown       bool                   `protobuf:"varint,10,opt,name=unknown,proto3" json:"unknown,omitempty"`     // its outcome was lost in a crash; it was not run again
-	Untrusted     bool                   `protobuf:"varint,11,opt,name=untrusted,proto3" json:"untrusted,omitempty"` // it may carry text an attacker wrote
+	Unknown       bool                   `protobuf:"varint,10,opt,name=unknown,proto3" json:"unknown,omitempty"`                                // its outcome was lost in a crash; it was not run again
+	Untrusted     bool                   `protobuf:"varint,11,opt,name=untrusted,proto3" json:"untrusted,omitempty"`                            // it may carry text an attacker wrote
+	ImageBytes    []int64                `protobuf:"varint,12,rep,packed,name=image_bytes,json=imageBytes,proto3" json:"image_bytes,omitempty"` // the size of each of images
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2069,6 +2098,13 @@ func (x *ToolResult) GetUntrusted() bool {
 	return false
 }
 
+func (x *ToolResult) GetImageBytes() []int64 {
+	if x != nil {
+		return x.ImageBytes
+	}
+	return nil
+}
+
 // SandboxEvent records a run's sandbox coming, going, being suspended,
 // resumed or replaced.
 type SandboxEvent struct {
@@ -2083,6 +2119,7 @@ type SandboxEvent struct {
 	// replacement's, a resume's) or was saved to (suspended).
 	Snapshot      string `protobuf:"bytes,7,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	From          string `protobuf:"bytes,8,opt,name=from,proto3" json:"from,omitempty"` // created, replaced: where its files came from: image, snapshot, disk
+	By            string `protobuf:"bytes,9,opt,name=by,proto3" json:"by,omitempty"`     // takeover, handback: who holds the screen
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2169,6 +2206,13 @@ func (x *SandboxEvent) GetSnapshot() string {
 func (x *SandboxEvent) GetFrom() string {
 	if x != nil {
 		return x.From
+	}
+	return ""
+}
+
+func (x *SandboxEvent) GetBy() string {
+	if x != nil {
+		return x.By
 	}
 	return ""
 }
@@ -4189,7 +4233,7 @@ var File_reins_v1_run_proto protoreflect.FileDescriptor
 
 const file_reins_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12reins/v1/run.proto\x12\breins.v1\x1a\x16reins/v1/sandbox.proto\"\xb7\x04\n" +
+	"\x12reins/v1/run.proto\x12\breins.v1\x1a\x16reins/v1/sandbox.proto\"\xd8\x05\n" +
 	"\aRunSpec\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -4209,8 +4253,13 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\anetwork\x18\f \x01(\v2\x11.reins.v1.NetworkR\anetwork\x12\x14\n" +
 	"\x05agent\x18\r \x01(\tR\x05agent\x12!\n" +
 	"\fmemory_bytes\x18\x0e \x01(\x03R\vmemoryBytes\x12.\n" +
-	"\x10checkpoint_every\x18\x0f \x01(\x05H\x00R\x0fcheckpointEvery\x88\x01\x01\x1a<\n" +
+	"\x10checkpoint_every\x18\x0f \x01(\x05H\x00R\x0fcheckpointEvery\x88\x01\x01\x12)\n" +
+	"\x10keep_screenshots\x18\x10 \x01(\x05R\x0fkeepScreenshots\x128\n" +
+	"\ascreens\x18\x11 \x03(\v2\x1e.reins.v1.RunSpec.ScreensEntryR\ascreens\x1a<\n" +
 	"\x0eSandboxesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fScreensEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x13\n" +
 	"\x11_checkpoint_every\"\xa9\x01\n" +
@@ -4345,7 +4394,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"input_json\x18\x04 \x01(\tR\tinputJson\x12\x10\n" +
-	"\x03key\x18\x05 \x01(\tR\x03key\"\xa8\x02\n" +
+	"\x03key\x18\x05 \x01(\tR\x03key\"\xc9\x02\n" +
 	"\n" +
 	"ToolResult\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x05R\x04step\x12\x17\n" +
@@ -4361,7 +4410,9 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"durationMs\x12\x18\n" +
 	"\aunknown\x18\n" +
 	" \x01(\bR\aunknown\x12\x1c\n" +
-	"\tuntrusted\x18\v \x01(\bR\tuntrusted\"\xc0\x01\n" +
+	"\tuntrusted\x18\v \x01(\bR\tuntrusted\x12\x1f\n" +
+	"\vimage_bytes\x18\f \x03(\x03R\n" +
+	"imageBytes\"\xd0\x01\n" +
 	"\fSandboxEvent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
@@ -4370,7 +4421,8 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
 	"\x04note\x18\x06 \x01(\tR\x04note\x12\x1a\n" +
 	"\bsnapshot\x18\a \x01(\tR\bsnapshot\x12\x12\n" +
-	"\x04from\x18\b \x01(\tR\x04from\">\n" +
+	"\x04from\x18\b \x01(\tR\x04from\x12\x0e\n" +
+	"\x02by\x18\t \x01(\tR\x02by\">\n" +
 	"\aWaiting\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bquestion\x18\x02 \x01(\tR\bquestion\"P\n" +
@@ -4500,7 +4552,7 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x11RUN_STATUS_PAUSED\x10\x04\x12\x18\n" +
 	"\x14RUN_STATUS_SUCCEEDED\x10\x05\x12\x15\n" +
 	"\x11RUN_STATUS_FAILED\x10\x06\x12\x18\n" +
-	"\x14RUN_STATUS_CANCELLED\x10\a*\x96\x06\n" +
+	"\x14RUN_STATUS_CANCELLED\x10\a*\xc8\x06\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EVENT_TYPE_RUN_CREATED\x10\x01\x12\x1d\n" +
@@ -4529,7 +4581,9 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x18EVENT_TYPE_AGENT_STARTED\x10\x17\x12\x19\n" +
 	"\x15EVENT_TYPE_CHECKPOINT\x10\x18\x12 \n" +
 	"\x1cEVENT_TYPE_CHECKPOINT_FAILED\x10\x19\x12 \n" +
-	"\x1cEVENT_TYPE_SANDBOX_LIFECYCLE\x10\x1a*y\n" +
+	"\x1cEVENT_TYPE_SANDBOX_LIFECYCLE\x10\x1a\x12\x17\n" +
+	"\x13EVENT_TYPE_TAKEOVER\x10\x1b\x12\x17\n" +
+	"\x13EVENT_TYPE_HANDBACK\x10\x1c*y\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -4578,7 +4632,7 @@ func file_reins_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_reins_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: reins.v1.RunStatus
 	(EventType)(0),                // 1: reins.v1.EventType
@@ -4639,93 +4693,95 @@ var file_reins_v1_run_proto_goTypes = []any{
 	(*CompareRunsRequest)(nil),    // 56: reins.v1.CompareRunsRequest
 	(*CompareRunsResponse)(nil),   // 57: reins.v1.CompareRunsResponse
 	nil,                           // 58: reins.v1.RunSpec.SandboxesEntry
-	nil,                           // 59: reins.v1.Run.SandboxesEntry
-	nil,                           // 60: reins.v1.Forked.SnapshotsEntry
-	(*Network)(nil),               // 61: reins.v1.Network
-	(*EgressLogEntry)(nil),        // 62: reins.v1.EgressLogEntry
+	nil,                           // 59: reins.v1.RunSpec.ScreensEntry
+	nil,                           // 60: reins.v1.Run.SandboxesEntry
+	nil,                           // 61: reins.v1.Forked.SnapshotsEntry
+	(*Network)(nil),               // 62: reins.v1.Network
+	(*EgressLogEntry)(nil),        // 63: reins.v1.EgressLogEntry
 }
 var file_reins_v1_run_proto_depIdxs = []int32{
 	58, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
-	61, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
-	0,  // 2: reins.v1.Run.status:type_name -> reins.v1.RunStatus
-	5,  // 3: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
-	6,  // 4: reins.v1.Run.usage:type_name -> reins.v1.Usage
-	59, // 5: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
-	8,  // 6: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
-	1,  // 7: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
-	13, // 8: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
-	15, // 9: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
-	17, // 10: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
-	18, // 11: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
-	19, // 12: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
-	20, // 13: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
-	21, // 14: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
-	22, // 15: reins.v1.RunEvent.note:type_name -> reins.v1.Note
-	23, // 16: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
-	24, // 17: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
-	25, // 18: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
-	26, // 19: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
-	27, // 20: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
-	39, // 21: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
-	12, // 22: reins.v1.RunEvent.egress:type_name -> reins.v1.Egress
-	11, // 23: reins.v1.RunEvent.agent_program:type_name -> reins.v1.AgentProgram
-	10, // 24: reins.v1.RunEvent.checkpoint:type_name -> reins.v1.Checkpoint
-	62, // 25: reins.v1.Egress.entries:type_name -> reins.v1.EgressLogEntry
-	5,  // 26: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
-	3,  // 27: reins.v1.Block.type:type_name -> reins.v1.BlockType
-	14, // 28: reins.v1.Block.content:type_name -> reins.v1.Block
-	14, // 29: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
-	2,  // 30: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
-	6,  // 31: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
-	16, // 32: reins.v1.ModelResponse.gateway:type_name -> reins.v1.GatewayCall
-	14, // 33: reins.v1.GatewayCall.new:type_name -> reins.v1.Block
-	0,  // 34: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
-	6,  // 35: reins.v1.Finished.usage:type_name -> reins.v1.Usage
-	4,  // 36: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
-	60, // 37: reins.v1.Forked.snapshots:type_name -> reins.v1.Forked.SnapshotsEntry
-	5,  // 38: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
-	7,  // 39: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
-	7,  // 40: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
-	0,  // 41: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
-	7,  // 42: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
-	39, // 43: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
-	7,  // 44: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
-	7,  // 45: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
-	28, // 46: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
-	30, // 47: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
-	32, // 48: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
-	34, // 49: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
-	35, // 50: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
-	37, // 51: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
-	44, // 52: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
-	46, // 53: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
-	48, // 54: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
-	50, // 55: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
-	52, // 56: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
-	54, // 57: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
-	56, // 58: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
-	40, // 59: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
-	42, // 60: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
-	29, // 61: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
-	31, // 62: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
-	33, // 63: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
-	9,  // 64: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
-	36, // 65: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
-	38, // 66: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
-	45, // 67: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
-	47, // 68: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
-	49, // 69: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
-	51, // 70: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
-	53, // 71: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
-	55, // 72: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
-	57, // 73: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
-	41, // 74: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
-	43, // 75: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
-	61, // [61:76] is the sub-list for method output_type
-	46, // [46:61] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	62, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
+	59, // 2: reins.v1.RunSpec.screens:type_name -> reins.v1.RunSpec.ScreensEntry
+	0,  // 3: reins.v1.Run.status:type_name -> reins.v1.RunStatus
+	5,  // 4: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
+	6,  // 5: reins.v1.Run.usage:type_name -> reins.v1.Usage
+	60, // 6: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
+	8,  // 7: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
+	1,  // 8: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
+	13, // 9: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
+	15, // 10: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
+	17, // 11: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
+	18, // 12: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
+	19, // 13: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
+	20, // 14: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
+	21, // 15: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
+	22, // 16: reins.v1.RunEvent.note:type_name -> reins.v1.Note
+	23, // 17: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
+	24, // 18: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
+	25, // 19: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
+	26, // 20: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
+	27, // 21: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
+	39, // 22: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
+	12, // 23: reins.v1.RunEvent.egress:type_name -> reins.v1.Egress
+	11, // 24: reins.v1.RunEvent.agent_program:type_name -> reins.v1.AgentProgram
+	10, // 25: reins.v1.RunEvent.checkpoint:type_name -> reins.v1.Checkpoint
+	63, // 26: reins.v1.Egress.entries:type_name -> reins.v1.EgressLogEntry
+	5,  // 27: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
+	3,  // 28: reins.v1.Block.type:type_name -> reins.v1.BlockType
+	14, // 29: reins.v1.Block.content:type_name -> reins.v1.Block
+	14, // 30: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
+	2,  // 31: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
+	6,  // 32: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
+	16, // 33: reins.v1.ModelResponse.gateway:type_name -> reins.v1.GatewayCall
+	14, // 34: reins.v1.GatewayCall.new:type_name -> reins.v1.Block
+	0,  // 35: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
+	6,  // 36: reins.v1.Finished.usage:type_name -> reins.v1.Usage
+	4,  // 37: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
+	61, // 38: reins.v1.Forked.snapshots:type_name -> reins.v1.Forked.SnapshotsEntry
+	5,  // 39: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
+	7,  // 40: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
+	7,  // 41: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
+	0,  // 42: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
+	7,  // 43: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
+	39, // 44: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
+	7,  // 45: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
+	7,  // 46: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
+	28, // 47: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
+	30, // 48: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
+	32, // 49: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
+	34, // 50: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
+	35, // 51: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
+	37, // 52: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
+	44, // 53: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
+	46, // 54: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
+	48, // 55: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
+	50, // 56: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
+	52, // 57: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
+	54, // 58: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
+	56, // 59: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
+	40, // 60: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
+	42, // 61: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
+	29, // 62: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
+	31, // 63: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
+	33, // 64: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
+	9,  // 65: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
+	36, // 66: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
+	38, // 67: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
+	45, // 68: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
+	47, // 69: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
+	49, // 70: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
+	51, // 71: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
+	53, // 72: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
+	55, // 73: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
+	57, // 74: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
+	41, // 75: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
+	43, // 76: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
+	62, // [62:77] is the sub-list for method output_type
+	47, // [47:62] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_run_proto_init() }
@@ -4760,7 +4816,7 @@ func file_reins_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_run_proto_rawDesc), len(file_reins_v1_run_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   56,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,13 +31,14 @@ var checkpointEvery = 7
 func Samples() map[string]any {
 	sb := func(note string) runlog.SandboxEvent {
 		return runlog.SandboxEvent{Name: "default", ID: "sbx" + note, Image: "busybox", Previous: "sbxold",
-			Reason: "it vanished " + note, Note: "files restored " + note, Snapshot: "sha256:" + note, From: runlog.FromSnapshot}
+			Reason: "it vanished " + note, Note: "files restored " + note, Snapshot: "sha256:" + note, From: runlog.FromSnapshot, By: "alice " + note}
 	}
 	return map[string]any{
 		runlog.EventRunCreated: runlog.RunCreated{Spec: runlog.Spec{Task: "fix the test", Model: "script:x", System: "be brief",
 			Sandboxes: map[string]string{"default": "busybox"}, MaxSteps: 7, MaxCost: 1.5, MaxTokens: 9000,
 			Timeout: runlog.Duration(90 * time.Second), Tools: []string{"bash"}, Policy: "tools: {bash: ask}", Script: `{"turns":[]}`,
-			Network: Network(), Agent: "codex", Memory: 3 << 30, CheckpointEvery: &checkpointEvery}},
+			Network: Network(), Agent: "codex", Memory: 3 << 30, CheckpointEvery: &checkpointEvery,
+			KeepScreenshots: 5, Screens: map[string]string{"web": "1280x800"}}},
 		runlog.EventModelResponse: runlog.ModelResponse{Step: 2, Content: []model.Block{
 			{Type: model.BlockText, Text: "Checking the disk."},
 			{Type: model.BlockToolUse, ToolCallID: "call_1_0", ToolName: "bash", Input: json.RawMessage(`{"command":"df -h"}`)},
@@ -54,13 +55,15 @@ func Samples() map[string]any {
 			Env: []string{"OPENAI_API_KEY"}, Key: "run_y/agent", Pid: 42, OOMKills: 2},
 		runlog.EventToolCall: runlog.ToolCall{Step: 2, CallID: "call_1_0", Name: "bash", Input: json.RawMessage(`{"command":"df -h"}`), Key: "run_x/2/call_1_0"},
 		runlog.EventToolResult: runlog.ToolResult{Step: 2, CallID: "call_1_0", Name: "bash", Text: "Filesystem  Size", IsError: true,
-			Artifact: "sha256:aa", FullBytes: 70000, Images: []string{"sha256:bb"}, DurationMS: 12, Unknown: true, Untrusted: true},
+			Artifact: "sha256:aa", FullBytes: 70000, Images: []string{"sha256:bb"}, ImageBytes: []int64{4321}, DurationMS: 12, Unknown: true, Untrusted: true},
 		runlog.EventSandboxCreated:   sb("created"),
 		runlog.EventSandboxLost:      sb("lost"),
 		runlog.EventSandboxReplaced:  sb("replaced"),
 		runlog.EventSandboxSuspended: sb("suspended"),
 		runlog.EventSandboxResumed:   sb("resumed"),
 		runlog.EventSandboxLifecycle: sb("lifecycle"),
+		runlog.EventTakeover:         sb("takeover"),
+		runlog.EventHandback:         sb("handback"),
 		runlog.EventEgress: runlog.Egress{Sandbox: "default", ID: "sbx1", AfterSeq: 4, LastSeq: 107, Omitted: 3, Denied: 2,
 			Entries: []egress.Entry{{Time: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), Sandbox: "sbx1", Proto: "tls", Host: "api.github.com",
 				Port: 443, Addr: "140.82.112.5:443", Allowed: true, Rule: "allow-host *.github.com", BytesOut: 517, BytesIn: 4096,
