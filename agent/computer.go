@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -50,10 +51,10 @@ func (e *Engine) screens(ctx context.Context, tenant string, spec runlog.Spec) (
 	}
 	out := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(spec.Sandboxes)) {
-		screen, err := is.ImageScreen(ctx, tenant, spec.Sandboxes[name])
+		screen, err := imageScreen(ctx, is, tenant, spec.Sandboxes[name])
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, context.Cause(ctx)
+			if ctx.Err() != nil || errors.Is(err, errdefs.ErrUnavailable) {
+				return nil, err
 			}
 			e.log.Warn("a run's image could not be resolved to see whether it has a display; it has none for the run",
 				"tenant", tenant, "sandbox", name, "image", spec.Sandboxes[name], "err", err)
@@ -71,6 +72,47 @@ func (e *Engine) screens(ctx context.Context, tenant string, spec runlog.Spec) (
 		return nil, nil
 	}
 	return out, nil
+}
+
+// startWait is how long Start waits for an image to resolve (the API's
+// callers give a call about a minute); resolveTimeout bounds the resolve
+// that goes on after it.
+var (
+	startWait      = 40 * time.Second
+	resolveTimeout = 30 * time.Minute
+)
+
+// imageScreen asks is for image's screen. The first use of an image may
+// pull or build it (desktop: minutes), longer than a Start call lasts: the
+// resolve goes on in the background, and Start is answered unavailable in
+// words; the run can be started again once the image is there.
+func imageScreen(ctx context.Context, is imageScreener, tenant, image string) (string, error) {
+	type answer struct {
+		screen string
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+		defer cancel()
+		s, err := is.ImageScreen(rctx, tenant, image)
+		done <- answer{s, err}
+	}()
+	wait := startWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)-time.Second)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case a := <-done:
+		return a.screen, a.err
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	case <-timer.C:
+		return "", errdefs.WithMessage(errdefs.ErrUnavailable, fmt.Sprintf("image %s is still being made ready (pulled or built; a first use "+
+			"can take minutes, and for desktop reins image build desktop shows the progress): start the run again in a while", image))
+	}
 }
 
 // screenSandbox is the run's sandbox with a display and its screen.

@@ -38,6 +38,7 @@ type screenSandboxes struct {
 	calls []screenCall
 	held  map[string]chan struct{}
 	by    string
+	built chan struct{} // closed when the slow image is ready
 }
 
 type screenCall struct {
@@ -46,6 +47,10 @@ type screenCall struct {
 }
 
 func (s *screenSandboxes) ImageScreen(ctx context.Context, tenant, image string) (string, error) {
+	if image == "slow" {
+		<-s.built
+		return "1280x800", nil
+	}
 	if image == "missing" {
 		return "", errdefs.WithMessage(errdefs.ErrNotFound, "image missing not found")
 	}
@@ -134,7 +139,7 @@ type screenEnv struct {
 func newScreenEnv(t *testing.T) *screenEnv {
 	e := newEnv(t)
 	s := &screenEnv{env: e, sbs: &screenSandboxes{hostSandboxes: e.sbs, screens: map[string]string{"desktop": "1920x1080"},
-		held: map[string]chan struct{}{}}}
+		held: map[string]chan struct{}{}, built: make(chan struct{})}}
 	eng, err := agent.New(agent.Config{Store: e.st, Blobs: e.blobs, Sandboxes: s.sbs,
 		Models: func(spec agent.ModelSpec) (model.Model, string, error) {
 			m, err := script.Load(strings.TrimPrefix(spec.Model, "script:"))
@@ -442,5 +447,30 @@ func TestComputerTakeoverPause(t *testing.T) {
 	row, evs := e.finish(e.eng, id)
 	if row.Status != string(runlog.StatusSucceeded) || len(e.sbs.calls) != 2 {
 		t.Fatalf("run %s with %d computer calls; events %v", row.Status, len(e.sbs.calls), types(evs))
+	}
+}
+
+// TestComputerSlowImage: an image whose first use outlasts a Start call
+// (a build) fails Start in words, as unavailable; the resolve goes on, and
+// once it is done the run starts with its screen.
+func TestComputerSlowImage(t *testing.T) {
+	defer agent.SetStartWait(100 * time.Millisecond)()
+	e := newScreenEnv(t)
+	m := e.script(turn("done"))
+	spec := runlog.Spec{Task: "look", Model: m, Sandboxes: map[string]string{"default": "slow"}}
+	_, err := e.eng.Start(context.Background(), "", spec)
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "image slow is still being made ready") {
+		t.Fatalf("a slow image: %v", err)
+	}
+	close(e.sbs.built)
+	id, err := e.eng.Start(context.Background(), "", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, evs := e.finish(e.eng, id)
+	var created runlog.RunCreated
+	json.Unmarshal(evs[0].Data, &created)
+	if created.Spec.Screens["default"] != "1280x800" {
+		t.Errorf("screens %v", created.Spec.Screens)
 	}
 }
