@@ -339,4 +339,3 @@ func (s *Server) PortURL(ctx context.Context, req *connect.Request[reinsv1.PortU
 	}
 	return connect.NewResponse(resp), nil
 }
-
