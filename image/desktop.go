@@ -47,9 +47,10 @@ var desktopPackages = []string{
 	"x11-apps", "x11-utils", "xdotool", "netpbm",
 	// DejaVu for the terminal, Liberation for the metrics of the fonts
 	// web pages ask for (Arial, Times, Courier), Noto for most scripts,
-	// Droid Sans Fallback for Chinese, Japanese and Korean (7 MB, where
-	// Noto's CJK fonts are 90 MB).
-	"fonts-dejavu-core", "fonts-liberation2", "fonts-noto-core", "fonts-droid-fallback",
+	// WenQuanYi Micro Hei for Chinese, Japanese and Korean (5 MB, where
+	// Noto's CJK fonts are 90 MB; Droid Sans Fallback's registered font
+	// lacks Hangul).
+	"fonts-dejavu-core", "fonts-liberation2", "fonts-noto-core", "fonts-wqy-microhei",
 }
 
 // desktopBrowser is /usr/local/bin/browser.

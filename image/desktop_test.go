@@ -60,7 +60,7 @@ func TestDesktop(t *testing.T) {
 	}
 	for _, p := range []string{
 		"usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-		"usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
+		"usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
 		"usr/share/doc/chromium/copyright",
 	} {
 		if !exists(filepath.Join(root, p)) {
