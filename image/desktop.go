@@ -33,7 +33,7 @@ import (
 // sandbox's screen size on the first computer call, with the window
 // manager. matchbox-window-manager shows every top-level window full
 // screen at 0,0 with no decorations, so what an agent clicks is where a
-// test expects it (docs/decisions/0040-desk-window-manager.md).
+// test expects it (docs/decisions/0040-desktop-window-manager.md).
 //
 // /usr/local/bin/browser (desktop_browser.sh) starts Chromium with the
 // flags a sandbox needs (docs/images.md).

@@ -31,7 +31,7 @@ import (
 	"github.com/reinsdev/reins/sandbox"
 )
 
-// The live view (docs/decisions/0040-view-stream.md): a page on the
+// The live view (docs/decisions/0043-view-stream.md): a page on the
 // service that shows a desktop sandbox's screen as a stream of the
 // executor's screenshots, and lets a person take the screen over.
 //
