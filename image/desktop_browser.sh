@@ -28,4 +28,7 @@ exec /usr/lib/chromium/chromium \
 	--disable-quic --no-first-run --no-default-browser-check \
 	--disable-background-networking --disable-component-update \
 	--disable-sync --password-store=basic \
+	--disable-features=OptimizationHints,MediaRouter,Translate,InterestFeedContentSuggestions,AutofillServerCommunication,CertificateTransparencyComponentUpdater \
+	--disable-client-side-phishing-detection --no-pings --disable-domain-reliability \
+	--disable-breakpad --metrics-recording-only \
 	--window-position=0,0 "--window-size=${screen%x*},${screen#*x}" "$@"

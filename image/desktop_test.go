@@ -3,6 +3,7 @@ package image
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -90,6 +91,10 @@ func TestDesktop(t *testing.T) {
 	}
 	if b, err := os.ReadFile(bin); err != nil || !bytes.Equal(b, desktopBrowser) {
 		t.Errorf("browser is not desktop_browser.sh: %v", err)
+	}
+	var policy map[string]any
+	if b, err := os.ReadFile(filepath.Join(root, "etc/chromium/policies/managed/reins.json")); err != nil || json.Unmarshal(b, &policy) != nil || policy["BrowserSignin"] != float64(0) {
+		t.Errorf("Chromium's managed policy: %v, %v; want reins.json with BrowserSignin 0", policy, err)
 	}
 	if got := img.Config.Labels[sandbox.DisplayLabel]; got != sandbox.DefaultScreen {
 		t.Errorf("label %s = %q, want %q", sandbox.DisplayLabel, got, sandbox.DefaultScreen)
