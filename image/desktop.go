@@ -62,10 +62,11 @@ var desktopBrowser []byte
 // (/etc/chromium/policies/managed/reins.json): no sign-in, sync, safe
 // browsing, search suggestions, prediction, network time, updates or
 // translation. With the wrapper's flags it keeps Chromium from calling
-// Google's hosts on its own: without it, a fresh browser made about 25
+// Google's hosts on its own: without them, a fresh browser made about 25
 // refused connections in its first minute, noise in the egress log and
-// in a run's output (measured by hand in a desktop sandbox: none in 40 s
-// with it).
+// in a run's output; with them, 4 to 6 at the first start in a sandbox
+// (sign-in and push messaging) and none after (measured by hand in a
+// desktop sandbox).
 //
 //go:embed desktop_chromium_policy.json
 var desktopPolicy []byte
