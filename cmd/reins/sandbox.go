@@ -305,6 +305,9 @@ func showCmd() *cobra.Command {
 			if sb.Screen != "" {
 				fmt.Fprintf(w, "screen\t%s\n", sb.Screen)
 			}
+			if sb.HeldBy != "" {
+				fmt.Fprintf(w, "held by\t%s (its runs' computer calls wait: reins sandbox handback %s)\n", sb.HeldBy, sb.Id)
+			}
 			if sb.ExpiresUnixNano != 0 {
 				then := "suspended (--on-expire suspend)"
 				switch {
