@@ -25,6 +25,7 @@ import (
 	"github.com/reinsdev/reins/agent"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/runlog"
 	"github.com/reinsdev/reins/server/wire"
 )
@@ -125,6 +126,9 @@ none, each call goes to the provider of its wire as asked.`,
 				return err
 			}
 			defer cancel()
+			if err := prepareImages(ctx, cl, spec.Sandboxes); err != nil {
+				return err
+			}
 			run, err := cl.StartRun(ctx, &spec)
 			if err != nil {
 				return err
@@ -821,3 +825,26 @@ func runsArtifactsCmd() *cobra.Command {
 }
 
 func absPath(p string) (string, error) { return filepath.Abs(p) }
+
+// prepareImages builds (or pulls) the images a run's new sandboxes are
+// made from before the run starts, showing the progress: the first use of
+// desktop builds it for minutes, longer than Start waits for an image. A
+// cached image answers at once. Sandboxes lent to the run, snapshots and
+// templates are the service's to resolve.
+func prepareImages(ctx context.Context, cl *client.Client, sandboxes map[string]string) error {
+	seen := map[string]bool{}
+	for _, img := range sandboxes {
+		if img == "" || seen[img] || strings.HasPrefix(img, agent.AttachPrefix) ||
+			strings.HasPrefix(img, runlog.SnapshotImagePrefix) || strings.HasPrefix(img, "template:") {
+			continue
+		}
+		seen[img] = true
+		bar := newStatusLine(os.Stderr)
+		_, err := cl.BuildImage(ctx, img, bar.Progress)
+		bar.Done()
+		if err != nil && !errors.Is(err, errdefs.ErrUnimplemented) { // an older service: Start resolves it
+			return err
+		}
+	}
+	return nil
+}
