@@ -591,8 +591,19 @@ func (s *Server) viewFrames(w http.ResponseWriter, r *http.Request, id string, a
 	interval := cmpDur(s.viewInterval, ViewFrameInterval)
 	var last [sha256.Size]byte
 	started := false
+	checked := time.Now()
 	for {
 		t0 := time.Now()
+		// The credentials that opened the stream are checked again as it
+		// runs: a link's stream ends when the link expires, a token's
+		// when the token is revoked (or loses the sandbox).
+		if t0.Sub(checked) >= viewRecheck {
+			if _, err := s.viewCaller(r, id); err != nil {
+				s.log.Debug("view stream ended", "sandbox", id, "err", errdefs.Public(err))
+				return
+			}
+			checked = t0
+		}
 		png, err := s.frame(ctx, id, acc)
 		if err != nil {
 			if !started {
@@ -631,6 +642,10 @@ func (s *Server) viewFrames(w http.ResponseWriter, r *http.Request, id string, a
 		}
 	}
 }
+
+// viewRecheck is how often an open stream checks its viewer's
+// credentials again.
+const viewRecheck = time.Second
 
 // minFrameGap is the shortest time between two screenshots of a stream
 // woken by input.
