@@ -84,6 +84,7 @@ func (d *Display) Do(ctx context.Context, req *executorv1.ComputerRequest) (*exe
 	if err != nil {
 		return nil, err
 	}
+	defer x.cutOnDone(ctx)()
 	resp := &executorv1.ComputerResponse{ScreenWidth: uint32(x.width), ScreenHeight: uint32(x.height)}
 	if err := act.run(ctx, x); err != nil {
 		return nil, err

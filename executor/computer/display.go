@@ -117,12 +117,16 @@ type xserver struct {
 	proc   *process.Child
 	out    *tailBuffer
 	conn   *xgb.Conn
+	nc     net.Conn // conn's socket: closing it ends a call that waits on a reply
 	root   xproto.Window
 	width  int
 	height int
 	wm     *process.Child
 	// lost is closed when the connection ends (the event reader sees it).
 	lost chan struct{}
+	// cut is set when the executor itself cut the connection (a call's
+	// context ended while it waited on the server).
+	cut atomic.Bool
 }
 
 var quietXgb sync.Once
@@ -193,12 +197,23 @@ func (d *Display) ensureLocked(ctx context.Context) (*xserver, error) {
 		d.stopLocked()
 	}
 	if d.x != nil && isDone(d.x.lost) {
-		// The server closed the executor's connection (a program
-		// killed it as a client?): start again rather than fail from
-		// now on.
-		d.log.Warn("the connection to the X server was lost; starting it again")
-		d.notes = append(d.notes, "the connection to the X server was lost and the X server was started again: windows open before are gone; start the programs again")
-		d.stopLocked()
+		// The connection ended: cut by the executor when a call's
+		// context ended while the server did not answer (a program
+		// holds a grab of the server?), or closed by the server. The
+		// server still running, connect to it again (its windows are
+		// kept); else start it again rather than fail from now on.
+		x := d.x
+		if err := x.reconnect(d.number); err == nil {
+			if !x.cut.Load() {
+				d.notes = append(d.notes, "the connection to the X server was lost and was made again")
+			}
+			x.cut.Store(false)
+			go d.readEvents(x)
+		} else {
+			d.log.Warn("the connection to the X server was lost; starting it again", "err", err)
+			d.notes = append(d.notes, "the connection to the X server was lost and the X server was started again: windows open before are gone; start the programs again")
+			d.stopLocked()
+		}
 	}
 	if d.x == nil {
 		x, err := d.startX(ctx)
@@ -291,11 +306,17 @@ func (d *Display) waitReady(ctx context.Context, ready *os.File, proc *process.C
 // socketPath is where display n listens.
 func socketPath(n int) string { return "/tmp/.X11-unix/X" + strconv.Itoa(n) }
 
+// connectTimeout bounds connecting to the X server (the set-up and the
+// XTEST query): a server that does not answer (grabbed by a program) is
+// not waited on for ever.
+const connectTimeout = 5 * time.Second
+
 func (x *xserver) connect(number int) error {
-	nc, err := net.DialTimeout("unix", socketPath(number), 5*time.Second)
+	nc, err := net.DialTimeout("unix", socketPath(number), connectTimeout)
 	if err != nil {
 		return err
 	}
+	nc.SetDeadline(time.Now().Add(connectTimeout))
 	conn, err := xgb.NewConnNet(nc)
 	if err != nil {
 		nc.Close()
@@ -303,17 +324,52 @@ func (x *xserver) connect(number int) error {
 	}
 	if err := xtest.Init(conn); err != nil {
 		conn.Close()
+		nc.Close()
 		return fmt.Errorf("the X server lacks the XTEST extension: %w", err)
 	}
 	setup := xproto.Setup(conn)
 	screen := setup.DefaultScreen(conn)
 	if err := checkPixmapFormat(setup, screen); err != nil {
 		conn.Close()
+		nc.Close()
 		return err
 	}
-	x.conn, x.root = conn, screen.Root
+	nc.SetDeadline(time.Time{})
+	x.conn, x.nc, x.root = conn, nc, screen.Root
 	x.width, x.height = int(screen.WidthInPixels), int(screen.HeightInPixels)
 	return nil
+}
+
+// reconnect connects again to the running server after the connection
+// was lost; the server must be the same size it was.
+func (x *xserver) reconnect(number int) error {
+	if isDone(x.proc.Done()) {
+		return errors.New("the X server stopped")
+	}
+	w, h := x.width, x.height
+	old := x.conn
+	if err := x.connect(number); err != nil {
+		return err
+	}
+	old.Close()
+	if x.width != w || x.height != h {
+		x.conn.Close()
+		x.nc.Close()
+		return fmt.Errorf("the X server is %dx%d now, not %dx%d", x.width, x.height, w, h)
+	}
+	x.lost = make(chan struct{})
+	return nil
+}
+
+// cutOnDone cuts x's connection when ctx ends before the returned stop is
+// called: a call waiting on a reply the server does not send (a program
+// grabbed the server) then ends, and the next call connects again.
+func (x *xserver) cutOnDone(ctx context.Context) (stop func() bool) {
+	nc := x.nc
+	return context.AfterFunc(ctx, func() {
+		x.cut.Store(true)
+		nc.Close()
+	})
 }
 
 // readEvents drains the connection's events (xgb stops reading replies
