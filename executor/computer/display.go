@@ -41,6 +41,7 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
+	"golang.org/x/sys/unix"
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/process"
@@ -316,6 +317,10 @@ func (x *xserver) connect(number int) error {
 	if err != nil {
 		return err
 	}
+	if err := x.checkPeer(nc); err != nil {
+		nc.Close()
+		return err
+	}
 	nc.SetDeadline(time.Now().Add(connectTimeout))
 	conn, err := xgb.NewConnNet(nc)
 	if err != nil {
@@ -337,6 +342,36 @@ func (x *xserver) connect(number int) error {
 	nc.SetDeadline(time.Time{})
 	x.conn, x.nc, x.root = conn, nc, screen.Root
 	x.width, x.height = int(screen.WidthInPixels), int(screen.HeightInPixels)
+	return nil
+}
+
+// checkPeer makes sure nc's other end is the X server the executor
+// started: the socket's path is in /tmp, which the sandbox's programs may
+// write, and one could put its own listener there (a fake server could
+// feed the executor anything: xgb allocates what a reply's length says).
+func (x *xserver) checkPeer(nc net.Conn) error {
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		return errors.New("the X server's socket is not a unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return fmt.Errorf("asking who listens at the X server's socket: %w", err)
+	}
+	if int(cred.Pid) != x.proc.Pid() {
+		return fmt.Errorf("the X server's socket %s is held by another process (pid %d), not the X server (pid %d)",
+			nc.RemoteAddr(), cred.Pid, x.proc.Pid())
+	}
 	return nil
 }
 
