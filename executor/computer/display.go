@@ -396,16 +396,33 @@ func (x *xserver) reconnect(number int) error {
 	return nil
 }
 
-// cutOnDone cuts x's connection when ctx ends before the returned stop is
-// called: a call waiting on a reply the server does not send (a program
-// grabbed the server) then ends, and the next call connects again.
-func (x *xserver) cutOnDone(ctx context.Context) (stop func() bool) {
+// cutOnDone cuts x's connection when the call has not ended cutGrace
+// after ctx did (the returned stop ends the call): a call waiting on a
+// reply the server does not send (a program grabbed the server) then
+// ends, and the next call connects again. The grace lets a call that
+// sees ctx end on its own first let go of the keys and buttons it holds.
+func (x *xserver) cutOnDone(ctx context.Context) (stop func()) {
 	nc := x.nc
-	return context.AfterFunc(ctx, func() {
-		x.cut.Store(true)
-		nc.Close()
+	ended := make(chan struct{})
+	stopCtx := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(cutGrace)
+		defer t.Stop()
+		select {
+		case <-ended:
+		case <-t.C:
+			x.cut.Store(true)
+			nc.Close()
+		}
 	})
+	return func() {
+		close(ended)
+		stopCtx()
+	}
 }
+
+// cutGrace is how long a call whose context ended may go on before its
+// connection is cut.
+const cutGrace = time.Second
 
 // readEvents drains the connection's events (xgb stops reading replies
 // when its event queue is full; the keymap is read again for every action,
