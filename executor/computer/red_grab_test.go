@@ -8,6 +8,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/executor/computer"
 )
 
 // TestHostileGrabServer: a program in the sandbox that grabs the X server
@@ -49,4 +50,31 @@ func TestHostileGrabServer(t *testing.T) {
 	if got := d.ServerPid(); got != pid {
 		t.Errorf("the X server was started again (pid %d, was %d)", got, pid)
 	}
+}
+
+// TestHostileGrabServerNoDeadline: a call whose caller gave no deadline
+// (a run's computer call) still ends on a grabbed server.
+func TestHostileGrabServerNoDeadline(t *testing.T) {
+	defer computer.SetMaxCall(computer.SetMaxCall(2 * time.Second))
+	d := newDisplay(t, 640, 480)
+	c := dial(t, d)
+	if err := xproto.GrabServerChecked(c.conn).Check(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Do(context.Background(), &executorv1.ComputerRequest{Action: "screenshot"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a screenshot of a grabbed server succeeded")
+		}
+	case <-time.After(15 * time.Second):
+		c.conn.Close()
+		<-done
+		t.Fatal("a call without a deadline on a grabbed server did not end")
+	}
+	c.conn.Close()
 }
