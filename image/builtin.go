@@ -80,7 +80,7 @@ func (s *Store) resolveBusybox(ctx context.Context, r *parsedRef, report func(Pr
 		return nil, fmt.Errorf("image %q: %w", r.orig, err)
 	}
 	cfg := v1.Config{Env: []string{DefaultPath}, Cmd: []string{"sh"}, WorkingDir: DefaultWorkingDir}
-	report(Progress{Phase: PhaseBuild, Message: "building busybox from " + bb})
+	report(Progress{Phase: PhaseBuild, Message: "building busybox from the host's busybox"}) // no host path: progress reaches tenants
 	return s.build(ctx, r, source, cfg, report, func(ctx context.Context, root string) error {
 		return fillBusybox(root, bb, applets)
 	})

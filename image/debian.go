@@ -115,7 +115,8 @@ func (s *Store) inBuildCache(recipe string) bool {
 // fromBuildCache copies the root built earlier by recipe into root.
 func (s *Store) fromBuildCache(ctx context.Context, recipe, root string, report func(Progress)) error {
 	dir := s.buildCacheDir(recipe)
-	report(Progress{Phase: PhaseBuild, Message: "copying the root built earlier from " + dir})
+	// Progress reaches tenants: it names no path of the host.
+	report(Progress{Phase: PhaseBuild, Message: "copying the root built earlier from the build cache"})
 	return copyTree(ctx, filepath.Join(dir, "root"), root)
 }
 

@@ -73,8 +73,11 @@ const (
 	// ViewFrameInterval is the shortest time between two screenshots of
 	// one stream (at most 10 frames a second).
 	ViewFrameInterval = 100 * time.Millisecond
-	// ViewersPerSandbox bounds the streams open on one sandbox at once.
+	// ViewersPerSandbox bounds the streams open on one sandbox at once;
+	// ViewersPerTenant those on all of one tenant's sandboxes (each
+	// stream holds up to two frames of MaxFrameBytes).
 	ViewersPerSandbox = 8
+	ViewersPerTenant  = 32
 	// viewWriteTimeout is how long one frame may take to reach a viewer;
 	// a viewer slower than that is dropped, nothing is queued for it.
 	viewWriteTimeout = 10 * time.Second
@@ -523,9 +526,10 @@ func checkFrame(png []byte) error {
 // input arrives (poke), so that its effect is shown without waiting out
 // the interval.
 type viewSlots struct {
-	mu    sync.Mutex
-	n     map[string]int
-	pokes map[string]chan struct{}
+	mu       sync.Mutex
+	n        map[string]int
+	byTenant map[string]int // by the sandboxes' owner
+	pokes    map[string]chan struct{}
 }
 
 // poked is a channel closed at the next input on sandbox id.
@@ -552,24 +556,33 @@ func (v *viewSlots) poke(id string) {
 	}
 }
 
-func (v *viewSlots) take(id string) (release func(), ok bool) {
+// take opens a stream on sandbox id of tenant owner; why says which bound
+// refused it.
+func (v *viewSlots) take(id, owner string) (release func(), why string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.n == nil {
-		v.n = map[string]int{}
+		v.n, v.byTenant = map[string]int{}, map[string]int{}
 	}
 	if v.n[id] >= ViewersPerSandbox {
-		return nil, false
+		return nil, fmt.Sprintf("sandbox %s has %d views open, the most it may: close one", id, ViewersPerSandbox)
+	}
+	if v.byTenant[owner] >= ViewersPerTenant {
+		return nil, fmt.Sprintf("this tenant's sandboxes have %d views open, the most they may: close one", ViewersPerTenant)
 	}
 	v.n[id]++
+	v.byTenant[owner]++
 	return func() {
 		v.mu.Lock()
 		defer v.mu.Unlock()
+		if v.byTenant[owner]--; v.byTenant[owner] == 0 {
+			delete(v.byTenant, owner)
+		}
 		if v.n[id]--; v.n[id] == 0 {
 			delete(v.n, id)
 			delete(v.pokes, id)
 		}
-	}, true
+	}, ""
 }
 
 const frameBoundary = "reinsframe"
@@ -579,20 +592,37 @@ const frameBoundary = "reinsframe"
 // written within viewWriteTimeout or the stream ends. One frame is held
 // at a time; nothing queues for a slow viewer.
 func (s *Server) viewFrames(w http.ResponseWriter, r *http.Request, id string, acc viewAccess) {
-	release, ok := s.viewSlots.take(id)
-	if !ok {
-		s.writeError(w, r, errdefs.WithMessage(errdefs.ErrResourceExhausted,
-			fmt.Sprintf("sandbox %s has %d views open, the most it may: close one", id, ViewersPerSandbox)))
+	ctx := r.Context()
+	// The bound per tenant counts the sandbox's owner's streams, whoever
+	// watches (the owner, the admin, a link).
+	rec, err := s.m.Get(ctx, acc.tenant, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	release, why := s.viewSlots.take(id, rec.Tenant)
+	if release == nil {
+		s.writeError(w, r, errdefs.WithMessage(errdefs.ErrResourceExhausted, why))
 		return
 	}
 	defer release()
-	ctx := r.Context()
 	rc := http.NewResponseController(w)
 	interval := cmpDur(s.viewInterval, ViewFrameInterval)
 	var last [sha256.Size]byte
 	started := false
+	checked := time.Now()
 	for {
 		t0 := time.Now()
+		// The credentials that opened the stream are checked again as it
+		// runs: a link's stream ends when the link expires, a token's
+		// when the token is revoked (or loses the sandbox).
+		if t0.Sub(checked) >= viewRecheck {
+			if _, err := s.viewCaller(r, id); err != nil {
+				s.log.Debug("view stream ended", "sandbox", id, "err", errdefs.Public(err))
+				return
+			}
+			checked = t0
+		}
 		png, err := s.frame(ctx, id, acc)
 		if err != nil {
 			if !started {
@@ -631,6 +661,10 @@ func (s *Server) viewFrames(w http.ResponseWriter, r *http.Request, id string, a
 		}
 	}
 }
+
+// viewRecheck is how often an open stream checks its viewer's
+// credentials again.
+const viewRecheck = time.Second
 
 // minFrameGap is the shortest time between two screenshots of a stream
 // woken by input.

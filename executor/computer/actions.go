@@ -67,6 +67,10 @@ func requestSpace(req *executorv1.ComputerRequest, sw, sh int) (space, error) {
 	return space{w, h, sw, sh, true}, nil
 }
 
+// maxCall bounds one call: the longest action (MaxDuration) and time to
+// type a long text and take a screenshot.
+var maxCall = MaxDuration + 2*time.Minute
+
 // Do takes one action and answers with the pointer's position and, when
 // one was asked for (always for screenshot and zoom), a screenshot.
 func (d *Display) Do(ctx context.Context, req *executorv1.ComputerRequest) (*executorv1.ComputerResponse, error) {
@@ -78,12 +82,17 @@ func (d *Display) Do(ctx context.Context, req *executorv1.ComputerRequest) (*exe
 	if err != nil {
 		return nil, err
 	}
+	// Every call ends: one whose caller set no deadline is not waited on
+	// for ever by a server that does not answer (a program grabbed it).
+	ctx, cancel := context.WithTimeout(ctx, maxCall)
+	defer cancel()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	x, err := d.ensureLocked(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer x.cutOnDone(ctx)()
 	resp := &executorv1.ComputerResponse{ScreenWidth: uint32(x.width), ScreenHeight: uint32(x.height)}
 	if err := act.run(ctx, x); err != nil {
 		return nil, err

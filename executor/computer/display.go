@@ -41,6 +41,7 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
+	"golang.org/x/sys/unix"
 
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/executor/process"
@@ -117,12 +118,16 @@ type xserver struct {
 	proc   *process.Child
 	out    *tailBuffer
 	conn   *xgb.Conn
+	nc     net.Conn // conn's socket: closing it ends a call that waits on a reply
 	root   xproto.Window
 	width  int
 	height int
 	wm     *process.Child
 	// lost is closed when the connection ends (the event reader sees it).
 	lost chan struct{}
+	// cut is set when the executor itself cut the connection (a call's
+	// context ended while it waited on the server).
+	cut atomic.Bool
 }
 
 var quietXgb sync.Once
@@ -193,12 +198,23 @@ func (d *Display) ensureLocked(ctx context.Context) (*xserver, error) {
 		d.stopLocked()
 	}
 	if d.x != nil && isDone(d.x.lost) {
-		// The server closed the executor's connection (a program
-		// killed it as a client?): start again rather than fail from
-		// now on.
-		d.log.Warn("the connection to the X server was lost; starting it again")
-		d.notes = append(d.notes, "the connection to the X server was lost and the X server was started again: windows open before are gone; start the programs again")
-		d.stopLocked()
+		// The connection ended: cut by the executor when a call's
+		// context ended while the server did not answer (a program
+		// holds a grab of the server?), or closed by the server. The
+		// server still running, connect to it again (its windows are
+		// kept); else start it again rather than fail from now on.
+		x := d.x
+		if err := x.reconnect(d.number); err == nil {
+			if !x.cut.Load() {
+				d.notes = append(d.notes, "the connection to the X server was lost and was made again")
+			}
+			x.cut.Store(false)
+			go d.readEvents(x)
+		} else {
+			d.log.Warn("the connection to the X server was lost; starting it again", "err", err)
+			d.notes = append(d.notes, "the connection to the X server was lost and the X server was started again: windows open before are gone; start the programs again")
+			d.stopLocked()
+		}
 	}
 	if d.x == nil {
 		x, err := d.startX(ctx)
@@ -291,11 +307,21 @@ func (d *Display) waitReady(ctx context.Context, ready *os.File, proc *process.C
 // socketPath is where display n listens.
 func socketPath(n int) string { return "/tmp/.X11-unix/X" + strconv.Itoa(n) }
 
+// connectTimeout bounds connecting to the X server (the set-up and the
+// XTEST query): a server that does not answer (grabbed by a program) is
+// not waited on for ever.
+const connectTimeout = 5 * time.Second
+
 func (x *xserver) connect(number int) error {
-	nc, err := net.DialTimeout("unix", socketPath(number), 5*time.Second)
+	nc, err := net.DialTimeout("unix", socketPath(number), connectTimeout)
 	if err != nil {
 		return err
 	}
+	if err := x.checkPeer(nc); err != nil {
+		nc.Close()
+		return err
+	}
+	nc.SetDeadline(time.Now().Add(connectTimeout))
 	conn, err := xgb.NewConnNet(nc)
 	if err != nil {
 		nc.Close()
@@ -303,18 +329,100 @@ func (x *xserver) connect(number int) error {
 	}
 	if err := xtest.Init(conn); err != nil {
 		conn.Close()
+		nc.Close()
 		return fmt.Errorf("the X server lacks the XTEST extension: %w", err)
 	}
 	setup := xproto.Setup(conn)
 	screen := setup.DefaultScreen(conn)
 	if err := checkPixmapFormat(setup, screen); err != nil {
 		conn.Close()
+		nc.Close()
 		return err
 	}
-	x.conn, x.root = conn, screen.Root
+	nc.SetDeadline(time.Time{})
+	x.conn, x.nc, x.root = conn, nc, screen.Root
 	x.width, x.height = int(screen.WidthInPixels), int(screen.HeightInPixels)
 	return nil
 }
+
+// checkPeer makes sure nc's other end is the X server the executor
+// started: the socket's path is in /tmp, which the sandbox's programs may
+// write, and one could put its own listener there (a fake server could
+// feed the executor anything: xgb allocates what a reply's length says).
+func (x *xserver) checkPeer(nc net.Conn) error {
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		return errors.New("the X server's socket is not a unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return fmt.Errorf("asking who listens at the X server's socket: %w", err)
+	}
+	if int(cred.Pid) != x.proc.Pid() {
+		return fmt.Errorf("the X server's socket %s is held by another process (pid %d), not the X server (pid %d)",
+			nc.RemoteAddr(), cred.Pid, x.proc.Pid())
+	}
+	return nil
+}
+
+// reconnect connects again to the running server after the connection
+// was lost; the server must be the same size it was.
+func (x *xserver) reconnect(number int) error {
+	if isDone(x.proc.Done()) {
+		return errors.New("the X server stopped")
+	}
+	w, h := x.width, x.height
+	old := x.conn
+	if err := x.connect(number); err != nil {
+		return err
+	}
+	old.Close()
+	if x.width != w || x.height != h {
+		x.conn.Close()
+		x.nc.Close()
+		return fmt.Errorf("the X server is %dx%d now, not %dx%d", x.width, x.height, w, h)
+	}
+	x.lost = make(chan struct{})
+	return nil
+}
+
+// cutOnDone cuts x's connection when the call has not ended cutGrace
+// after ctx did (the returned stop ends the call): a call waiting on a
+// reply the server does not send (a program grabbed the server) then
+// ends, and the next call connects again. The grace lets a call that
+// sees ctx end on its own first let go of the keys and buttons it holds.
+func (x *xserver) cutOnDone(ctx context.Context) (stop func()) {
+	nc := x.nc
+	ended := make(chan struct{})
+	stopCtx := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(cutGrace)
+		defer t.Stop()
+		select {
+		case <-ended:
+		case <-t.C:
+			x.cut.Store(true)
+			nc.Close()
+		}
+	})
+	return func() {
+		close(ended)
+		stopCtx()
+	}
+}
+
+// cutGrace is how long a call whose context ended may go on before its
+// connection is cut.
+const cutGrace = time.Second
 
 // readEvents drains the connection's events (xgb stops reading replies
 // when its event queue is full; the keymap is read again for every action,

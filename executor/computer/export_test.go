@@ -2,6 +2,7 @@ package computer
 
 import (
 	"syscall"
+	"time"
 
 	"github.com/jezek/xgb/xproto"
 )
@@ -57,4 +58,11 @@ func (d *Display) DropConnection() {
 	d.mu.Unlock()
 	x.conn.Close()
 	<-x.lost
+}
+
+// SetMaxCall lowers the bound of one call for a test; it returns the old.
+func SetMaxCall(d time.Duration) time.Duration {
+	old := maxCall
+	maxCall = d
+	return old
 }
