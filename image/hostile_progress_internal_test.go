@@ -10,7 +10,7 @@ import (
 
 // Progress reaches tenants (a Create's, BuildImage's): a build from the
 // build cache does not name the cache's place on the host.
-func TestProgressNamesNoHostPath(t *testing.T) {
+func TestHostileProgressNamesNoHostPath(t *testing.T) {
 	cache := t.TempDir()
 	s := &Store{opts: options{buildCache: cache}}
 	src := filepath.Join(s.buildCacheDir("recipe"), "root")

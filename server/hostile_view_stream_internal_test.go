@@ -16,7 +16,7 @@ import (
 
 // A signed link reaches the screen only until it expires: a stream opened
 // with it ends at the expiry, it does not go on showing the screen.
-func TestViewStreamEndsAtLinkExpiry(t *testing.T) {
+func TestHostileViewStreamEndsAtLinkExpiry(t *testing.T) {
 	e := newViewEnv(t)
 	link := e.ports.signView("d1", false, time.Now().Add(2*time.Second))
 	resp := e.do(t, "GET", "/view/d1/frames", "Cookie: "+viewLinkCookie+"="+link, "")
@@ -64,7 +64,7 @@ func (e errString) Error() string { return string(e) }
 // per sandbox: each holds up to two frames of MaxFrameBytes, and a tenant
 // with many desktops (or anyone with their watch links) must not take the
 // service's memory.
-func TestViewStreamsPerTenant(t *testing.T) {
+func TestHostileViewStreamsPerTenant(t *testing.T) {
 	e := newViewEnv(t)
 	e.srv.viewInterval = time.Second
 	n := ViewersPerTenant/ViewersPerSandbox + 1
