@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/tool"
 )
 
 // The live view (docs/decisions/0043-view-stream.md): a page on the
@@ -508,16 +508,11 @@ func computer(ctx context.Context, ex Executor, req *executorv1.ComputerRequest)
 // of at most MaxFrameBytes whose header's size is a screen's. It is never
 // decoded here; the viewer's browser decodes it.
 func checkFrame(png []byte) error {
-	const sig = "\x89PNG\r\n\x1a\n"
-	switch {
-	case len(png) > MaxFrameBytes:
+	if len(png) > MaxFrameBytes {
 		return errdefs.WithMessage(errdefs.ErrTooLarge, fmt.Sprintf("the sandbox's screenshot is over %d MiB, the most the view relays", MaxFrameBytes>>20))
-	case len(png) < 24 || string(png[:8]) != sig || string(png[12:16]) != "IHDR":
-		return errdefs.WithMessage(errdefs.ErrInternal, "the sandbox's screenshot is not a PNG")
 	}
-	w, h := binary.BigEndian.Uint32(png[16:20]), binary.BigEndian.Uint32(png[20:24])
-	if w < 1 || h < 1 || w > sandbox.MaxScreenSide || h > sandbox.MaxScreenSide {
-		return errdefs.WithMessage(errdefs.ErrInternal, fmt.Sprintf("the sandbox's screenshot claims %dx%d pixels, more than a screen has", w, h))
+	if _, _, err := tool.PNGSize(png); err != nil {
+		return errdefs.WithMessage(errdefs.ErrInternal, "the sandbox's screenshot is not a PNG of a screen's size: "+errdefs.Public(err))
 	}
 	return nil
 }

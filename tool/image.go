@@ -27,6 +27,15 @@ func CheckPNG(b []byte) (width, height int, err error) {
 	if len(b) > MaxImageBytes {
 		return 0, 0, fmt.Errorf("the image is %d bytes, over the limit of %d MiB: %w", len(b), MaxImageBytes>>20, errdefs.ErrTooLarge)
 	}
+	return PNGSize(b)
+}
+
+// PNGSize reads the sides of the PNG b from its header (the IHDR chunk),
+// without decoding it, and refuses what is not a PNG or names sides
+// outside 1..MaxImageSide. Every reader of a sandbox's screenshot on the
+// host (the loop, the CLI, the live view) checks it with this before
+// anything else touches the bytes; each bounds the length itself.
+func PNGSize(b []byte) (width, height int, err error) {
 	// signature, then the IHDR chunk: length 13, "IHDR", width, height.
 	if len(b) < 8+8+8 || !bytes.Equal(b[:8], pngSignature) || binary.BigEndian.Uint32(b[8:12]) != 13 || string(b[12:16]) != "IHDR" {
 		return 0, 0, fmt.Errorf("the image is not a PNG: %w", errdefs.ErrInvalidArgument)

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/sandbox"
+	"github.com/reinsdev/reins/tool"
 )
 
 // computerFlags are the flags of reins sandbox computer; each action
@@ -331,14 +330,13 @@ func checkShot(resp *executorv1.ComputerResponse) error {
 	if len(resp.Png) == 0 {
 		return nil
 	}
-	cfg, err := png.DecodeConfig(bytes.NewReader(resp.Png))
+	w, h, err := tool.PNGSize(resp.Png)
 	switch {
 	case err != nil:
-		return fmt.Errorf("the sandbox's screenshot is not a PNG (%v): nothing was written: %w", err, errdefs.ErrInternal)
-	case cfg.Width != int(resp.Width) || cfg.Height != int(resp.Height) ||
-		cfg.Width > sandbox.MaxScreenSide || cfg.Height > sandbox.MaxScreenSide:
-		return fmt.Errorf("the sandbox's screenshot is %dx%d, but its answer says %dx%d (at most %d a side): nothing was written: %w",
-			cfg.Width, cfg.Height, resp.Width, resp.Height, sandbox.MaxScreenSide, errdefs.ErrInternal)
+		return fmt.Errorf("the sandbox's screenshot is refused (%s): nothing was written: %w", errdefs.Public(err), errdefs.ErrInternal)
+	case w != int(resp.Width) || h != int(resp.Height):
+		return fmt.Errorf("the sandbox's screenshot is %dx%d, but its answer says %dx%d: nothing was written: %w",
+			w, h, resp.Width, resp.Height, errdefs.ErrInternal)
 	}
 	return nil
 }
