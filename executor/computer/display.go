@@ -197,6 +197,16 @@ func (d *Display) ensureLocked(ctx context.Context) (*xserver, error) {
 		d.notes = append(d.notes, fmt.Sprintf("the X server had stopped (%s) and was started again: windows open before are gone; start the programs again", why))
 		d.stopLocked()
 	}
+	if d.x != nil && d.x.cut.Load() {
+		// The executor cut the connection (cutOnDone) and the call it cut
+		// has returned: wait for the connection's reader to see it end,
+		// so that it is made again below rather than used dead.
+		select {
+		case <-d.x.lost:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the cut X connection to close: %w", ctx.Err())
+		}
+	}
 	if d.x != nil && isDone(d.x.lost) {
 		// The connection ended: cut by the executor when a call's
 		// context ended while the server did not answer (a program
