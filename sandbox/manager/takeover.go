@@ -143,8 +143,9 @@ func (m *Manager) release(id string, h *hold, why string) {
 	delete(m.holds.by, id)
 	m.holdMu.Unlock()
 	cur.idle.Stop()
-	close(cur.released)
+	// The event first: whoever the close wakes finds it published.
 	m.publish(LifecycleEvent{Sandbox: id, Tenant: cur.tenant, Kind: EventHandback, Message: why})
+	close(cur.released)
 }
 
 // heldBy fills in who holds info's screen.
