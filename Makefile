@@ -31,11 +31,12 @@ demo: deps build
 # the e2e tests start, and the executor in every sandbox, are plain builds).
 # -p 1 keeps sandbox-heavy packages from starving each other on two cores.
 # agent-programs.sh names the real Claude Code and Codex binaries (npm
-# tarballs cached by version) for the gateway's tests of the programs.
+# tarballs cached by version) for the gateway's tests of the programs;
+# node-clients.sh the npm clients (e2b, MCP, deepagents) by their lock.
 test: deps build
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	eval "$$(sh scripts/agent-programs.sh)" && $(GO) test -race -p 1 -timeout 25m -count=1 ./...
+	eval "$$(sh scripts/agent-programs.sh)" && eval "$$(sh scripts/node-clients.sh)" && $(GO) test -race -p 1 -timeout 25m -count=1 ./...
 
 bench: build
 	@sh scripts/install-deps.sh bench

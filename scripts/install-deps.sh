@@ -38,6 +38,10 @@ want git git
 # scripts/agent-programs.sh fetches Claude Code and Codex for the tests
 # with npm pack (the agents image fetches them itself).
 want npm npm
+# scripts/node-clients.sh installs the real npm clients the tests drive
+# (e2b, @modelcontextprotocol/sdk, deepagents) and sdk/ts's tests run on
+# Node.
+want node nodejs
 # The live view's tests open its page in a real headless Chromium
 # (internal/cdp).
 want chromium chromium

@@ -505,6 +505,10 @@ func TestIsolation(t *testing.T) {
 			_, err := beta.Extend(ctx, id, time.Hour)
 			return err
 		},
+		"RunCommand": func(id string) error {
+			_, err := sc.RunCommand(ctx, connect.NewRequest(&reinsv1.RunCommandRequest{SandboxId: id, Command: "true"}))
+			return raw(err)
+		},
 		"Suspend": func(id string) error { _, err := beta.Suspend(ctx, id); return err },
 		"Resume":  func(id string) error { _, err := beta.Resume(ctx, id); return err },
 		"Snapshot": func(id string) error {

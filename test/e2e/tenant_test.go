@@ -306,6 +306,10 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 		"Extend": func(id string) error {
 			return unary(sc.Extend(ctx, connect.NewRequest(&reinsv1.ExtendSandboxRequest{Id: id, TtlMs: 3_600_000})))
 		},
+		// Nor run a command in it.
+		"RunCommand": func(id string) error {
+			return unary(sc.RunCommand(ctx, connect.NewRequest(&reinsv1.RunCommandRequest{SandboxId: id, Command: "true"})))
+		},
 		// Nor suspend, resume, save, fork it or read its lifecycle.
 		"Suspend": func(id string) error {
 			return unary(sc.Suspend(ctx, connect.NewRequest(&reinsv1.SuspendSandboxRequest{Id: id})))

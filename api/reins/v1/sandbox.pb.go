@@ -4227,6 +4227,198 @@ func (x *SandboxLifecycleEvent) GetSnapshot() string {
 	return ""
 }
 
+type RunCommandRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId      string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Command        string                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`                                        // run by /bin/sh -c; or argv
+	Argv           []string               `protobuf:"bytes,3,rep,name=argv,proto3" json:"argv,omitempty"`                                              // argv[0] looked up in PATH
+	Env            []string               `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty"`                                                // K=V, added to the sandbox's env
+	Cwd            string                 `protobuf:"bytes,5,opt,name=cwd,proto3" json:"cwd,omitempty"`                                                // default: the sandbox's workdir
+	TimeoutMs      int64                  `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`                  // 0: 60 s; on expiry reason "timeout"
+	Stdin          []byte                 `protobuf:"bytes,7,opt,name=stdin,proto3" json:"stdin,omitempty"`                                            // written, then stdin is closed
+	MaxOutputBytes int64                  `protobuf:"varint,8,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"` // per stream; 0: 1 MiB; at most 16 MiB
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RunCommandRequest) Reset() {
+	*x = RunCommandRequest{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCommandRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCommandRequest) ProtoMessage() {}
+
+func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCommandRequest.ProtoReflect.Descriptor instead.
+func (*RunCommandRequest) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *RunCommandRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *RunCommandRequest) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *RunCommandRequest) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *RunCommandRequest) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *RunCommandRequest) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *RunCommandRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *RunCommandRequest) GetStdin() []byte {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+func (x *RunCommandRequest) GetMaxOutputBytes() int64 {
+	if x != nil {
+		return x.MaxOutputBytes
+	}
+	return 0
+}
+
+type RunCommandResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stdout        string                 `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"` // invalid UTF-8 replaced (see stdout_base64)
+	Stderr        string                 `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	ExitCode      int32                  `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"` // 128+signal when killed by one
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`                      // "exited", "signaled", "timeout", "oom_killed", "killed"
+	Truncated     bool                   `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"`               // an output passed max_output_bytes
+	DurationMs    int64                  `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	OomKills      uint32                 `protobuf:"varint,7,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"` // sandbox processes the memory limit killed while it ran
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunCommandResponse) Reset() {
+	*x = RunCommandResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCommandResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCommandResponse) ProtoMessage() {}
+
+func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCommandResponse.ProtoReflect.Descriptor instead.
+func (*RunCommandResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *RunCommandResponse) GetStdout() string {
+	if x != nil {
+		return x.Stdout
+	}
+	return ""
+}
+
+func (x *RunCommandResponse) GetStderr() string {
+	if x != nil {
+		return x.Stderr
+	}
+	return ""
+}
+
+func (x *RunCommandResponse) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *RunCommandResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RunCommandResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *RunCommandResponse) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *RunCommandResponse) GetOomKills() uint32 {
+	if x != nil {
+		return x.OomKills
+	}
+	return 0
+}
+
 var File_reins_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_reins_v1_sandbox_proto_rawDesc = "" +
@@ -4510,7 +4702,27 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12 \n" +
 	"\fat_unix_nano\x18\a \x01(\x03R\n" +
 	"atUnixNano\x12\x1a\n" +
-	"\bsnapshot\x18\b \x01(\tR\bsnapshot*b\n" +
+	"\bsnapshot\x18\b \x01(\tR\bsnapshot\"\xe3\x01\n" +
+	"\x11RunCommandRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\tR\acommand\x12\x12\n" +
+	"\x04argv\x18\x03 \x03(\tR\x04argv\x12\x10\n" +
+	"\x03env\x18\x04 \x03(\tR\x03env\x12\x10\n" +
+	"\x03cwd\x18\x05 \x01(\tR\x03cwd\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12\x14\n" +
+	"\x05stdin\x18\a \x01(\fR\x05stdin\x12(\n" +
+	"\x10max_output_bytes\x18\b \x01(\x03R\x0emaxOutputBytes\"\xd5\x01\n" +
+	"\x12RunCommandResponse\x12\x16\n" +
+	"\x06stdout\x18\x01 \x01(\tR\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x02 \x01(\tR\x06stderr\x12\x1b\n" +
+	"\texit_code\x18\x03 \x01(\x05R\bexitCode\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1c\n" +
+	"\ttruncated\x18\x05 \x01(\bR\ttruncated\x12\x1f\n" +
+	"\vduration_ms\x18\x06 \x01(\x03R\n" +
+	"durationMs\x12\x1b\n" +
+	"\toom_kills\x18\a \x01(\rR\boomKills*b\n" +
 	"\fExpireAction\x12\x1d\n" +
 	"\x19EXPIRE_ACTION_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EXPIRE_ACTION_SUSPEND\x10\x01\x12\x18\n" +
@@ -4541,7 +4753,7 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\x13PROGRESS_PHASE_PULL\x10\x01\x12\x19\n" +
 	"\x15PROGRESS_PHASE_UNPACK\x10\x02\x12\x18\n" +
 	"\x14PROGRESS_PHASE_BUILD\x10\x03\x12\x17\n" +
-	"\x13PROGRESS_PHASE_BOOT\x10\x042\xc9\r\n" +
+	"\x13PROGRESS_PHASE_BOOT\x10\x042\x92\x0e\n" +
 	"\x0eSandboxService\x12K\n" +
 	"\x06Create\x12\x1e.reins.v1.CreateSandboxRequest\x1a\x1f.reins.v1.CreateSandboxResponse0\x01\x12@\n" +
 	"\x03Get\x12\x1b.reins.v1.GetSandboxRequest\x1a\x1c.reins.v1.GetSandboxResponse\x12G\n" +
@@ -4566,7 +4778,9 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\aViewURL\x12\x18.reins.v1.ViewURLRequest\x1a\x19.reins.v1.ViewURLResponse\x12A\n" +
 	"\bTakeOver\x12\x19.reins.v1.TakeOverRequest\x1a\x1a.reins.v1.TakeOverResponse\x12I\n" +
 	"\n" +
-	"BuildImage\x12\x1b.reins.v1.BuildImageRequest\x1a\x1c.reins.v1.BuildImageResponse0\x01B0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
+	"BuildImage\x12\x1b.reins.v1.BuildImageRequest\x1a\x1c.reins.v1.BuildImageResponse0\x01\x12G\n" +
+	"\n" +
+	"RunCommand\x12\x1b.reins.v1.RunCommandRequest\x1a\x1c.reins.v1.RunCommandResponseB0Z.github.com/reinsdev/reins/api/reins/v1;reinsv1b\x06proto3"
 
 var (
 	file_reins_v1_sandbox_proto_rawDescOnce sync.Once
@@ -4581,7 +4795,7 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_reins_v1_sandbox_proto_goTypes = []any{
 	(ExpireAction)(0),               // 0: reins.v1.ExpireAction
 	(NetworkMode)(0),                // 1: reins.v1.NetworkMode
@@ -4649,13 +4863,15 @@ var file_reins_v1_sandbox_proto_goTypes = []any{
 	(*DeleteTemplateResponse)(nil),  // 63: reins.v1.DeleteTemplateResponse
 	(*SandboxEventsRequest)(nil),    // 64: reins.v1.SandboxEventsRequest
 	(*SandboxLifecycleEvent)(nil),   // 65: reins.v1.SandboxLifecycleEvent
-	nil,                             // 66: reins.v1.SandboxSpec.LabelsEntry
-	nil,                             // 67: reins.v1.ListSandboxesRequest.LabelsEntry
+	(*RunCommandRequest)(nil),       // 66: reins.v1.RunCommandRequest
+	(*RunCommandResponse)(nil),      // 67: reins.v1.RunCommandResponse
+	nil,                             // 68: reins.v1.SandboxSpec.LabelsEntry
+	nil,                             // 69: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
 	19, // 0: reins.v1.BuildImageResponse.progress:type_name -> reins.v1.Progress
 	7,  // 1: reins.v1.BuildImageResponse.image:type_name -> reins.v1.ImageInfo
-	66, // 2: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	68, // 2: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
 	16, // 3: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
 	15, // 4: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
 	0,  // 5: reins.v1.SandboxSpec.on_expire:type_name -> reins.v1.ExpireAction
@@ -4670,7 +4886,7 @@ var file_reins_v1_sandbox_proto_depIdxs = []int32{
 	19, // 14: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
 	18, // 15: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
 	18, // 16: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	67, // 17: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	69, // 17: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
 	18, // 18: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
 	18, // 19: reins.v1.ExtendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
 	38, // 20: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
@@ -4719,31 +4935,33 @@ var file_reins_v1_sandbox_proto_depIdxs = []int32{
 	8,  // 63: reins.v1.SandboxService.ViewURL:input_type -> reins.v1.ViewURLRequest
 	10, // 64: reins.v1.SandboxService.TakeOver:input_type -> reins.v1.TakeOverRequest
 	5,  // 65: reins.v1.SandboxService.BuildImage:input_type -> reins.v1.BuildImageRequest
-	21, // 66: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
-	23, // 67: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
-	25, // 68: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
-	27, // 69: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
-	31, // 70: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
-	35, // 71: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
-	37, // 72: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
-	13, // 73: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
-	29, // 74: reins.v1.SandboxService.Extend:output_type -> reins.v1.ExtendSandboxResponse
-	40, // 75: reins.v1.SandboxService.Suspend:output_type -> reins.v1.SuspendSandboxResponse
-	42, // 76: reins.v1.SandboxService.Resume:output_type -> reins.v1.ResumeSandboxResponse
-	44, // 77: reins.v1.SandboxService.Pause:output_type -> reins.v1.PauseSandboxResponse
-	46, // 78: reins.v1.SandboxService.Snapshot:output_type -> reins.v1.SnapshotSandboxResponse
-	48, // 79: reins.v1.SandboxService.Fork:output_type -> reins.v1.ForkSandboxResponse
-	51, // 80: reins.v1.SandboxService.ListSnapshots:output_type -> reins.v1.ListSnapshotsResponse
-	53, // 81: reins.v1.SandboxService.DeleteSnapshot:output_type -> reins.v1.DeleteSnapshotResponse
-	57, // 82: reins.v1.SandboxService.BuildTemplate:output_type -> reins.v1.BuildTemplateResponse
-	61, // 83: reins.v1.SandboxService.ListTemplates:output_type -> reins.v1.ListTemplatesResponse
-	63, // 84: reins.v1.SandboxService.DeleteTemplate:output_type -> reins.v1.DeleteTemplateResponse
-	65, // 85: reins.v1.SandboxService.Events:output_type -> reins.v1.SandboxLifecycleEvent
-	9,  // 86: reins.v1.SandboxService.ViewURL:output_type -> reins.v1.ViewURLResponse
-	11, // 87: reins.v1.SandboxService.TakeOver:output_type -> reins.v1.TakeOverResponse
-	6,  // 88: reins.v1.SandboxService.BuildImage:output_type -> reins.v1.BuildImageResponse
-	66, // [66:89] is the sub-list for method output_type
-	43, // [43:66] is the sub-list for method input_type
+	66, // 66: reins.v1.SandboxService.RunCommand:input_type -> reins.v1.RunCommandRequest
+	21, // 67: reins.v1.SandboxService.Create:output_type -> reins.v1.CreateSandboxResponse
+	23, // 68: reins.v1.SandboxService.Get:output_type -> reins.v1.GetSandboxResponse
+	25, // 69: reins.v1.SandboxService.List:output_type -> reins.v1.ListSandboxesResponse
+	27, // 70: reins.v1.SandboxService.Delete:output_type -> reins.v1.DeleteSandboxResponse
+	31, // 71: reins.v1.SandboxService.Version:output_type -> reins.v1.VersionResponse
+	35, // 72: reins.v1.SandboxService.UpdateNetwork:output_type -> reins.v1.UpdateNetworkResponse
+	37, // 73: reins.v1.SandboxService.EgressLog:output_type -> reins.v1.EgressLogEntry
+	13, // 74: reins.v1.SandboxService.PortURL:output_type -> reins.v1.PortURLResponse
+	29, // 75: reins.v1.SandboxService.Extend:output_type -> reins.v1.ExtendSandboxResponse
+	40, // 76: reins.v1.SandboxService.Suspend:output_type -> reins.v1.SuspendSandboxResponse
+	42, // 77: reins.v1.SandboxService.Resume:output_type -> reins.v1.ResumeSandboxResponse
+	44, // 78: reins.v1.SandboxService.Pause:output_type -> reins.v1.PauseSandboxResponse
+	46, // 79: reins.v1.SandboxService.Snapshot:output_type -> reins.v1.SnapshotSandboxResponse
+	48, // 80: reins.v1.SandboxService.Fork:output_type -> reins.v1.ForkSandboxResponse
+	51, // 81: reins.v1.SandboxService.ListSnapshots:output_type -> reins.v1.ListSnapshotsResponse
+	53, // 82: reins.v1.SandboxService.DeleteSnapshot:output_type -> reins.v1.DeleteSnapshotResponse
+	57, // 83: reins.v1.SandboxService.BuildTemplate:output_type -> reins.v1.BuildTemplateResponse
+	61, // 84: reins.v1.SandboxService.ListTemplates:output_type -> reins.v1.ListTemplatesResponse
+	63, // 85: reins.v1.SandboxService.DeleteTemplate:output_type -> reins.v1.DeleteTemplateResponse
+	65, // 86: reins.v1.SandboxService.Events:output_type -> reins.v1.SandboxLifecycleEvent
+	9,  // 87: reins.v1.SandboxService.ViewURL:output_type -> reins.v1.ViewURLResponse
+	11, // 88: reins.v1.SandboxService.TakeOver:output_type -> reins.v1.TakeOverResponse
+	6,  // 89: reins.v1.SandboxService.BuildImage:output_type -> reins.v1.BuildImageResponse
+	67, // 90: reins.v1.SandboxService.RunCommand:output_type -> reins.v1.RunCommandResponse
+	67, // [67:91] is the sub-list for method output_type
+	43, // [43:67] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -4777,7 +4995,7 @@ func file_reins_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   63,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -96,6 +96,9 @@ const (
 	// SandboxServiceBuildImageProcedure is the fully-qualified name of the SandboxService's BuildImage
 	// RPC.
 	SandboxServiceBuildImageProcedure = "/reins.v1.SandboxService/BuildImage"
+	// SandboxServiceRunCommandProcedure is the fully-qualified name of the SandboxService's RunCommand
+	// RPC.
+	SandboxServiceRunCommandProcedure = "/reins.v1.SandboxService/RunCommand"
 )
 
 // SandboxServiceClient is a client for the reins.v1.SandboxService service.
@@ -177,6 +180,12 @@ type SandboxServiceClient interface {
 	// later Create starts at once. The image is checked as Create checks it:
 	// a tenant may not name the operator's sources.
 	BuildImage(context.Context, *connect.Request[v1.BuildImageRequest]) (*connect.ServerStreamForClient[v1.BuildImageResponse], error)
+	// RunCommand runs one command in a sandbox to completion and answers its
+	// whole output, bounded: the call for callers without a streaming
+	// client (curl, SDKs, MCP). Exec (streaming) stays for everything else.
+	// Whole files as raw bytes are plain HTTP beside the API:
+	// GET/PUT /v1/sandboxes/{id}/files?path=/abs/path (docs/api.md).
+	RunCommand(context.Context, *connect.Request[v1.RunCommandRequest]) (*connect.Response[v1.RunCommandResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the reins.v1.SandboxService service. By default,
@@ -328,6 +337,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
 			connect.WithClientOptions(opts...),
 		),
+		runCommand: connect.NewClient[v1.RunCommandRequest, v1.RunCommandResponse](
+			httpClient,
+			baseURL+SandboxServiceRunCommandProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("RunCommand")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -356,6 +371,7 @@ type sandboxServiceClient struct {
 	viewURL        *connect.Client[v1.ViewURLRequest, v1.ViewURLResponse]
 	takeOver       *connect.Client[v1.TakeOverRequest, v1.TakeOverResponse]
 	buildImage     *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
+	runCommand     *connect.Client[v1.RunCommandRequest, v1.RunCommandResponse]
 }
 
 // Create calls reins.v1.SandboxService.Create.
@@ -473,6 +489,11 @@ func (c *sandboxServiceClient) BuildImage(ctx context.Context, req *connect.Requ
 	return c.buildImage.CallServerStream(ctx, req)
 }
 
+// RunCommand calls reins.v1.SandboxService.RunCommand.
+func (c *sandboxServiceClient) RunCommand(ctx context.Context, req *connect.Request[v1.RunCommandRequest]) (*connect.Response[v1.RunCommandResponse], error) {
+	return c.runCommand.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the reins.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	// Create makes a sandbox and streams progress (image pull, unpack, boot);
@@ -552,6 +573,12 @@ type SandboxServiceHandler interface {
 	// later Create starts at once. The image is checked as Create checks it:
 	// a tenant may not name the operator's sources.
 	BuildImage(context.Context, *connect.Request[v1.BuildImageRequest], *connect.ServerStream[v1.BuildImageResponse]) error
+	// RunCommand runs one command in a sandbox to completion and answers its
+	// whole output, bounded: the call for callers without a streaming
+	// client (curl, SDKs, MCP). Exec (streaming) stays for everything else.
+	// Whole files as raw bytes are plain HTTP beside the API:
+	// GET/PUT /v1/sandboxes/{id}/files?path=/abs/path (docs/api.md).
+	RunCommand(context.Context, *connect.Request[v1.RunCommandRequest]) (*connect.Response[v1.RunCommandResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -699,6 +726,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceRunCommandHandler := connect.NewUnaryHandler(
+		SandboxServiceRunCommandProcedure,
+		svc.RunCommand,
+		connect.WithSchema(sandboxServiceMethods.ByName("RunCommand")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/reins.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateProcedure:
@@ -747,6 +780,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceTakeOverHandler.ServeHTTP(w, r)
 		case SandboxServiceBuildImageProcedure:
 			sandboxServiceBuildImageHandler.ServeHTTP(w, r)
+		case SandboxServiceRunCommandProcedure:
+			sandboxServiceRunCommandHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -846,4 +881,8 @@ func (UnimplementedSandboxServiceHandler) TakeOver(context.Context, *connect.Req
 
 func (UnimplementedSandboxServiceHandler) BuildImage(context.Context, *connect.Request[v1.BuildImageRequest], *connect.ServerStream[v1.BuildImageResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.BuildImage is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) RunCommand(context.Context, *connect.Request[v1.RunCommandRequest]) (*connect.Response[v1.RunCommandResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.v1.SandboxService.RunCommand is not implemented"))
 }
