@@ -57,6 +57,9 @@ func (s *Server) spec(m *executorv1.ExecRequest) (process.Spec, error) {
 	if m.Rows > 0xffff || m.Cols > 0xffff {
 		return process.Spec{}, errdefs.WithMessage(errdefs.ErrInvalidArgument, "rows and cols must fit in 16 bits")
 	}
+	if m.User != "" {
+		return process.Spec{}, errdefs.WithMessage(errdefs.ErrUnimplemented, "running as another user is not built yet")
+	}
 	dir := s.fs.Workdir()
 	if m.Cwd != "" {
 		var err error

@@ -924,8 +924,12 @@ type ExecRequest struct {
 	Background     bool                   `protobuf:"varint,9,opt,name=background,proto3" json:"background,omitempty"`                               // end the stream after Started
 	IdempotencyKey string                 `protobuf:"bytes,10,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"` // see Exec
 	Tag            string                 `protobuf:"bytes,11,opt,name=tag,proto3" json:"tag,omitempty"`                                             // free text shown by ListProcesses
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The account of the sandbox's /etc/passwd to run as (its uid, gid,
+	// groups, HOME, USER, SHELL); "" runs as the executor's own. E2B's
+	// commands run as "user" (uid 1000, home /home/user).
+	User          string `protobuf:"bytes,12,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecRequest) Reset() {
@@ -1031,6 +1035,13 @@ func (x *ExecRequest) GetIdempotencyKey() string {
 func (x *ExecRequest) GetTag() string {
 	if x != nil {
 		return x.Tag
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetUser() string {
+	if x != nil {
+		return x.User
 	}
 	return ""
 }
@@ -3939,7 +3950,7 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x10disk_total_bytes\x18\x05 \x01(\x04R\x0ediskTotalBytes\x12,\n" +
 	"\x12executor_rss_bytes\x18\x06 \x01(\x04R\x10executorRssBytes\x125\n" +
 	"\x17last_activity_unix_nano\x18\a \x01(\x03R\x14lastActivityUnixNano\x12#\n" +
-	"\rrunning_execs\x18\b \x01(\rR\frunningExecs\"\x8f\x02\n" +
+	"\rrunning_execs\x18\b \x01(\rR\frunningExecs\"\xa3\x02\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03env\x18\x02 \x03(\tR\x03env\x12\x10\n" +
@@ -3955,7 +3966,8 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"background\x12'\n" +
 	"\x0fidempotency_key\x18\n" +
 	" \x01(\tR\x0eidempotencyKey\x12\x10\n" +
-	"\x03tag\x18\v \x01(\tR\x03tag\"\xed\x01\n" +
+	"\x03tag\x18\v \x01(\tR\x03tag\x12\x12\n" +
+	"\x04user\x18\f \x01(\tR\x04user\"\xed\x01\n" +
 	"\tExecEvent\x126\n" +
 	"\astarted\x18\x01 \x01(\v2\x1a.reins.executor.v1.StartedH\x00R\astarted\x12\x18\n" +
 	"\x06stdout\x18\x02 \x01(\fH\x00R\x06stdout\x12\x18\n" +
