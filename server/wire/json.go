@@ -445,9 +445,21 @@ func (c JSONCodec) Unmarshal(data []byte, m any) error {
 	if len(data) == 0 {
 		return errors.New("an empty body is not a JSON object: send {} for an empty request")
 	}
-	err := protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, pm)
-	if err != nil && c.Opaque {
-		return fmt.Errorf("the request is not JSON of a %s: check each field's type (bytes are base64)", pm.ProtoReflect().Descriptor().FullName())
+	err := protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: MaxJSONDepth}.Unmarshal(data, pm)
+	switch {
+	case err == nil:
+		return nil
+	case c.Opaque:
+		return fmt.Errorf("the request is not JSON of a %s: %s", pm.ProtoReflect().Descriptor().FullName(), jsonHint)
 	}
-	return err
+	return fmt.Errorf("the request is not JSON of a %s (%w): %s", pm.ProtoReflect().Descriptor().FullName(), err, jsonHint)
 }
+
+// jsonHint says what a reader takes, for a request it could not read.
+const jsonHint = "check each field's type (64-bit integers are numbers or decimal strings, bytes base64, enums names) and nesting (at most 64 deep)"
+
+// MaxJSONDepth bounds the nesting of a JSON request: of its messages, and
+// of anything inside a field it ignores. The API's messages nest far less
+// (TestHostileJSONDeepNesting holds them to it), so a deeper body is
+// refused before it costs anything.
+const MaxJSONDepth = 64
