@@ -35,6 +35,7 @@ func (h *Handler) routeControl() {
 	m.HandleFunc("POST /sandboxes/{sandboxID}/connect", h.authed(h.connect))
 	m.HandleFunc("POST /v2/sandboxes/{sandboxID}/connect", h.authed(h.connect))
 	m.HandleFunc("GET /sandboxes/{sandboxID}/metrics", h.authed(h.metrics))
+	m.HandleFunc("PUT /sandboxes/{sandboxID}/network", h.authed(h.updateNetwork))
 	m.HandleFunc("/", h.authed(func(w http.ResponseWriter, r *http.Request, _ *client.Client) {
 		writeError(w, http.StatusNotImplemented, fmt.Sprintf("reins does not implement the E2B call %s %.200s (docs/e2b.md lists what it does)", r.Method, r.URL.Path))
 	}))
@@ -340,4 +341,42 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, c *client.Clie
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// networkUpdate is PUT /sandboxes/{id}/network's body
+// (SandboxNetworkUpdateConfig): it replaces the rules, what it leaves out
+// cleared.
+type networkUpdate struct {
+	networkConfig
+	AllowInternetAccess *bool `json:"allow_internet_access"`
+}
+
+// updateNetwork replaces a sandbox's network mode and allowed hosts and
+// addresses (its secrets stay), mapped as at create.
+func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	var body networkUpdate
+	if err := readJSON(w, r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	n, err := networkOf(body.AllowInternetAccess, &body.networkConfig)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	_, err = c.UpdateNetwork(r.Context(), &reinsv1.UpdateNetworkRequest{
+		Id: sb.Id, Mode: n.Mode,
+		AllowHosts: &reinsv1.StringList{Items: n.AllowHosts}, DenyHosts: &reinsv1.StringList{},
+		AllowCidrs: &reinsv1.StringList{Items: n.AllowCidrs},
+	})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

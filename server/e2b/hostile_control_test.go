@@ -23,7 +23,7 @@ func TestHostileBadKey(t *testing.T) {
 		{"GET", "/sandboxes/abc"}, {"DELETE", "/sandboxes/abc"}, {"POST", "/sandboxes/abc/timeout"},
 		{"POST", "/sandboxes/abc/pause"}, {"POST", "/sandboxes/abc/resume"}, {"POST", "/sandboxes/abc/connect"},
 		{"POST", "/v2/sandboxes/abc/connect"}, {"GET", "/sandboxes/abc/metrics"}, {"GET", "/templates"},
-		{"PUT", "/sandboxes/abc/network"}, {"GET", "/no/such/call"},
+		{"PUT", "/sandboxes/abc/network"}, {"POST", "/sandboxes/abc/snapshots"}, {"GET", "/no/such/call"},
 	}
 	keys := map[string][]string{
 		"missing":          nil,
@@ -65,7 +65,7 @@ func TestHostileOtherTenantsSandbox(t *testing.T) {
 		{"GET", "/sandboxes/%s", ""}, {"DELETE", "/sandboxes/%s", ""}, {"POST", "/sandboxes/%s/timeout", `{"timeout":30}`},
 		{"POST", "/sandboxes/%s/pause", `{}`}, {"POST", "/sandboxes/%s/resume", `{"timeout":30}`},
 		{"POST", "/sandboxes/%s/connect", `{"timeout":30}`}, {"POST", "/v2/sandboxes/%s/connect", `{"timeout":30}`},
-		{"GET", "/sandboxes/%s/metrics", ""},
+		{"GET", "/sandboxes/%s/metrics", ""}, {"PUT", "/sandboxes/%s/network", `{"allow_internet_access":false}`},
 	}
 	for _, rt := range routes {
 		theirs := e.call(rt[0], strings.Replace(rt[1], "%s", "acme0sandbox", 1), strings.NewReader(rt[2]), "X-API-KEY", evil)
