@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/reinsdev/reins/client"
 )
@@ -26,6 +27,11 @@ type Handler struct {
 	cfg     Config
 	control *http.ServeMux // control.go registers its routes here
 	data    *http.ServeMux // envd's routes: process, filesystem, /files, /health
+	// sandboxFor, when set, stands in for sandboxClient (tests of the
+	// data plane built before its authentication).
+	sandboxFor func(r *http.Request) (*client.Client, *client.Sandbox, error)
+	homes      sync.Map // sandbox id and home made (envd.go's home)
+	watchers   watchers // filesystem.go's CreateWatcher
 }
 
 // New makes the handler.
