@@ -1,11 +1,13 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -23,6 +25,9 @@ const (
 	DefaultMaxSessions = 16
 	DefaultIdleTimeout = 10 * time.Minute
 )
+
+// maxSessionless bounds a message sent outside a session (an initialize).
+const maxSessionless = 1 << 20
 
 // sessionHeader is streamable HTTP's session id header.
 const sessionHeader = "Mcp-Session-Id"
@@ -102,7 +107,7 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mu.Unlock()
 		// Another tenant's session is answered as a missing one.
 		if !ok || owner != tenant {
-			writeRPCError(w, http.StatusNotFound, "MCP session not found (it ended or was never made): initialize a new session")
+			writeRPCError(w, http.StatusNotFound, nil, "MCP session not found (it ended or was never made): initialize a new session")
 			return
 		}
 		h.inner.ServeHTTP(w, r)
@@ -112,8 +117,28 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.inner.ServeHTTP(w, r) // the SDK explains what is missing
 		return
 	}
+	// Only an initialize opens a session and takes a slot; any other
+	// message outside a session is answered by a throwaway one (the SDK
+	// closes a session that was never initialized).
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxSessionless+1))
+	if err != nil {
+		return
+	}
+	if len(body) > maxSessionless {
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, "a message outside a session is at most 1 MiB: initialize a session first")
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "initialize" {
+		h.inner.ServeHTTP(w, r)
+		return
+	}
 	if !h.reserve(tenant) {
-		writeRPCError(w, http.StatusTooManyRequests, fmt.Sprintf(
+		writeRPCError(w, http.StatusTooManyRequests, msg.ID, fmt.Sprintf(
 			"too many MCP sessions open for this tenant (at most %d): end one (DELETE /mcp with its Mcp-Session-Id) or wait until an unused one closes after %s",
 			h.cfg.MaxSessions, h.cfg.IdleTimeout))
 		return
@@ -197,13 +222,16 @@ func (h *HTTP) Sessions(tenant string) int {
 	return h.open[tenant]
 }
 
-// writeRPCError answers a JSON-RPC error, which MCP clients show as the
-// reason a call or a connect failed.
-func writeRPCError(w http.ResponseWriter, status int, msg string) {
+// writeRPCError answers a JSON-RPC error (to the request id, when known),
+// which MCP clients show as the reason a call or a connect failed.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, msg string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0", "id": nil,
+		"jsonrpc": "2.0", "id": id,
 		"error": map[string]any{"code": -32600, "message": msg},
 	})
 }
