@@ -72,6 +72,8 @@ type Server struct {
 	// viewInterval and viewWriteTimeout, when set, replace
 	// ViewFrameInterval and viewWriteTimeout (tests).
 	viewInterval, viewWriteTimeout time.Duration
+	// mounted are handlers served behind the token check (mounted.go).
+	mounted map[string]http.Handler
 }
 
 // WithVersion names the service's build in Version's answer.
@@ -126,6 +128,9 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(path, h)
 	}
 	s.handleExec(mux)
+	for pattern, h := range s.mounted {
+		mux.Handle(pattern, h)
+	}
 	s.handleDownload(mux)
 	s.handleRawFiles(mux)
 	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))

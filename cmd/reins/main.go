@@ -40,7 +40,7 @@ func main() {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())}
 	})
-	root.AddCommand(serveCmd(), sandboxCmd(), snapshotCmd(), templateCmd(), imageCmd(), runCmd(), runsCmd(), tenantCmd(), secretCmd(), versionCmd())
+	root.AddCommand(serveCmd(), sandboxCmd(), snapshotCmd(), templateCmd(), imageCmd(), runCmd(), runsCmd(), tenantCmd(), secretCmd(), versionCmd(), mcpCmd())
 	group(root)
 	err := root.Execute()
 	var ee exitError

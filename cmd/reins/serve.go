@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reinsdev/reins/agent"
+	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/egress/boundary"
 	"github.com/reinsdev/reins/egress/egresslog"
@@ -38,6 +39,7 @@ import (
 	"github.com/reinsdev/reins/sandbox/workspace"
 	"github.com/reinsdev/reins/secret"
 	"github.com/reinsdev/reins/server"
+	"github.com/reinsdev/reins/server/mcp"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/blob"
 	"github.com/reinsdev/reins/store/sqlite"
@@ -361,7 +363,7 @@ func serve(cfg serveConfig) error {
 			WithNetworks(m).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithPausers(m).WithHolds(m).WithImages(m).
 			WithTemplates(&template.Builder{Store: templates, Sandboxes: manager.TemplateBuilds{M: m}}).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
-		}).WithPorts(ports).Handler(),
+		}).WithPorts(ports).WithHandler("/mcp", mcpHandler(ln.Addr(), log)).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		Protocols:         new(http.Protocols),
 	}
@@ -562,4 +564,31 @@ func noteRunSandbox(eng *atomic.Pointer[agent.Engine]) func(manager.LifecycleEve
 			e.NoteSandbox(agent.SandboxNote{Sandbox: ev.Sandbox, Kind: ev.Kind, Reason: string(ev.Reason), Snapshot: ev.Snapshot, Message: ev.Message})
 		}
 	}
+}
+
+// mcpHandler serves MCP's streamable HTTP transport at /mcp: each session's
+// tools call this service's own API on its listener, with the session's
+// token, so the API's checks hold for them as for any client.
+func mcpHandler(addr net.Addr, log *slog.Logger) http.Handler {
+	self := "http://" + loopback(addr)
+	return mcp.NewHTTP(mcp.HTTPConfig{
+		Client:  func(token string) *client.Client { return client.New(self, token) },
+		Tenant:  server.RequestTenant,
+		Options: mcp.Options{Version: version},
+		Logger:  log.With("component", "mcp"),
+	})
+}
+
+// loopback is addr with an unspecified host (0.0.0.0, ::) made the
+// loopback address, so that the service can call itself.
+func loopback(addr net.Addr) string {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok || !ta.IP.IsUnspecified() {
+		return addr.String()
+	}
+	ip := net.IPv4(127, 0, 0, 1)
+	if ta.IP.To4() == nil {
+		ip = net.IPv6loopback
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
 }
