@@ -47,7 +47,7 @@ func New(url, token string) *Client {
 	t.HTTP2 = &http.HTTP2Config{MaxReadFrameSize: 1 << 20, MaxReceiveBufferPerStream: 8 << 20, MaxReceiveBufferPerConnection: 16 << 20}
 	t.ResponseHeaderTimeout = 0
 	hc := &http.Client{Transport: withToken{rt: t, token: token}}
-	url = strings.TrimRight(url, "/")
+	url = strings.TrimRight(withScheme(url), "/")
 	return &Client{
 		URL:       url,
 		token:     token,
@@ -62,7 +62,17 @@ func (c *Client) Close() {
 	c.http.CloseIdleConnections()
 }
 
-// FromEnv returns a client configured by REINS_URL and REINS_TOKEN.
+// withScheme makes an address without a scheme ("localhost:7070", as
+// docker's DOCKER_HOST habit has people write it) an http URL.
+func withScheme(url string) string {
+	if url == "" || strings.Contains(url, "://") {
+		return url
+	}
+	return "http://" + url
+}
+
+// FromEnv returns a client configured by REINS_URL (http:// when it names
+// no scheme) and REINS_TOKEN.
 func FromEnv() (*Client, error) {
 	url := os.Getenv("REINS_URL")
 	if url == "" {
