@@ -343,8 +343,11 @@ func (e *env) engineModels() agent.ModelOpener {
 	}
 }
 
-func (e *env) engine() *agent.Engine {
-	eng, err := agent.New(agent.Config{
+func (e *env) engine() *agent.Engine { return e.engineWith(func(*agent.Config) {}) }
+
+// engineWith is engine with its config changed by set.
+func (e *env) engineWith(set func(*agent.Config)) *agent.Engine {
+	cfg := agent.Config{
 		Store: e.st, Blobs: e.blobs, Sandboxes: e.sbs,
 		Models: e.engineModels(),
 		Failpoint: func(name string) {
@@ -352,7 +355,9 @@ func (e *env) engine() *agent.Engine {
 				e.fail(name)
 			}
 		},
-	})
+	}
+	set(&cfg)
+	eng, err := agent.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -512,8 +517,10 @@ func TestBudgets(t *testing.T) {
 	if sum := summary(t, row); row.Status != "failed" || !strings.Contains(sum.Reason, "3 steps") {
 		t.Errorf("max steps: %s %q", row.Status, sum.Reason)
 	}
-	id, _ = eng.Start(context.Background(), "", runlog.Spec{Task: strings.Repeat("long task ", 2000), Model: model, MaxCost: 0.001})
-	row, _ = e.finish(eng, id)
+	// A script costs nothing unless the config prices it.
+	priced := e.engineWith(func(c *agent.Config) { c.Prices = agent.Prices{"script:*": {Input: 3, Output: 15}} })
+	id, _ = priced.Start(context.Background(), "", runlog.Spec{Task: strings.Repeat("long task ", 2000), Model: model, MaxCost: 0.001})
+	row, _ = e.finish(priced, id)
 	if sum := summary(t, row); row.Status != "failed" || !strings.Contains(sum.Reason, "over its limit") {
 		t.Errorf("max cost: %s %q", row.Status, sum.Reason)
 	}

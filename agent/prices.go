@@ -18,8 +18,9 @@ type Price struct {
 type Prices map[string]Price
 
 // DefaultPrices are list prices at the time of writing; operators override
-// them in config. script:* is priced like a mid-size model so that cost
-// budgets can be tested offline.
+// them in config. script: models charge nothing, so they have no price
+// (a run of one reports no cost); a config that prices "script:*" tests
+// cost budgets offline.
 func DefaultPrices() Prices {
 	return Prices{
 		"anthropic:claude-opus-4-1":   {Input: 15, Output: 75, CacheRead: 1.5, CacheWrite: 18.75},
@@ -29,7 +30,6 @@ func DefaultPrices() Prices {
 		"openai:gpt-4.1":              {Input: 2, Output: 8, CacheRead: 0.5},
 		"openai:gpt-4.1-mini":         {Input: 0.4, Output: 1.6, CacheRead: 0.1},
 		"openai:*":                    {Input: 2, Output: 8, CacheRead: 0.5},
-		"script:*":                    {Input: 3, Output: 15},
 	}
 }
 

@@ -60,7 +60,7 @@ func NewWithHTTPClient(url, token string, hc *http.Client) *Client {
 		rt = http.DefaultTransport
 	}
 	own := &http.Client{Transport: withToken{rt: rt, token: token}, Timeout: hc.Timeout}
-	url = strings.TrimRight(url, "/")
+	url = strings.TrimRight(withScheme(url), "/")
 	return &Client{
 		URL:       url,
 		token:     token,
@@ -75,7 +75,17 @@ func (c *Client) Close() {
 	c.http.CloseIdleConnections()
 }
 
-// FromEnv returns a client configured by REINS_URL and REINS_TOKEN.
+// withScheme makes an address without a scheme ("localhost:7070", as
+// docker's DOCKER_HOST habit has people write it) an http URL.
+func withScheme(url string) string {
+	if url == "" || strings.Contains(url, "://") {
+		return url
+	}
+	return "http://" + url
+}
+
+// FromEnv returns a client configured by REINS_URL (http:// when it names
+// no scheme) and REINS_TOKEN.
 func FromEnv() (*Client, error) {
 	url := os.Getenv("REINS_URL")
 	if url == "" {

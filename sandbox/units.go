@@ -13,14 +13,17 @@ var byteUnits = []struct {
 	mult   int64
 }{
 	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+	// Kubernetes' Ki, Mi, Gi, Ti.
+	{"ki", 1 << 10}, {"mi", 1 << 20}, {"gi", 1 << 30}, {"ti", 1 << 40},
 	{"kb", 1000}, {"mb", 1000 * 1000}, {"gb", 1000 * 1000 * 1000}, {"tb", 1000 * 1000 * 1000 * 1000},
 	// Bare k, m, g, t are binary, as in docker's --memory.
 	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40},
 	{"b", 1},
 }
 
-// ParseBytes reads a size such as "512M", "1.5GiB", "128mib" or "4096".
-// Bare K, M, G, T are powers of two, as docker's --memory takes them.
+// ParseBytes reads a size such as "512M", "1.5GiB", "128Mi" or "4096".
+// Bare K, M, G, T are powers of two, as docker's --memory takes them, and
+// so are Kubernetes' Ki, Mi, Gi, Ti; KB, MB, GB, TB are powers of ten.
 func ParseBytes(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	mult := int64(1)

@@ -15,9 +15,7 @@ step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 SERVE=$!
 cleanup() {
 	# Remove what the demo made, even when a step failed.
-	for id in $("$REINS" sandbox ls --label demo=yes 2>/dev/null | awk 'NR>1 {print $1}'); do
-		"$REINS" sandbox rm "$id" >/dev/null 2>&1 || true
-	done
+	"$REINS" sandbox rm --label demo=yes >/dev/null 2>&1 || true
 	kill $SERVE 2>/dev/null
 	wait $SERVE 2>/dev/null || true
 }

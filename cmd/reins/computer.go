@@ -91,7 +91,7 @@ screenshot taken after the action. --json prints the executor's answer
 	fl.StringVar(&f.button, "button", "", "click, down, up: left (default), right or middle")
 	fl.BoolVar(&f.double, "double", false, "click: a double click (left button)")
 	fl.BoolVar(&f.triple, "triple", false, "click: a triple click (left button)")
-	fl.DurationVar(&f.hold, "hold", 0, "key: hold the combo down this long, e.g. 2s (at most 100s)")
+	durationVar(fl, &f.hold, "hold", 0, "key: hold the combo down this long, e.g. 2s (at most 100s)")
 	fl.BoolVar(&f.screenshot, "screenshot", false, "take a screenshot after the action")
 	fl.BoolVar(&f.json, "json", false, "print the answer as JSON")
 	return c

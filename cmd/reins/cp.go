@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,14 @@ One side is ID:/path, the other a local path. If DST is an existing directory
 the source is copied into it; otherwise it is copied to DST's name.
 
   reins sandbox cp ./src 3f2a9c1b7d4e:/workspace
-  reins sandbox cp 3f2a9c1b7d4e:/workspace/out.txt .`,
+  reins sandbox cp 3f2a9c1b7d4e:/workspace/out.txt .
+
+As with docker cp, "-" is a tar stream: ID:/path - writes a tar of the
+file or directory to standard output; - ID:/dir unpacks a tar read from
+standard input into the directory.
+
+  reins sandbox cp 3f2a:/workspace/out - | tar -tv
+  tar -c src | reins sandbox cp - 3f2a:/workspace`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
 			srcID, src := splitRemote(args[0])
@@ -41,7 +49,19 @@ the source is copied into it; otherwise it is copied to DST's name.
 			}
 			defer cancel()
 			if dstID != "" {
+				if dstID, err = resolveOne(ctx, cl, sandboxID, dstID); err != nil {
+					return err
+				}
+				if src == "-" {
+					return copyInTar(ctx, c, cl.Sandbox(dstID), dst)
+				}
 				return copyIn(ctx, cl.Sandbox(dstID), src, dst)
+			}
+			if srcID, err = resolveOne(ctx, cl, sandboxID, srcID); err != nil {
+				return err
+			}
+			if dst == "-" {
+				return copyOutTar(ctx, c, cl.Sandbox(srcID), src)
 			}
 			return copyOut(ctx, cl.Sandbox(srcID), src, dst)
 		},
@@ -138,4 +158,80 @@ func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 		fmt.Fprintf(os.Stderr, "copied %d files (%s) to %s\n", files, humanBytes(n), filepath.Join(dir, name))
 	}
 	return nil
+}
+
+// copyInTar unpacks the tar stream on stdin into dir in the sandbox (the
+// executor's extractor is the sandbox's own business).
+func copyInTar(ctx context.Context, c *cobra.Command, sb *client.Sandbox, dir string) error {
+	bar := newStatusLine(os.Stderr)
+	defer bar.Done()
+	resp, err := sb.Upload(ctx, dir, bar.Counter("copying", c.InOrStdin()))
+	if err != nil {
+		return err
+	}
+	bar.Done()
+	if bar.tty {
+		fmt.Fprintf(os.Stderr, "copied %d files (%s) to %s:%s\n", resp.Files, humanBytes(int64(resp.Bytes)), sb.ID, dir)
+	}
+	return nil
+}
+
+// copyOutTar writes a tar of src in the sandbox to stdout. The stream is
+// the sandbox's: it is rewritten, not passed on, so that what a local tar
+// unpacks holds only entries under src's name (none with "..", none
+// absolute) and no device nodes, fifos or sockets.
+func copyOutTar(ctx context.Context, c *cobra.Command, sb *client.Sandbox, src string) error {
+	info, err := client.Unary(ctx, sb, sb.RPC().Stat, &executorv1.StatRequest{Path: src})
+	if err != nil {
+		return err
+	}
+	base := path.Base(info.Info.Path)
+	if base == "/" || base == "." {
+		base = "root"
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := sb.Download(ctx, src, pw)
+		pw.CloseWithError(err)
+	}()
+	err = safeTar(pr, c.OutOrStdout(), base)
+	pr.CloseWithError(err)
+	return err
+}
+
+// safeTar copies the tar stream r to w keeping only base and what is under
+// it, and only directories, regular files, symlinks and hard links to
+// entries of the stream.
+func safeTar(r io.Reader, w io.Writer, base string) error {
+	rr, rw := io.Pipe()
+	go func() { rw.CloseWithError(client.RenameTar(r, rw, base, base)) }()
+	tr, tw := tar.NewReader(rr), tar.NewWriter(w)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return tw.Close()
+		}
+		if err != nil {
+			rr.CloseWithError(err)
+			return err
+		}
+		switch h.Typeflag {
+		case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+		case tar.TypeLink:
+			// A hard link names another entry of the stream, or nothing.
+			if ln := path.Clean(h.Linkname); ln != base && !strings.HasPrefix(ln, base+"/") {
+				continue
+			}
+		default:
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			rr.CloseWithError(err)
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			rr.CloseWithError(err)
+			return err
+		}
+	}
 }

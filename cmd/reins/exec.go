@@ -35,11 +35,14 @@ func execCmd() *cobra.Command {
 		workdir, tag             string
 	)
 	c := &cobra.Command{
-		Use:   "exec [flags] ID -- CMD [ARG...]",
+		Use:   "exec [flags] ID CMD [ARG...]",
 		Short: "Run a command in a sandbox; exits with the command's exit code",
 		Long: `Run a command in a sandbox, streaming its output as it comes, and exit
 with its exit code. The command runs directly (no shell): use sh -c '...'
-for pipes and globs.
+for pipes and globs. Flags come before the id; everything after it is the
+command (a "--" after the id is allowed, as before):
+
+  reins sandbox exec -e A=b -w /tmp 3f2a uname -a
 
 A command killed by the memory limit exits 137 and says so; one that ran
 past --timeout is killed with its whole process group and exits 124, after
@@ -60,8 +63,15 @@ printing what it wrote.`,
 				return err
 			}
 			defer cancel()
+			argv := args[1:]
+			if argv[0] == "--" {
+				argv = argv[1:]
+			}
+			if len(argv) == 0 {
+				return usageError{errors.New("exec needs a command after the sandbox id, e.g. reins sandbox exec ID uname -a")}
+			}
 			req := &executorv1.ExecRequest{
-				Argv: args[1:], Env: env.v, Cwd: workdir, TimeoutMs: timeout.Milliseconds(),
+				Argv: argv, Env: env.v, Cwd: workdir, TimeoutMs: timeout.Milliseconds(),
 				Background: detach, Tag: tag, Pty: tty, Stdin: interactive || tty,
 			}
 			sb := cl.Sandbox(args[0])
@@ -74,11 +84,14 @@ printing what it wrote.`,
 		},
 	}
 	f := c.Flags()
+	// Flags end at the sandbox id: the rest is the command's, its own
+	// flags included (docker exec's rule).
+	f.SetInterspersed(false)
 	f.BoolVarP(&detach, "detach", "d", false, "run in the background and print the PID (see ps, logs, kill)")
 	f.BoolVarP(&tty, "tty", "t", false, "give the command a terminal (implies -i)")
 	f.BoolVarP(&interactive, "interactive", "i", false, "send this terminal's standard input to the command")
-	f.DurationVar(&timeout, "timeout", 0, "kill the command's process group after this long, e.g. 30s")
-	f.Var(&env, "env", "environment variable K=V (repeatable)")
+	durationVar(f, &timeout, "timeout", 0, "kill the command's process group after this long, e.g. 30s")
+	f.VarP(&env, "env", "e", "environment variable K=V (repeatable)")
 	f.StringVarP(&workdir, "workdir", "w", "", "working directory (default the sandbox's)")
 	f.StringVar(&tag, "tag", "", "a name shown by ps")
 	return c

@@ -250,26 +250,48 @@ func snapshotLsCmd() *cobra.Command {
 
 func snapshotRmCmd() *cobra.Command {
 	return removeCmd("rm NAME...", "Remove snapshots (a name, or an unnamed one's sha256:… digest); refused while a sandbox or template needs one",
-		(*client.Client).DeleteSnapshot)
+		"snapshot", (*client.Client).DeleteSnapshot)
 }
 
-// removeEach removes each of names with remove, printing each one
-// removed; the errors of the others are joined.
-func removeEach(c *cobra.Command, names []string, remove func(*client.Client, context.Context, string) error) error {
+// removeEach removes each of names (of what: "sandbox", "snapshot") with
+// remove, printing each one removed, then how many on stderr (when there
+// were several, or the names were chosen by a filter: bulk); the errors of
+// the others are joined.
+func removeEach(c *cobra.Command, what string, names []string, bulk bool, remove func(*client.Client, context.Context, string) error) error {
 	cl, ctx, cancel, err := dial()
 	if err != nil {
 		return err
 	}
 	defer cancel()
+	bar := newStatusLine(os.Stderr)
 	var errs []error
-	for _, name := range names {
+	removed := 0
+	for i, name := range names {
+		bar.show(fmt.Sprintf("removing %s (%d of %d)  (%.1fs)", name, i+1, len(names), time.Since(bar.start).Seconds()), true)
 		if err := remove(cl, ctx, name); err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		bar.Done()
+		removed++
 		fmt.Fprintln(c.OutOrStdout(), name)
 	}
+	bar.Done()
+	if len(names) != 1 || bulk {
+		fmt.Fprintf(c.ErrOrStderr(), "removed %s\n", count(removed, what))
+	}
 	return errors.Join(errs...)
+}
+
+// count is "1 sandbox", "3 sandboxes".
+func count(n int, what string) string {
+	switch {
+	case n == 1:
+		return "1 " + what
+	case strings.HasSuffix(what, "x") || strings.HasSuffix(what, "s"):
+		return fmt.Sprintf("%d %ses", n, what)
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // onExpireArg is the API's action for --on-expire.

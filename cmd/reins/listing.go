@@ -54,14 +54,14 @@ func printTable[T any](out io.Writer, header string, items []T, row func(T) stri
 
 // removeCmd is an `rm NAME...` command (use says what it takes) that
 // removes each with del (removeEach).
-func removeCmd(use, short string, del func(*client.Client, context.Context, string) error) *cobra.Command {
+func removeCmd(use, short, what string, del func(*client.Client, context.Context, string) error) *cobra.Command {
 	return &cobra.Command{
 		Use:     use,
 		Aliases: []string{"remove", "delete"},
 		Short:   short,
 		Args:    usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			return removeEach(c, args, del)
+			return removeEach(c, what, args, false, del)
 		},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/errdefs"
@@ -31,18 +32,7 @@ func (e usageError) Unwrap() error { return e.err }
 func main() {
 	// A sandbox's shim is this binary re-executed; it never returns.
 	oci.MaybeRunShim()
-	root := &cobra.Command{
-		Use:           "reins",
-		Short:         "Run AI agents safely: a durable agent runtime with isolated sandboxes",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())}
-	})
-	root.AddCommand(serveCmd(), sandboxCmd(), snapshotCmd(), templateCmd(), imageCmd(), runCmd(), runsCmd(), tenantCmd(), secretCmd(), versionCmd(), mcpCmd())
-	group(root)
-	err := root.Execute()
+	err := newRoot().Execute()
 	var ee exitError
 	switch {
 	case err == nil:
@@ -61,6 +51,30 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// newRoot is the whole command tree.
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "reins",
+		Short:         "Run AI agents safely: a durable agent runtime with isolated sandboxes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// A value one of our flag types refused says why in its own
+		// words: "--memory 0: give a size such as 512Mi, ...".
+		var bad *pflag.InvalidValueError
+		var words flagWords
+		if errors.As(err, &bad) && errors.As(err, &words) {
+			err = fmt.Errorf("--%s %s: %w", bad.GetFlag().Name, bad.GetValue(), words)
+		}
+		return usageError{fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())}
+	})
+	root.AddCommand(serveCmd(), sandboxCmd(), snapshotCmd(), templateCmd(), imageCmd(), runCmd(), runsCmd(), tenantCmd(), secretCmd(), versionCmd(), mcpCmd())
+	group(root)
+	resolveIDs(root)
+	return root
 }
 
 // usageArgs marks an argument-count error as a usage error.

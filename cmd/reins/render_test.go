@@ -32,7 +32,7 @@ func TestRenderEvents(t *testing.T) {
 		"waiting":            "the agent asks: Which branch?",
 		"artifact":           "artifact report.txt (1234 bytes)",
 		"approval_requested": "? approve send_email {\"to\":\"a@example.com\"}\n  rule trifecta: untrusted content was read",
-		"approval_decided":   "approved by admin",
+		"approval_decided":   "approved by admin, edited to `b@example.com`",
 		"policy_decision":    "✗ bash denied by policy (no-rm-rf): rm -rf is refused",
 		"paused":             "◆ paused",
 		"resumed":            "◆ resumed",
@@ -158,5 +158,27 @@ func TestDescribeCallOfAgentPrograms(t *testing.T) {
 		if got := describeCall(c.name, c.input); got != c.want {
 			t.Errorf("describeCall(%s, %s) = %q, want %q", c.name, c.input, got, c.want)
 		}
+	}
+}
+
+// TestRenderEditedCall: a call a person edited before approving shows,
+// in the transcript, the command that ran, marked as edited.
+func TestRenderEditedCall(t *testing.T) {
+	var out bytes.Buffer
+	v := newRunView(&out, false)
+	v.replay, v.tty, v.status = true, false, newStatusLine(os.Stderr)
+	for _, ev := range []*reinsv1.RunEvent{
+		{Type: reinsv1.EventType_EVENT_TYPE_MODEL_RESPONSE, Payload: &reinsv1.RunEvent_ModelResponse{ModelResponse: &reinsv1.ModelResponse{Step: 1,
+			Content: []*reinsv1.Block{{Type: reinsv1.BlockType_BLOCK_TYPE_TOOL_USE, ToolCallId: "c1", ToolName: "bash", InputJson: `{"command":"rm -rf build"}`}}}}},
+		{Type: reinsv1.EventType_EVENT_TYPE_APPROVAL_DECIDED, Payload: &reinsv1.RunEvent_ApprovalDecided{ApprovalDecided: &reinsv1.ApprovalDecided{
+			CallId: "c1", Approved: true, Actor: "admin", EditedInputJson: `{"command":"rm -rf build/tmp"}`}}},
+		{Type: reinsv1.EventType_EVENT_TYPE_TOOL_CALL, Payload: &reinsv1.RunEvent_ToolCall{ToolCall: &reinsv1.ToolCall{
+			CallId: "c1", Name: "bash", InputJson: `{"command":"rm -rf build/tmp"}`}}},
+	} {
+		v.event(context.Background(), nil, "run_x", ev)
+	}
+	want := "  approved by admin, edited to `rm -rf build/tmp`\n▸ bash  rm -rf build/tmp  (edited)\n"
+	if out.String() != want {
+		t.Errorf("transcript:\n%s\nwant:\n%s", out.String(), want)
 	}
 }

@@ -124,6 +124,12 @@ none, each call goes to the provider of its wire as asked.`,
 				return err
 			}
 			defer cancel()
+			if in != "" { // an id prefix names one sandbox of the caller's
+				if in, err = resolveOne(ctx, cl, sandboxID, in); err != nil {
+					return err
+				}
+				spec.Sandboxes[runlog.DefaultSandbox] = agent.AttachPrefix + in
+			}
 			if err := prepareImages(ctx, cl, spec.Sandboxes); err != nil {
 				return err
 			}
@@ -156,7 +162,7 @@ none, each call goes to the provider of its wire as asked.`,
 	f.Int32Var(&spec.KeepScreenshots, "keep-screenshots", 0,
 		fmt.Sprintf("show the model only the newest N screenshots of the computer tool, older ones as a line saying so (default %d)", runlog.DefaultKeepScreenshots))
 	f.Float64Var(&spec.MaxCostUsd, "max-cost", 0, "most US dollars to spend (from the price table)")
-	f.DurationVar(&timeout, "timeout", 0, "most wall time (default 1h)")
+	durationVar(f, &timeout, "timeout", 0, "most wall time (default 1h)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the run id and return at once")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object at the end (with --detach: the id)")
 	network = addNetworkFlags(f, true)
@@ -259,7 +265,17 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 			}
 		}
 	case reinsv1.EventType_EVENT_TYPE_TOOL_CALL:
-		v.printf("%s %s\n", v.style("36", "▸"), v.calls[ev.GetToolCall().GetCallId()])
+		// The intent holds what runs: a person's edit of the model's call.
+		d := ev.GetToolCall()
+		line := v.calls[d.GetCallId()]
+		if d.GetInputJson() != "" {
+			if now := describeCall(d.GetName(), d.GetInputJson()); now != line && line != "" {
+				line = now + v.style("2", "  (edited)")
+			} else {
+				line = now
+			}
+		}
+		v.printf("%s %s\n", v.style("36", "▸"), line)
 	case reinsv1.EventType_EVENT_TYPE_TOOL_RESULT:
 		d := ev.GetToolResult()
 		mark := v.style("32", "  ✓")
@@ -324,7 +340,12 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 		if !d.GetApproved() {
 			verdict = v.style("31", "denied") + ": " + d.GetReason()
 		}
-		v.printf("  %s by %s\n", verdict, d.GetActor())
+		edited := ""
+		if e := d.GetEditedInputJson(); e != "" && d.GetApproved() {
+			_, arg := callArg("", e)
+			edited = fmt.Sprintf(", edited to `%s`", summarize(cmp.Or(arg, e), 1))
+		}
+		v.printf("  %s by %s%s\n", verdict, d.GetActor(), edited)
 	case reinsv1.EventType_EVENT_TYPE_POLICY_DECISION:
 		d := ev.GetPolicyDecision()
 		if d.GetAction() == reinsv1.PolicyAction_POLICY_ACTION_DENY {
@@ -342,8 +363,12 @@ func (v *runView) event(ctx context.Context, cl *client.Client, id string, ev *r
 		return
 	}
 	if !v.quiet {
-		v.status.show(fmt.Sprintf("step %d · %d tokens · $%.4f · %s", v.step,
-			v.tokens, v.cost, time.Since(v.start).Round(100*time.Millisecond)), true)
+		cost := fmt.Sprintf(" · $%.4f", v.cost)
+		if v.cost == 0 {
+			cost = ""
+		}
+		v.status.show(fmt.Sprintf("step %d · %d tokens%s · %s", v.step,
+			v.tokens, cost, time.Since(v.start).Round(100*time.Millisecond)), true)
 	}
 }
 
@@ -563,13 +588,24 @@ func (v *runView) footer(run *reinsv1.Run) {
 	default:
 		v.printf("%s %s\n", v.style("31;1", "run "+runStatusName(run.Status)+":"), run.Reason)
 	}
-	v.printf("\n%s · %d steps · %d tokens · $%.4f · %s\n", runStatusName(run.Status), run.Steps,
-		run.Usage.GetInputTokens()+run.Usage.GetOutputTokens(), run.CostUsd, time.Since(v.start).Round(100*time.Millisecond))
+	cost := " · " + costCell(run)
+	if cost == " · -" {
+		cost = "" // an offline model: no cost to claim
+	}
+	v.printf("\n%s · %d steps · %d tokens%s · %s\n", runStatusName(run.Status), run.Steps,
+		run.Usage.GetInputTokens()+run.Usage.GetOutputTokens(), cost, time.Since(v.start).Round(100*time.Millisecond))
 	v.printf("inspect: reins runs show %s · reins runs events %s · reins runs artifacts %s\n", run.Id, run.Id, run.Id)
 }
 
 // describeCall is a one-line view of a tool call.
 func describeCall(name, input string) string {
+	name, arg := callArg(name, input)
+	return name + "  " + summarize(arg, 1)
+}
+
+// callArg is a tool call's name (with @sandbox when it names one) and its
+// main argument: the command, the path, the question.
+func callArg(name, input string) (string, string) {
 	var in map[string]any
 	json.Unmarshal([]byte(input), &in)
 	var arg string
@@ -585,7 +621,7 @@ func describeCall(name, input string) string {
 	if sb, ok := in["sandbox"].(string); ok {
 		name += "@" + sb
 	}
-	return name + "  " + summarize(arg, 1)
+	return name, arg
 }
 
 // computerArgs shows a computer call: its action and what it acts on
@@ -660,7 +696,7 @@ func runsLsCmd() *cobra.Command {
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tSTATUS\tMODEL\tSTEPS\tCOST\tCREATED\tTASK")
 			for _, r := range runs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t$%.4f\t%s\t%s\n", r.Id, runStatusName(r.Status), runModel(r.Spec), r.Steps, r.CostUsd,
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Id, runStatusName(r.Status), runModel(r.Spec), r.Steps, costCell(r),
 					ago(r.CreatedUnixNano), summarize(r.Spec.Task, 1))
 			}
 			return w.Flush()
@@ -694,8 +730,8 @@ func runsShowCmd() *cobra.Command {
 				fmt.Fprintf(w, "agent\t%s (sandbox memory %s)\n", r.Spec.Agent, humanBytes(r.Spec.MemoryBytes))
 			}
 			u := r.Usage
-			fmt.Fprintf(w, "tokens\t%d in, %d out, %d cache read, %d cache write\ncost\t$%.4f\ncreated\t%s\n",
-				u.GetInputTokens(), u.GetOutputTokens(), u.GetCacheReadTokens(), u.GetCacheWriteTokens(), r.CostUsd, ago(r.CreatedUnixNano))
+			fmt.Fprintf(w, "tokens\t%d in, %d out, %d cache read, %d cache write\ncost\t%s\ncreated\t%s\n",
+				u.GetInputTokens(), u.GetOutputTokens(), u.GetCacheReadTokens(), u.GetCacheWriteTokens(), costWords(r), ago(r.CreatedUnixNano))
 			for name, sb := range r.Sandboxes {
 				fmt.Fprintf(w, "sandbox\t%s = %s (%s)\n", name, sb, r.Spec.Sandboxes[name])
 			}
@@ -709,6 +745,9 @@ func runsShowCmd() *cobra.Command {
 			}
 			for _, p := range r.Pending {
 				fmt.Fprintf(w, "pending\t%s %s %s (rule %s: %s)\n", p.CallId, p.Tool, summarize(p.Input, 1), p.Rule, p.Reason)
+			}
+			if q := waitingQuestion(ctx, cl, r); q != "" {
+				fmt.Fprintf(w, "question\t%s\n\t(answer with: reins runs answer %s \"…\")\n", summarize(q, 3), r.Id)
 			}
 			w.Flush()
 			if r.Text != "" {
@@ -747,31 +786,42 @@ func runsEventsCmd() *cobra.Command {
 }
 
 func runsCancelCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use: "cancel ID", Short: "End a run now (kills the running tool)", Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			return cl.CancelRun(ctx, args[0])
+			return steer(c, args[0], asJSON, func(ctx context.Context, cl *client.Client, r *reinsv1.Run) (string, *reinsv1.PendingCall, error) {
+				if err := cl.CancelRun(ctx, r.Id); err != nil {
+					return "", nil, err
+				}
+				return fmt.Sprintf("cancelled %s (it was %s, after %d steps)", r.Id, runStatusName(r.Status), r.Steps), nil, nil
+			})
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print what was done and the run as JSON")
+	return c
 }
 
 func runsAnswerCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use: "answer ID TEXT", Short: "Answer a run waiting on ask_human", Args: usageArgs(cobra.MinimumNArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			return cl.AnswerRun(ctx, args[0], strings.Join(args[1:], " "))
+			text := strings.Join(args[1:], " ")
+			return steer(c, args[0], asJSON, func(ctx context.Context, cl *client.Client, r *reinsv1.Run) (string, *reinsv1.PendingCall, error) {
+				q := waitingQuestion(ctx, cl, r)
+				if err := cl.AnswerRun(ctx, r.Id, text); err != nil {
+					return "", nil, err
+				}
+				if q == "" {
+					return fmt.Sprintf("answered %s: %q", r.Id, text), nil, nil
+				}
+				return fmt.Sprintf("answered %s's question %q: %q", r.Id, summarize(q, 1), text), nil, nil
+			})
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print what was done and the run as JSON")
+	return c
 }
 
 func runsArtifactsCmd() *cobra.Command {

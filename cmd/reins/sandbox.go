@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,26 +45,6 @@ func cmdContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// sizeFlag is a byte size flag ("512M", "2GiB"); a bad value is a usage error
-// that names the flag.
-type sizeFlag struct{ v int64 }
-
-func (f *sizeFlag) String() string {
-	if f.v == 0 {
-		return ""
-	}
-	return sandbox.FormatBytes(f.v)
-}
-func (f *sizeFlag) Type() string { return "size" }
-func (f *sizeFlag) Set(s string) error {
-	v, err := sandbox.ParseBytes(s)
-	if err != nil {
-		return errors.New("want a size like 512M or 2G")
-	}
-	f.v = v
-	return nil
-}
-
 // kvFlag collects repeated K=V flags.
 type kvFlag struct{ v []string }
 
@@ -89,6 +70,7 @@ func createCmd() *cobra.Command {
 	var (
 		spec        reinsv1.SandboxSpec
 		mem, disk   sizeFlag
+		cpus        cpuFlag
 		ttl, idle   time.Duration
 		warning     time.Duration
 		env, labels kvFlag
@@ -148,7 +130,7 @@ with every --network, none included.`,
 			if err != nil {
 				return err
 			}
-			spec.MemoryBytes, spec.DiskBytes = mem.v, disk.v
+			spec.MemoryBytes, spec.DiskBytes, spec.Cpus = mem.v, disk.v, cpus.v
 			spec.TtlMs, spec.IdleTimeoutMs = ttl.Milliseconds(), idle.Milliseconds()
 			spec.ExpiryWarningMs = warning.Milliseconds()
 			spec.Env, spec.Labels = env.v, labels.Map()
@@ -170,17 +152,17 @@ with every --network, none included.`,
 	f := c.Flags()
 	f.StringVar(&spec.Image, "image", "", "image: busybox, debian, an OCI reference, oci:PATH, docker-archive:PATH or snapshot:NAME (default busybox)")
 	f.StringVar(&spec.Backend, "backend", "", "isolation backend: gvisor or runc (default gvisor)")
-	f.Float64Var(&spec.Cpus, "cpus", 0, "CPUs (fractions allowed)")
-	f.Var(&mem, "memory", "memory limit, e.g. 512M, 2G")
+	f.Var(&cpus, "cpus", "CPUs, e.g. 0.5, 2 or 500m (millicores)")
+	f.Var(&mem, "memory", "memory limit, e.g. 512Mi, 2Gi (512M: M is MiB, as docker's)")
 	f.Int64Var(&spec.Pids, "pids", 0, "maximum number of processes")
-	f.Var(&disk, "disk", "size of the writable disk, e.g. 10G")
-	f.DurationVar(&ttl, "ttl", 0, "expire the sandbox after this long, e.g. 30m (see --on-expire)")
-	f.DurationVar(&idle, "idle-timeout", 0, "expire the sandbox after this long without activity (see --on-expire)")
-	f.DurationVar(&warning, "expiry-warning", 0, "send the expiring event this long before the TTL runs out (default: the service's, 1m)")
+	f.Var(&disk, "disk", "size of the writable disk, e.g. 10Gi")
+	durationVar(f, &ttl, "ttl", 0, "expire the sandbox after this long, e.g. 30m (see --on-expire)")
+	durationVar(f, &idle, "idle-timeout", 0, "expire the sandbox after this long without activity (see --on-expire)")
+	durationVar(f, &warning, "expiry-warning", 0, "send the expiring event this long before the TTL runs out (default: the service's, 1m)")
 	f.StringVar(&onExpire, "on-expire", "", "what an expiry does: suspend (the default: the workspace is kept, resume brings it back) or delete")
-	f.Var(&env, "env", "environment variable K=V (repeatable)")
-	f.Var(&labels, "label", "label K=V (repeatable)")
-	f.StringVar(&spec.Workdir, "workdir", "", "working directory of commands (default the image's, or /workspace)")
+	f.VarP(&env, "env", "e", "environment variable K=V (repeatable)")
+	f.VarP(&labels, "label", "l", "label K=V (repeatable)")
+	f.StringVarP(&spec.Workdir, "workdir", "w", "", "working directory of commands (default the image's, or /workspace)")
 	f.StringVar(&spec.Screen, "screen", "", "a desktop image's screen size, WxH (default the image's: 1280x800 for desktop)")
 	f.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	f.BoolVar(&gw, "model-gateway", false, "let programs in the sandbox call models through the service, never holding a key")
@@ -217,11 +199,11 @@ func printGateway(w io.Writer, g *reinsv1.ModelGateway) {
 
 func lsCmd() *cobra.Command {
 	var labels kvFlag
-	var asJSON bool
+	var asJSON, quiet, all bool
 	c := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List sandboxes",
+		Short:   "List sandboxes (stopped ones too with --all)",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, ctx, cancel, err := dial()
@@ -233,8 +215,17 @@ func lsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if !all {
+				sbs = slices.DeleteFunc(sbs, stopped)
+			}
+			switch {
+			case asJSON:
 				return printJSONList(c.OutOrStdout(), sbs)
+			case quiet:
+				for _, sb := range sbs {
+					fmt.Fprintln(c.OutOrStdout(), sb.Id)
+				}
+				return nil
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tIMAGE\tBACKEND\tSTATE\tCREATED\tLABELS\tREASON")
@@ -252,10 +243,17 @@ func lsCmd() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	c.Flags().Var(&labels, "label", "only sandboxes with this label K=V (repeatable)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	f := c.Flags()
+	f.VarP(&labels, "label", "l", "only sandboxes with this label K=V (repeatable: all must match)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVarP(&quiet, "quiet", "q", false, "print only the ids")
+	f.BoolVarP(&all, "all", "a", false, "list stopped sandboxes too")
 	return c
 }
+
+// stopped says whether a sandbox has ended for good (ls leaves these out
+// unless --all, as docker ps leaves out exited containers).
+func stopped(sb *reinsv1.Sandbox) bool { return sb.State == reinsv1.SandboxState_SANDBOX_STATE_STOPPED }
 
 func showCmd() *cobra.Command {
 	var asJSON bool
@@ -295,6 +293,7 @@ func showCmd() *cobra.Command {
 			fmt.Fprintf(w, "image\t%s %s\nbackend\t%s\ncpus\t%g\nmemory\t%s\npids\t%d\ndisk\t%s\ncreated\t%s\n",
 				s.Image, sb.ImageDigest, s.Backend, s.Cpus, sandbox.FormatBytes(s.MemoryBytes), s.Pids,
 				sandbox.FormatBytes(s.DiskBytes), ago(sb.CreatedUnixNano))
+			fmt.Fprintf(w, "workdir\t%s\n", cmp.Or(s.Workdir, "the image's (/workspace unless it names one)"))
 			if used := memoryUsed(sb); used != "" {
 				fmt.Fprintf(w, "memory used\t%s\n", used)
 			}
@@ -315,7 +314,11 @@ func showCmd() *cobra.Command {
 				case s.OnExpire == reinsv1.ExpireAction_EXPIRE_ACTION_DELETE:
 					then = "stopped (--on-expire delete)"
 				}
-				fmt.Fprintf(w, "expires\t%s, then %s\n", time.Unix(0, sb.ExpiresUnixNano).Format(time.RFC3339), then)
+				fmt.Fprintf(w, "expires\t%s, then %s\n", expiryWords(sb, time.Now()), then)
+			}
+			printSandboxEnv(w, sb)
+			if sb.State == reinsv1.SandboxState_SANDBOX_STATE_RUNNING {
+				printUsage(ctx, w, cl.Sandbox(sb.Id))
 			}
 			if s.IdleTimeoutMs != 0 {
 				fmt.Fprintf(w, "idle timeout\t%s\n", time.Duration(s.IdleTimeoutMs)*time.Millisecond)
@@ -378,15 +381,47 @@ at most 168h).`,
 }
 
 func rmCmd() *cobra.Command {
-	return &cobra.Command{
+	var labels kvFlag
+	var all bool
+	c := &cobra.Command{
 		Use:     "rm ID...",
 		Aliases: []string{"remove", "delete"},
-		Short:   "Stop sandboxes and remove everything they had",
-		Args:    usageArgs(cobra.MinimumNArgs(1)),
+		Short:   "Stop sandboxes and remove everything they had (--all: every one of yours; --label K=V: those labelled so)",
+		Long: `Stop sandboxes and remove everything they had: give their ids, or
+--all for every sandbox of yours (stopped ones too), or --label K=V for
+those with the label (repeatable: all must match). Prints each id removed,
+then how many.`,
+		Args: usageArgs(cobra.ArbitraryArgs),
 		RunE: func(c *cobra.Command, args []string) error {
-			return removeEach(c, args, (*client.Client).Delete)
+			bulk := all || len(labels.v) > 0
+			switch {
+			case bulk && len(args) > 0:
+				return usageError{errors.New("give ids, or --all or --label, not both")}
+			case !bulk && len(args) == 0:
+				return usageError{errors.New("rm needs the ids of the sandboxes to remove, or --all, or --label K=V")}
+			}
+			if !bulk {
+				return removeEach(c, "sandbox", args, false, (*client.Client).Delete)
+			}
+			cl, ctx, cancel, err := dial()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			sbs, err := cl.List(ctx, labels.Map())
+			if err != nil {
+				return err
+			}
+			ids := make([]string, len(sbs))
+			for i, sb := range sbs {
+				ids[i] = sb.Id
+			}
+			return removeEach(c, "sandbox", ids, true, (*client.Client).Delete)
 		},
 	}
+	c.Flags().BoolVarP(&all, "all", "a", false, "remove every sandbox of yours")
+	c.Flags().VarP(&labels, "label", "l", "remove the sandboxes with this label K=V (repeatable: all must match)")
+	return c
 }
 
 func extendCmd() *cobra.Command {
@@ -417,7 +452,7 @@ func extendCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().DurationVar(&ttl, "ttl", 0, "time from now until the sandbox expires")
+	durationVar(c.Flags(), &ttl, "ttl", 0, "time from now until the sandbox expires")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
 	return c
 }
@@ -461,21 +496,22 @@ func psCmd() *cobra.Command {
 func logsCmd() *cobra.Command {
 	var follow bool
 	c := &cobra.Command{
-		Use:   "logs ID PID",
-		Short: "Print a process's output (kept in a bounded buffer)",
+		Use:   "logs ID TAG|PID",
+		Short: "Print a process's output (kept in a bounded buffer); name it by its exec --tag or its PID",
 		Args:  usageArgs(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
-			pid, err := parsePid(args[1])
-			if err != nil {
-				return err
-			}
 			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
 			}
 			defer cancel()
+			sb := cl.Sandbox(args[0])
+			pid, err := processArg(ctx, sb, args[1])
+			if err != nil {
+				return err
+			}
 			var out output
-			_, err = cl.Sandbox(args[0]).Attach(ctx, pid, follow, func(ev *executorv1.ExecEvent) {
+			_, err = sb.Attach(ctx, pid, follow, func(ev *executorv1.ExecEvent) {
 				switch e := ev.Event.(type) {
 				case *executorv1.ExecEvent_Stdout:
 					out.write(c.OutOrStdout(), e.Stdout)
@@ -498,14 +534,10 @@ func logsCmd() *cobra.Command {
 func killCmd() *cobra.Command {
 	var sig string
 	c := &cobra.Command{
-		Use:   "kill ID PID",
-		Short: "Send a signal to a process's group (default KILL)",
+		Use:   "kill ID TAG|PID",
+		Short: "Send a signal to a process's group (default KILL); name it by its exec --tag or its PID",
 		Args:  usageArgs(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
-			pid, err := parsePid(args[1])
-			if err != nil {
-				return err
-			}
 			num, err := parseSignal(sig)
 			if err != nil {
 				return usageError{err}
@@ -516,6 +548,10 @@ func killCmd() *cobra.Command {
 			}
 			defer cancel()
 			sb := cl.Sandbox(args[0])
+			pid, err := processArg(ctx, sb, args[1])
+			if err != nil {
+				return err
+			}
 			_, err = client.Unary(ctx, sb, sb.RPC().Signal, &executorv1.SignalRequest{Pid: pid, Signal: int32(num)})
 			return err
 		},
@@ -524,12 +560,51 @@ func killCmd() *cobra.Command {
 	return c
 }
 
-func parsePid(s string) (int32, error) {
+// processArg is the process a logs or kill argument names: a PID, or the
+// tag it was started with (exec --tag), as ps lists them. A tag several
+// processes share names the one running, if only one is.
+func processArg(ctx context.Context, sb *client.Sandbox, arg string) (int32, error) {
+	if pid, ok := parsePid(arg); ok {
+		return pid, nil
+	}
+	resp, err := client.Unary(ctx, sb, sb.RPC().ListProcesses, &executorv1.ListProcessesRequest{})
+	if err != nil {
+		return 0, err
+	}
+	return pickProcess(resp.Processes, arg)
+}
+
+func pickProcess(procs []*executorv1.ProcessInfo, tag string) (int32, error) {
+	var tagged, running []*executorv1.ProcessInfo
+	for _, p := range procs {
+		if p.Tag == tag && tag != "" {
+			tagged = append(tagged, p)
+			if p.Running {
+				running = append(running, p)
+			}
+		}
+	}
+	switch {
+	case len(tagged) == 1:
+		return tagged[0].Pid, nil
+	case len(running) == 1:
+		return running[0].Pid, nil
+	case len(tagged) == 0:
+		return 0, usageError{fmt.Errorf("%q is neither a PID nor the tag of a process here: give the PID or the --tag that exec --detach was given (reins sandbox ps ID lists both)", tag)}
+	}
+	pids := make([]string, len(tagged))
+	for i, p := range tagged {
+		pids[i] = fmt.Sprint(p.Pid)
+	}
+	return 0, usageError{fmt.Errorf("tag %q names %d processes (PIDs %s): give the PID", tag, len(tagged), strings.Join(pids, ", "))}
+}
+
+func parsePid(s string) (int32, bool) {
 	var pid int32
 	if _, err := fmt.Sscanf(s, "%d", &pid); err != nil || pid <= 0 || fmt.Sprint(pid) != s {
-		return 0, usageError{fmt.Errorf("%q is not a process id: give the PID that exec --detach or ps printed", s)}
+		return 0, false
 	}
-	return pid, nil
+	return pid, true
 }
 
 var signals = map[string]syscall.Signal{

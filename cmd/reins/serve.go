@@ -79,6 +79,8 @@ func serveCmd() *cobra.Command {
 	var cfg serveConfig
 	var mem, disk, maxMem, maxDisk sizeFlag
 	maxMem.v, maxDisk.v = 8<<30, 64<<30
+	var cpus cpuFlag
+	maxCPUs := cpuFlag{float64(runtime.NumCPU())}
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the reins service (the API, sandboxes, runs)",
@@ -102,6 +104,7 @@ are read from this process's environment:
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg.Defaults.MemoryBytes, cfg.Defaults.DiskBytes = mem.v, disk.v
 			cfg.TenantMax.MemoryBytes, cfg.TenantMax.DiskBytes = maxMem.v, maxDisk.v
+			cfg.Defaults.CPUs, cfg.TenantMax.CPUs = cpus.v, maxCPUs.v
 			return serve(cfg)
 		},
 	}
@@ -112,15 +115,15 @@ are read from this process's environment:
 	f.StringVar(&cfg.RunscPath, "runsc", "", "path of gVisor's runsc (default: $REINS_RUNSC, else the pinned build `make deps` puts in "+gvisor.CacheDir+")")
 	f.StringVar(&cfg.DefaultBackend, "default-backend", "gvisor", "backend for sandboxes that name none: gvisor or runc")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
-	f.Float64Var(&cfg.Defaults.CPUs, "default-cpus", 0, "CPUs of sandboxes that set none (default 1)")
+	f.Var(&cpus, "default-cpus", "CPUs of sandboxes that set none, e.g. 0.5 or 500m (default 1)")
 	f.Var(&mem, "default-memory", "memory of sandboxes that set none (default 1G)")
 	f.Var(&disk, "default-disk", "disk of sandboxes that set none (default 4G)")
-	f.DurationVar(&cfg.CheckInterval, "check-interval", time.Second, "how often sandboxes are checked for death, TTL and idleness")
-	f.DurationVar(&cfg.ReleaseAfter, "release-after", 2*time.Minute, "suspend the sandboxes of runs that wait (paused, for an approval) this long; their files are kept")
+	durationVar(f, &cfg.CheckInterval, "check-interval", time.Second, "how often sandboxes are checked for death, TTL and idleness")
+	durationVar(f, &cfg.ReleaseAfter, "release-after", 2*time.Minute, "suspend the sandboxes of runs that wait (paused, for an approval) this long; their files are kept")
 	f.StringVar(&cfg.ConfigFile, "config", "", "JSON file configuring trusted tools (sql, email, http) and model prices")
 	f.StringVar(&cfg.DefaultModel, "default-model", "anthropic:claude-sonnet-4-5", "model of runs that name none")
-	f.DurationVar(&cfg.AnswerTimeout, "executor-timeout", 20*time.Second, "how long a call waits for a sandbox's executor to start answering")
-	f.Float64Var(&cfg.TenantMax.CPUs, "tenant-max-cpus", float64(runtime.NumCPU()), "most CPUs a tenant's sandbox may ask for (the default is this host's)")
+	durationVar(f, &cfg.AnswerTimeout, "executor-timeout", 20*time.Second, "how long a call waits for a sandbox's executor to start answering")
+	f.Var(&maxCPUs, "tenant-max-cpus", "most CPUs a tenant's sandbox may ask for (the default is this host's)")
 	f.Var(&maxMem, "tenant-max-memory", "most memory a tenant's sandbox may ask for")
 	f.Var(&maxDisk, "tenant-max-disk", "largest disk a tenant's sandbox may ask for (disks are sparse: the host's free space is not checked)")
 	f.Int64Var(&cfg.TenantMax.Pids, "tenant-max-pids", 32768, "most processes a tenant's sandbox may ask for")
@@ -130,9 +133,9 @@ are read from this process's environment:
 	f.IntVar(&cfg.TenantQuota.Runs, "tenant-max-runs", 10, "runs (not finished) a tenant may have at once, unless its own quota says otherwise; 0: no limit")
 	f.StringArrayVar(&cfg.Pool, "pool", nil, "IMAGE=N: keep N sandboxes of IMAGE (an image, snapshot:NAME or template:NAME) ready, so that a create of it with the default limits and backend returns in milliseconds; repeat for more images")
 	f.StringVar(&cfg.PortDomain, "port-domain", "localhost", "domain of the URLs that reach ports in sandboxes (PORT-ID.DOMAIN, on this service's port); its names must resolve to this service")
-	f.DurationVar(&cfg.ExpiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's TTL runs out its expiring event fires, for sandboxes that set none")
+	durationVar(f, &cfg.ExpiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's TTL runs out its expiring event fires, for sandboxes that set none")
 	f.IntVar(&cfg.DiskPool, "disk-pool", 2, "formatted disks of the default size kept ready, so that mkfs is off the create path; a fork --count N takes N at once (N+2 keeps a burst of N off it); 0 keeps none")
-	f.DurationVar(&cfg.SuspendedRetention, "suspended-retention", 7*24*time.Hour, "how long a suspended sandbox is kept (from its suspend, or an extend) before it is deleted with its saved workspace")
+	durationVar(f, &cfg.SuspendedRetention, "suspended-retention", 7*24*time.Hour, "how long a suspended sandbox is kept (from its suspend, or an extend) before it is deleted with its saved workspace")
 	f.StringVar(&cfg.E2BAddr, "e2b-addr", "", "HOST:PORT to serve the E2B-compatible API on, for the unmodified e2b SDKs (E2B_API_URL and E2B_SANDBOX_URL=http://HOST:PORT, E2B_API_KEY a reins token; docs/e2b.md); empty: none")
 	f.StringVar(&cfg.E2BDomain, "e2b-domain", "", "domain the E2B API's sandboxes answer with, so that the SDK's getHost(port) is PORT-ID.DOMAIN (default: --port-domain and --addr's port, which reach ports through the port URLs)")
 	return c

@@ -1,21 +1,26 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reinsdev/reins/server/wire"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/model/script"
 )
 
 func runsApproveCmd() *cobra.Command {
 	var callID, edit string
-	var always bool
+	var always, asJSON bool
 	c := &cobra.Command{
 		Use:   "approve ID",
 		Short: "Let a call the policy held run (--edit JSON to change its arguments, --always for the rest of the run)",
@@ -24,22 +29,29 @@ func runsApproveCmd() *cobra.Command {
 			if edit != "" && !json.Valid([]byte(edit)) {
 				return usageError{errors.New("--edit must be the tool's arguments as a JSON object")}
 			}
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			return cl.Approve(ctx, args[0], callID, edit, always)
+			return steer(c, args[0], asJSON, func(ctx context.Context, cl *client.Client, r *reinsv1.Run) (string, *reinsv1.PendingCall, error) {
+				p := pendingCall(r, callID)
+				if err := cl.Approve(ctx, r.Id, callID, edit, always); err != nil {
+					return "", p, err
+				}
+				words := "approved " + callWords(r, p, edit)
+				if always && p != nil {
+					words += fmt.Sprintf(", and every later %s call of the run", p.Tool)
+				}
+				return words, p, nil
+			})
 		},
 	}
 	c.Flags().StringVar(&callID, "call", "", "the call to approve (default: the first pending; see runs show)")
 	c.Flags().StringVar(&edit, "edit", "", "replace the call's arguments with this JSON object")
 	c.Flags().BoolVar(&always, "always", false, "approve this tool for the rest of the run")
+	c.Flags().BoolVar(&asJSON, "json", false, "print what was done, the call and the run as JSON")
 	return c
 }
 
 func runsDenyCmd() *cobra.Command {
 	var callID, reason string
+	var asJSON bool
 	c := &cobra.Command{
 		Use:   "deny ID --reason TEXT",
 		Short: "Refuse a call the policy held; the model receives the reason",
@@ -48,19 +60,88 @@ func runsDenyCmd() *cobra.Command {
 			if strings.TrimSpace(reason) == "" {
 				return usageError{errors.New("--reason is required: the model reads it to choose what to do instead")}
 			}
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			return cl.Deny(ctx, args[0], callID, reason)
+			return steer(c, args[0], asJSON, func(ctx context.Context, cl *client.Client, r *reinsv1.Run) (string, *reinsv1.PendingCall, error) {
+				p := pendingCall(r, callID)
+				if err := cl.Deny(ctx, r.Id, callID, reason); err != nil {
+					return "", p, err
+				}
+				return fmt.Sprintf("denied %s (the model is told: %s)", callWords(r, p, ""), reason), p, nil
+			})
 		},
 	}
 	c.Flags().StringVar(&callID, "call", "", "the call to deny (default: the first pending)")
 	c.Flags().StringVar(&reason, "reason", "", "why (given to the model)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print what was done, the call and the run as JSON")
 	return c
 }
 
+// steer does one thing to a run and says what it did: act gets the run
+// as it was (to name what it acts on) and returns the words; with asJSON
+// they print as {"done": words, "call": the held call, "run": the run
+// after}, each in the API's JSON.
+func steer(c *cobra.Command, id string, asJSON bool, act func(context.Context, *client.Client, *reinsv1.Run) (string, *reinsv1.PendingCall, error)) error {
+	cl, ctx, cancel, err := dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	before, err := cl.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	words, call, err := act(ctx, cl, before)
+	if err != nil {
+		return err
+	}
+	if !asJSON {
+		fmt.Fprintln(c.OutOrStdout(), words)
+		return nil
+	}
+	after, err := cl.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"done": words, "call": nil}
+	for k, m := range map[string]proto.Message{"run": after, "call": call} {
+		if m == nil || !m.ProtoReflect().IsValid() {
+			continue
+		}
+		data, err := wire.JSON.Marshal(m)
+		if err != nil {
+			return err
+		}
+		out[k] = json.RawMessage(data)
+	}
+	enc := json.NewEncoder(c.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// pendingCall is the held call callID names, or the first ("" names it,
+// as the service takes it); nil when none is held.
+func pendingCall(r *reinsv1.Run, callID string) *reinsv1.PendingCall {
+	for _, p := range r.Pending {
+		if callID == "" || p.CallId == callID {
+			return p
+		}
+	}
+	return nil
+}
+
+// callWords names a held call: "call 3 of run_x: bash `rm -rf build`",
+// with what an edit changes it to.
+func callWords(r *reinsv1.Run, p *reinsv1.PendingCall, edit string) string {
+	if p == nil {
+		return "the held call of " + r.Id
+	}
+	name, arg := callArg(p.Tool, p.Input)
+	s := fmt.Sprintf("call %s of %s: %s `%s`", p.CallId, r.Id, name, summarize(arg, 1))
+	if edit != "" {
+		_, to := callArg(p.Tool, edit)
+		s += fmt.Sprintf(", edited to `%s`", summarize(cmp.Or(to, edit), 1))
+	}
+	return s
+}
 func runsPauseCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "pause ID", Short: "Stop a run at its next safe point (after the current model or tool call)", Args: usageArgs(cobra.ExactArgs(1)),
@@ -216,4 +297,24 @@ func modelArg(m string) (model, inline string, err error) {
 		p = abs
 	}
 	return "script:" + p, string(data), nil
+}
+
+// waitingQuestion is the ask_human question a run waits on an answer to,
+// from its log; "" when it waits on none (or the log cannot be read: the
+// question is then only left out of what is printed).
+func waitingQuestion(ctx context.Context, cl *client.Client, r *reinsv1.Run) string {
+	if r.Status != reinsv1.RunStatus_RUN_STATUS_WAITING_APPROVAL || len(r.Pending) > 0 {
+		return ""
+	}
+	var w *reinsv1.Waiting
+	cl.RunEvents(ctx, r.Id, 0, false, func(ev *reinsv1.RunEvent) error {
+		switch {
+		case ev.GetWaiting() != nil:
+			w = ev.GetWaiting()
+		case ev.GetHumanAnswer() != nil && w != nil && ev.GetHumanAnswer().CallId == w.CallId:
+			w = nil
+		}
+		return nil
+	})
+	return w.GetQuestion()
 }

@@ -141,7 +141,7 @@ The build runs both once to check them.
 	f.Var(stepFlag{"env", &steps}, "env", "a step: set K=V for later steps and the template's sandboxes (repeatable)")
 	f.StringVar(&req.Start, "start", "", "a command left running in every sandbox made from the template")
 	f.StringVar(&req.Ready, "ready", "", "a command that exits 0 once --start is up; create waits for it")
-	f.DurationVar(&readyTimeout, "ready-timeout", 0, "how long --ready may take to succeed (default 60s)")
+	durationVar(f, &readyTimeout, "ready-timeout", 0, "how long --ready may take to succeed (default 60s)")
 	f.StringVar(&req.Backend, "backend", "", "isolation backend of the build and of the template's sandboxes: gvisor or runc")
 	f.BoolVar(&req.NoCache, "no-cache", false, "run every step again, ignoring cached results")
 	f.BoolVar(&asJSON, "json", false, "print the template as JSON")
@@ -278,7 +278,7 @@ func templateLsCmd() *cobra.Command {
 }
 
 func templateRmCmd() *cobra.Command {
-	return removeCmd("rm NAME...", "Remove templates (refused while a sandbox or a pool needs one)", (*client.Client).DeleteTemplate)
+	return removeCmd("rm NAME...", "Remove templates (refused while a sandbox or a pool needs one)", "template", (*client.Client).DeleteTemplate)
 }
 
 func truncateText(s string, n int) string {

@@ -44,7 +44,7 @@ type linkFlags struct {
 
 func (f *linkFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.public, "public", false, "a signed link that needs no token, until it expires")
-	c.Flags().DurationVar(&f.ttl, "ttl", 0, "how long a --public link works (default 1h)")
+	durationVar(c.Flags(), &f.ttl, "ttl", 0, "how long a --public link works (default 1h)")
 	c.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 }
 

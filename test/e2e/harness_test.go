@@ -187,7 +187,7 @@ func (s *service) removeAll() {
 		s.start()
 		defer s.stop()
 	}
-	out := s.run("sandbox", "ls", "--json")
+	out := s.run("sandbox", "ls", "--all", "--json")
 	for _, line := range strings.Split(out.stdout, "\n") {
 		if i := strings.Index(line, `"id": "`); i >= 0 {
 			id := strings.TrimSuffix(strings.TrimSpace(line[i+7:]), `",`)

@@ -161,7 +161,7 @@ func TestHostileSocketSymlink(t *testing.T) {
 			s.kill9()
 			s.start()
 			eventually(t, 30*time.Second, "the sandbox is reported lost", func() (bool, string) {
-				ls := s.must("sandbox", "ls")
+				ls := s.must("sandbox", "ls", "--all")
 				return strings.Contains(ls, id) && strings.Contains(ls, "lost"), ls
 			})
 			if n := conns.Load(); n != 0 {
@@ -460,7 +460,7 @@ func TestHostileLimits(t *testing.T) {
 	if r := s.run("sandbox", "create", "--disk", "100T"); r.code == 0 || !strings.Contains(r.stderr, "more than any sandbox may have") || strings.Contains(r.stderr, s.dataDir) {
 		t.Errorf("admin create --disk 100T: %s", r)
 	}
-	if ls := s.asTenant(tok, "sandbox", "ls"); strings.Contains(ls.stdout, "stopped") {
+	if ls := s.asTenant(tok, "sandbox", "ls", "--all"); strings.Contains(ls.stdout, "stopped") {
 		t.Errorf("refused creates left records:\n%s", ls.stdout)
 	}
 	// Within the limits, it works.

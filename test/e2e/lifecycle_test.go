@@ -29,7 +29,7 @@ func TestDeathIsNoticedAtOnce(t *testing.T) {
 				t.Fatalf("%s kill: %v: %s", runtime, err, out)
 			}
 			eventually(t, 15*time.Second, "the killed sandbox is listed as stopped", func() (bool, string) {
-				for _, line := range strings.Split(s.must("sandbox", "ls"), "\n") {
+				for _, line := range strings.Split(s.must("sandbox", "ls", "--all"), "\n") {
 					if strings.HasPrefix(line, id) {
 						return strings.Contains(line, "stopped"), line
 					}

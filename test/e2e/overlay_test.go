@@ -42,7 +42,7 @@ func TestLostGvisorSandboxKeepsFiles(t *testing.T) {
 	}
 	killSentry(t, s, sb)
 	eventually(t, 30*time.Second, "the sandbox is stopped", func() (bool, string) {
-		ls := s.must("sandbox", "ls")
+		ls := s.must("sandbox", "ls", "--all")
 		return strings.Contains(ls, "stopped"), ls
 	})
 	s.must("runs", "approve", id)

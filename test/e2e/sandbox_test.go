@@ -194,7 +194,7 @@ func TestRestart(t *testing.T) {
 		out := s.must("sandbox", "logs", keep, pid)
 		return out == "one\ntwo\n", out
 	})
-	ls := s.must("sandbox", "ls")
+	ls := s.must("sandbox", "ls", "--all")
 	for _, line := range strings.Split(ls, "\n") {
 		if strings.HasPrefix(line, doomed) && !(strings.Contains(line, "stopped") && strings.Contains(line, "lost")) {
 			t.Errorf("dead sandbox not stopped/lost: %s", line)
@@ -304,7 +304,7 @@ func TestBadInput(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "token") {
 		t.Errorf("wrong token: %s", r)
 	}
-	if ls := s.must("sandbox", "ls", "--json"); strings.TrimSpace(ls) != "[]" {
+	if ls := s.must("sandbox", "ls", "--all", "--json"); strings.TrimSpace(ls) != "[]" {
 		t.Errorf("bad input left sandboxes behind: %s", ls)
 	}
 	// A cp source that does not exist in the sandbox.

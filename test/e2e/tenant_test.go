@@ -498,7 +498,7 @@ func TestTenantQuota(t *testing.T) {
 		t.Errorf("the refused create left something in %s: %d entries before, %d after", sbDir, len(before), len(after))
 	}
 	var sbs []map[string]any
-	json.Unmarshal([]byte(s.asTenant(solo, "sandbox", "ls", "--json").stdout), &sbs)
+	json.Unmarshal([]byte(s.asTenant(solo, "sandbox", "ls", "--all", "--json").stdout), &sbs)
 	if len(sbs) != 1 {
 		t.Errorf("solo has %d sandboxes after a refused create, want 1: %v", len(sbs), sbs)
 	}
