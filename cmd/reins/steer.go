@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reinsdev/reins/server/wire"
 	"os"
 	"strings"
 
@@ -16,6 +15,7 @@ import (
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/model/script"
+	"github.com/reinsdev/reins/server/wire"
 )
 
 func runsApproveCmd() *cobra.Command {
