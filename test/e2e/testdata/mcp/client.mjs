@@ -136,10 +136,12 @@ try {
   const names = r.structuredContent.entries.map((e) => e.path).sort();
   assert.deepEqual(names, ["/work/bin.dat", "/work/notes"]);
   r = await call("list_files", { sandbox_id: id, path: "/work", glob: "**/*.txt" });
-  assert.deepEqual(r.structuredContent.entries.map((e) => e.path), ["/work/notes/a.txt"]);
+  assert.deepEqual(r.structuredContent.entries.map((e) => [e.path, e.type, e.size]), [["/work/notes/a.txt", "file", 14]]);
   r = await call("grep", { sandbox_id: id, pattern: "TW.", path: "/work" });
   assert.equal(r.structuredContent.matches.length, 1);
   assert.match(text(r), /a\.txt:2: TWO/);
+  r = await call("grep", { sandbox_id: id, pattern: "TW.", path: "/work", literal: true });
+  assert.equal(r.structuredContent.matches.length, 0, "a literal pattern is not a regular expression");
 
   if (mode === "stdio") {
     // A local directory in, a result file out.
