@@ -66,7 +66,7 @@ const { tools } = await client.listTools();
 const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
 seen.tools = tools.map((t) => t.name).sort();
 for (const name of ["sandbox_create", "sandbox_list", "sandbox_delete", "exec", "read_file", "write_file",
-  "edit_file", "list_files", "grep", "upload", "download", "port_url"]) {
+  "edit_file", "list_files", "grep", "upload", "download", "port_url", "run_start", "run_get"]) {
   assert.ok(byName[name], `tool ${name} is missing: have ${seen.tools}`);
   assert.equal(byName[name].inputSchema.type, "object", `${name}'s schema`);
 }
@@ -186,6 +186,19 @@ try {
 } finally {
   const r = await client.callTool({ name: "sandbox_delete", arguments: { sandbox_id: id } });
   assert.ok(!r.isError, text(r));
+}
+if (mode === "http") {
+  // An agent run with the script: model, waited for.
+  const script = { turns: [{ tool_calls: [{ name: "bash", input: { command: "echo ran by the agent" } }] }, { text: "done by script" }] };
+  let r = await call("run_start", { task: "say it", script, wait_seconds: 120 });
+  assert.equal(r.structuredContent.status, "RUN_STATUS_SUCCEEDED", text(r));
+  assert.equal(r.structuredContent.text, "done by script");
+  r = await call("run_get", { run_id: r.structuredContent.id });
+  assert.match(text(r), /succeeded/);
+  msg = await callError("run_get", { run_id: "run_00000000deadbeef" });
+  assert.match(msg, /not found/i);
+  msg = await callError("run_start", { task: "x", wait_seconds: 9999 });
+  assert.match(msg, /wait_seconds/);
 }
 msg = await callError("read_file", { sandbox_id: id, path: "/etc/hostname" });
 assert.match(msg, /not found/i);
