@@ -47,6 +47,7 @@ type fakeSandbox struct {
 	id       string
 	tarBytes []byte
 	files    map[string][]byte
+	uploaded int
 }
 
 func (f *fakeSandbox) check(h http.Header) error {
@@ -162,4 +163,19 @@ func tarOf(t *testing.T, entries ...*tar.Header) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+func (f *fakeSandbox) Upload(ctx context.Context, stream *connect.ClientStream[executorv1.UploadRequest]) (*connect.Response[executorv1.UploadResponse], error) {
+	if err := f.check(stream.RequestHeader()); err != nil {
+		return nil, err
+	}
+	var n int
+	for stream.Receive() {
+		n += len(stream.Msg().GetData())
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	f.uploaded += n
+	return connect.NewResponse(&executorv1.UploadResponse{Bytes: uint64(n)}), nil
 }
