@@ -165,6 +165,13 @@ try {
     assert.equal(fs.readFileSync(path.join(out, "project", "sub", "deep.txt"), "utf8"), "deep\n");
     msg = await callError("download", { sandbox_id: id, path: "/work/result.txt", local_dir: path.join(WORK, "nowhere") });
     assert.match(msg, /local_dir/);
+    // Files cross the boundary around an agent run: uploaded into the
+    // sandbox, worked on by the run in it, the report brought back.
+    const script = { turns: [{ tool_calls: [{ name: "bash", input: { command: "tr a-z A-Z < /work/project/input.txt > /work/report.txt" } }] }, { text: "report written" }] };
+    r = await call("run_start", { task: "write the report", script, sandbox_id: id, wait_seconds: 120 });
+    assert.equal(r.structuredContent.status, "RUN_STATUS_SUCCEEDED", text(r));
+    r = await call("download", { sandbox_id: id, path: "/work/report.txt", local_dir: out });
+    assert.equal(fs.readFileSync(path.join(out, "report.txt"), "utf8"), "DATA FROM THE CLIENT\n");
   } else {
     const blob = Buffer.from("bytes from the client\n\u0000\u0001");
     r = await call("upload", { sandbox_id: id, path: "/work/up/blob.bin", content_base64: blob.toString("base64") });
