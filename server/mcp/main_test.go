@@ -84,7 +84,7 @@ func (f *fakeSandbox) WriteFile(ctx context.Context, req *connect.Request[execut
 }
 
 // newFake serves sb's executor calls and answers a reins client of it.
-func newFake(t *testing.T, sb *fakeSandbox) *client.Client {
+func newFake(t testing.TB, sb *fakeSandbox) *client.Client {
 	t.Helper()
 	if sb.files == nil {
 		sb.files = map[string][]byte{}
@@ -103,7 +103,7 @@ func newFake(t *testing.T, sb *fakeSandbox) *client.Client {
 }
 
 // connectLocal connects an MCP client, in memory, to a server of c's.
-func connectLocal(t *testing.T, c *client.Client, opts mcp.Options) *sdk.ClientSession {
+func connectLocal(t testing.TB, c *client.Client, opts mcp.Options) *sdk.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	st, ct := sdk.NewInMemoryTransports()
