@@ -185,6 +185,10 @@ try {
     assert.ok(res, `download answered no resource: ${JSON.stringify(r.content)}`);
     assert.deepEqual(Buffer.from(res.resource.blob, "base64"), blob);
     assert.equal(res.resource.uri, `reins://${id}/work/up/blob.bin`);
+    // Past the inline bound: refused, pointing to the raw file API.
+    await call("exec", { sandbox_id: id, command: "head -c 11000000 /dev/zero > /work/up/big" });
+    msg = await callError("download", { sandbox_id: id, path: "/work/up/big" });
+    assert.match(msg, /11000000 bytes.*\/v1\/sandboxes\/ID\/files/);
   }
 
   r = await call("port_url", { sandbox_id: id, port: 8080 });
