@@ -180,6 +180,7 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		{"workspace", b.workspace},
 		{"computer", func() error { return b.computer(20) }},
 		{"view", func() error { return b.view(5, 20) }},
+		{"mcp", func() error { return b.mcpBench(execs) }},
 	}
 	if *workloadOnly {
 		steps = steps[:0]

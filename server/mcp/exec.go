@@ -63,7 +63,7 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a execArgs) 
 		}
 		rc.Env = append(rc.Env, k+"="+a.Env[k])
 	}
-	resp, err := runCommand(ctx, sb, rc)
+	resp, err := sb.RunCommand(ctx, rc)
 	if err != nil {
 		return nil, nil, err
 	}

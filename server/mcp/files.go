@@ -67,7 +67,8 @@ type listFilesResult struct {
 
 type grepArgs struct {
 	SandboxID  string `json:"sandbox_id" jsonschema:"the sandbox's id"`
-	Pattern    string `json:"pattern" jsonschema:"an RE2 regular expression"`
+	Pattern    string `json:"pattern" jsonschema:"an RE2 regular expression, or with literal the exact text"`
+	Literal    bool   `json:"literal,omitempty" jsonschema:"pattern is the exact text to find, not a regular expression"`
 	Path       string `json:"path,omitempty" jsonschema:"a file or a directory searched recursively (default: the workdir)"`
 	Include    string `json:"include,omitempty" jsonschema:"only files whose names match this glob, such as *.go"`
 	IgnoreCase bool   `json:"ignore_case,omitempty" jsonschema:"match regardless of case"`
@@ -99,7 +100,7 @@ func (t *tools) addFileTools(s *sdk.Server) {
 	}, t.listFiles)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "grep",
-		Description: "Search files in the sandbox for a regular expression; answers path:line: text for each match.",
+		Description: "Search files in the sandbox for a regular expression (or, with literal, exact text); answers path:line: text for each match.",
 		Annotations: titled(*readOnly, "Search files"),
 	}, t.grep)
 }
@@ -248,13 +249,13 @@ func (t *tools) listFiles(ctx context.Context, req *sdk.CallToolRequest, a listF
 	}
 	var r listFilesResult
 	if a.Glob != "" {
-		resp, err := client.Unary(ctx, sb, sb.RPC().Glob, &executorv1.GlobRequest{Pattern: a.Glob, Dir: a.Path})
+		resp, err := client.Unary(ctx, sb, sb.RPC().Glob, &executorv1.GlobRequest{Pattern: a.Glob, Dir: a.Path, Info: true})
 		if err != nil {
 			return nil, nil, err
 		}
 		r.Truncated = resp.Truncated
-		for _, p := range resp.Paths {
-			r.Entries = append(r.Entries, fileEntry{Path: p, Type: "file"})
+		for _, e := range resp.Entries {
+			r.Entries = append(r.Entries, entryOf(e))
 		}
 	} else {
 		path := a.Path
@@ -267,7 +268,7 @@ func (t *tools) listFiles(ctx context.Context, req *sdk.CallToolRequest, a listF
 		}
 		r.Truncated = resp.Truncated
 		for _, e := range resp.Entries {
-			r.Entries = append(r.Entries, fileEntry{Path: e.Path, Type: fileType(e.Type), Size: e.Size, Target: e.SymlinkTarget})
+			r.Entries = append(r.Entries, entryOf(e))
 		}
 	}
 	if r.Entries == nil {
@@ -276,8 +277,6 @@ func (t *tools) listFiles(ctx context.Context, req *sdk.CallToolRequest, a listF
 	var b strings.Builder
 	for _, e := range r.Entries {
 		switch {
-		case a.Glob != "":
-			fmt.Fprintf(&b, "%s\n", e.Path)
 		case e.Type == "dir":
 			fmt.Fprintf(&b, "%s/\n", e.Path)
 		case e.Type == "symlink":
@@ -293,6 +292,10 @@ func (t *tools) listFiles(ctx context.Context, req *sdk.CallToolRequest, a listF
 		b.WriteString("[more entries than answered: list a smaller directory or a narrower glob]\n")
 	}
 	return result(b.String(), r), nil, nil
+}
+
+func entryOf(e *executorv1.FileInfo) fileEntry {
+	return fileEntry{Path: e.Path, Type: fileType(e.Type), Size: e.Size, Target: e.SymlinkTarget}
 }
 
 func fileType(t executorv1.FileType) string {
@@ -322,7 +325,7 @@ func (t *tools) grep(ctx context.Context, req *sdk.CallToolRequest, a grepArgs) 
 	if path == "" {
 		path = "."
 	}
-	resp, err := client.Unary(ctx, sb, sb.RPC().Grep, &executorv1.GrepRequest{Pattern: a.Pattern, Path: path, Include: a.Include, IgnoreCase: a.IgnoreCase, Limit: uint32(a.Limit)})
+	resp, err := client.Unary(ctx, sb, sb.RPC().Grep, &executorv1.GrepRequest{Pattern: a.Pattern, Path: path, Include: a.Include, IgnoreCase: a.IgnoreCase, Limit: uint32(a.Limit), Literal: a.Literal})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -47,6 +47,7 @@ type fakeSandbox struct {
 	id       string
 	tarBytes []byte
 	files    map[string][]byte
+	uploaded int
 }
 
 func (f *fakeSandbox) check(h http.Header) error {
@@ -83,7 +84,7 @@ func (f *fakeSandbox) WriteFile(ctx context.Context, req *connect.Request[execut
 }
 
 // newFake serves sb's executor calls and answers a reins client of it.
-func newFake(t *testing.T, sb *fakeSandbox) *client.Client {
+func newFake(t testing.TB, sb *fakeSandbox) *client.Client {
 	t.Helper()
 	if sb.files == nil {
 		sb.files = map[string][]byte{}
@@ -102,7 +103,7 @@ func newFake(t *testing.T, sb *fakeSandbox) *client.Client {
 }
 
 // connectLocal connects an MCP client, in memory, to a server of c's.
-func connectLocal(t *testing.T, c *client.Client, opts mcp.Options) *sdk.ClientSession {
+func connectLocal(t testing.TB, c *client.Client, opts mcp.Options) *sdk.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	st, ct := sdk.NewInMemoryTransports()
@@ -162,4 +163,19 @@ func tarOf(t *testing.T, entries ...*tar.Header) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+func (f *fakeSandbox) Upload(ctx context.Context, stream *connect.ClientStream[executorv1.UploadRequest]) (*connect.Response[executorv1.UploadResponse], error) {
+	if err := f.check(stream.RequestHeader()); err != nil {
+		return nil, err
+	}
+	var n int
+	for stream.Receive() {
+		n += len(stream.Msg().GetData())
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	f.uploaded += n
+	return connect.NewResponse(&executorv1.UploadResponse{Bytes: uint64(n)}), nil
 }

@@ -85,6 +85,7 @@ func New(c *client.Client, opts Options, sopts *sdk.ServerOptions) *sdk.Server {
 	t.addExecTool(s)
 	t.addFileTools(s)
 	t.addTransferTools(s)
+	t.addRunTools(s)
 	return s
 }
 

@@ -193,9 +193,10 @@ func (t *tools) uploadLocal(ctx context.Context, req *sdk.CallToolRequest, a loc
 	go func() { pw.CloseWithError(archive.Write(pw, a.LocalPath)) }()
 	defer pr.Close()
 	limit := t.opts.maxLocal()
-	lr := &boundedReader{r: pr, left: limit}
+	// A byte past the bound tells a stream cut there from one that ends.
+	lr := &io.LimitedReader{R: pr, N: limit + 1}
 	resp, err := sb.Upload(ctx, a.Dest, lr)
-	if lr.over {
+	if lr.N == 0 {
 		return nil, nil, fmt.Errorf("%s is more than %d bytes as a tar stream: copy it with `reins sandbox cp`: %w", a.LocalPath, limit, errdefs.ErrTooLarge)
 	}
 	if err != nil {
@@ -250,24 +251,4 @@ func (t *tools) downloadLocal(ctx context.Context, req *sdk.CallToolRequest, a l
 	}
 	r := transferResult{Source: a.Path, Dest: target, Files: uint64(files), Bytes: uint64(n)}
 	return result(fmt.Sprintf("downloaded %s:%s to %s (%d files, %d bytes)", sb.ID, a.Path, target, files, n), r), nil, nil
-}
-
-// boundedReader reads at most left bytes of r, then fails (over says so).
-type boundedReader struct {
-	r    io.Reader
-	left int64
-	over bool
-}
-
-func (b *boundedReader) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		b.over = true
-		return 0, fmt.Errorf("over the bound: %w", errdefs.ErrTooLarge)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.r.Read(p)
-	b.left -= int64(n)
-	return n, err
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -90,7 +91,12 @@ func TestHostileMCPOtherTenant(t *testing.T) {
 		t.Fatal("acme could not create a sandbox")
 	}
 	s.asTenant(acme, "sandbox", "exec", sbx, "--", "sh", "-c", "echo acme > /tmp/mine")
-	const missing = "0123456789ab"
+	r := s.asTenant(acme, "run", "--json", "--model", "script:"+writeScript(t, map[string]any{"text": "hi"}), "say hi")
+	var run struct{ ID string }
+	if err := json.Unmarshal([]byte(r.stdout), &run); r.code != 0 || err != nil || run.ID == "" {
+		t.Fatalf("acme's run: %s", r)
+	}
+	const missing, missingRun = "0123456789ab", "run_00000000deadbeef"
 	cs := s.mcpSession(t, beta)
 	calls := []struct {
 		tool string
@@ -119,6 +125,9 @@ func TestHostileMCPOtherTenant(t *testing.T) {
 		}},
 		{"download", func(id string) map[string]any { return map[string]any{"sandbox_id": id, "path": "/tmp/mine"} }},
 		{"port_url", func(id string) map[string]any { return map[string]any{"sandbox_id": id, "port": 8080} }},
+		{"run_start", func(id string) map[string]any {
+			return map[string]any{"sandbox_id": id, "task": "x", "script": map[string]any{"turns": []any{map[string]any{"text": "hi"}}}}
+		}},
 		{"sandbox_delete", func(id string) map[string]any { return map[string]any{"sandbox_id": id} }},
 	}
 	for _, c := range calls {
@@ -131,6 +140,11 @@ func TestHostileMCPOtherTenant(t *testing.T) {
 		if strings.ReplaceAll(got, sbx, missing) != want {
 			t.Errorf("%s: acme's sandbox answered\n  %s\nwhere a missing one answers\n  %s", c.tool, got, want)
 		}
+	}
+	got, _ := mcpAnswer(t, cs, "run_get", map[string]any{"run_id": run.ID})
+	want, _ := mcpAnswer(t, cs, "run_get", map[string]any{"run_id": missingRun})
+	if strings.ReplaceAll(got, run.ID, missingRun) != want || !strings.Contains(want, "not found") {
+		t.Errorf("run_get of acme's run answered\n  %s\nwhere a missing one answers\n  %s", got, want)
 	}
 	if got, _ := mcpAnswer(t, cs, "sandbox_list", map[string]any{}); strings.Contains(got, sbx) {
 		t.Errorf("beta's sandbox_list shows acme's sandbox: %s", got)

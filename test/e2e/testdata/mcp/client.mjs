@@ -66,7 +66,7 @@ const { tools } = await client.listTools();
 const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
 seen.tools = tools.map((t) => t.name).sort();
 for (const name of ["sandbox_create", "sandbox_list", "sandbox_delete", "exec", "read_file", "write_file",
-  "edit_file", "list_files", "grep", "upload", "download", "port_url"]) {
+  "edit_file", "list_files", "grep", "upload", "download", "port_url", "run_start", "run_get"]) {
   assert.ok(byName[name], `tool ${name} is missing: have ${seen.tools}`);
   assert.equal(byName[name].inputSchema.type, "object", `${name}'s schema`);
 }
@@ -136,10 +136,12 @@ try {
   const names = r.structuredContent.entries.map((e) => e.path).sort();
   assert.deepEqual(names, ["/work/bin.dat", "/work/notes"]);
   r = await call("list_files", { sandbox_id: id, path: "/work", glob: "**/*.txt" });
-  assert.deepEqual(r.structuredContent.entries.map((e) => e.path), ["/work/notes/a.txt"]);
+  assert.deepEqual(r.structuredContent.entries.map((e) => [e.path, e.type, e.size]), [["/work/notes/a.txt", "file", 14]]);
   r = await call("grep", { sandbox_id: id, pattern: "TW.", path: "/work" });
   assert.equal(r.structuredContent.matches.length, 1);
   assert.match(text(r), /a\.txt:2: TWO/);
+  r = await call("grep", { sandbox_id: id, pattern: "TW.", path: "/work", literal: true });
+  assert.equal(r.structuredContent.matches.length, 0, "a literal pattern is not a regular expression");
 
   if (mode === "stdio") {
     // A local directory in, a result file out.
@@ -163,6 +165,13 @@ try {
     assert.equal(fs.readFileSync(path.join(out, "project", "sub", "deep.txt"), "utf8"), "deep\n");
     msg = await callError("download", { sandbox_id: id, path: "/work/result.txt", local_dir: path.join(WORK, "nowhere") });
     assert.match(msg, /local_dir/);
+    // Files cross the boundary around an agent run: uploaded into the
+    // sandbox, worked on by the run in it, the report brought back.
+    const script = { turns: [{ tool_calls: [{ name: "bash", input: { command: "tr a-z A-Z < /work/project/input.txt > /work/report.txt" } }] }, { text: "report written" }] };
+    r = await call("run_start", { task: "write the report", script, sandbox_id: id, wait_seconds: 120 });
+    assert.equal(r.structuredContent.status, "RUN_STATUS_SUCCEEDED", text(r));
+    r = await call("download", { sandbox_id: id, path: "/work/report.txt", local_dir: out });
+    assert.equal(fs.readFileSync(path.join(out, "report.txt"), "utf8"), "DATA FROM THE CLIENT\n");
   } else {
     const blob = Buffer.from("bytes from the client\n\u0000\u0001");
     r = await call("upload", { sandbox_id: id, path: "/work/up/blob.bin", content_base64: blob.toString("base64") });
@@ -176,6 +185,10 @@ try {
     assert.ok(res, `download answered no resource: ${JSON.stringify(r.content)}`);
     assert.deepEqual(Buffer.from(res.resource.blob, "base64"), blob);
     assert.equal(res.resource.uri, `reins://${id}/work/up/blob.bin`);
+    // Past the inline bound: refused, pointing to the raw file API.
+    await call("exec", { sandbox_id: id, command: "head -c 11000000 /dev/zero > /work/up/big" });
+    msg = await callError("download", { sandbox_id: id, path: "/work/up/big" });
+    assert.match(msg, /11000000 bytes.*\/v1\/sandboxes\/ID\/files/);
   }
 
   r = await call("port_url", { sandbox_id: id, port: 8080 });
@@ -184,6 +197,19 @@ try {
 } finally {
   const r = await client.callTool({ name: "sandbox_delete", arguments: { sandbox_id: id } });
   assert.ok(!r.isError, text(r));
+}
+if (mode === "http") {
+  // An agent run with the script: model, waited for.
+  const script = { turns: [{ tool_calls: [{ name: "bash", input: { command: "echo ran by the agent" } }] }, { text: "done by script" }] };
+  let r = await call("run_start", { task: "say it", script, wait_seconds: 120 });
+  assert.equal(r.structuredContent.status, "RUN_STATUS_SUCCEEDED", text(r));
+  assert.equal(r.structuredContent.text, "done by script");
+  r = await call("run_get", { run_id: r.structuredContent.id });
+  assert.match(text(r), /succeeded/);
+  msg = await callError("run_get", { run_id: "run_00000000deadbeef" });
+  assert.match(msg, /not found/i);
+  msg = await callError("run_start", { task: "x", wait_seconds: 9999 });
+  assert.match(msg, /wait_seconds/);
 }
 msg = await callError("read_file", { sandbox_id: id, path: "/etc/hostname" });
 assert.match(msg, /not found/i);
