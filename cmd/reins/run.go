@@ -800,7 +800,7 @@ func runsCancelCmd() *cobra.Command {
 				if err := cl.CancelRun(ctx, r.Id); err != nil {
 					return "", nil, err
 				}
-				return fmt.Sprintf("cancelled %s (it was %s, after %d steps)", r.Id, runStatusName(r.Status), r.Steps), nil, nil
+				return fmt.Sprintf("cancelled %s (it was %s, after %s)", r.Id, runStatusName(r.Status), count(int(r.Steps), "step")), nil, nil
 			})
 		},
 	}
