@@ -23,7 +23,7 @@ func TestCLIHabits(t *testing.T) {
 
 	show := s.must("sandbox", "show", short)
 	for _, want := range []string{`id\s+` + id, `cpus\s+0\.5\n`, `memory\s+256 MiB\n`, `workdir\s+/tmp\n`, `env\s+GREETING=hi\n\s+API_KEY=•••• \(masked\)\n`,
-		`expires\s+in 9m\d+s \(at .*; ttl 10m0s\)`, `usage\s+memory \d.*, disk .* of .*, \d+ process(es)?, CPU \d`} {
+		`expires\s+in (9m\d+s|10m0s) \(at .*; ttl 10m0s\)`, `usage\s+memory \d.*, disk .* of .*, \d+ process(es)?, CPU \d`} {
 		if !regexp.MustCompile(want).MatchString(show) {
 			t.Errorf("show lacks %s:\n%s", want, show)
 		}
@@ -129,7 +129,7 @@ func TestRunsSayWhatTheyDid(t *testing.T) {
 	id := strings.TrimSpace(s.must("run", "--detach", "--policy", pol, "--model", "script:"+script, "clean up"))
 	short := strings.TrimPrefix(id, "run_")[:6]
 	waitStatus(t, s, id, "RUN_STATUS_WAITING_APPROVAL")
-	if out := s.must("runs", "approve", short); !strings.HasPrefix(out, "approved call ") || !strings.Contains(out, " of "+id+": bash `rm -rf build`") {
+	if out := s.must("runs", "approve", short); !strings.HasPrefix(out, "approved call_") || !strings.Contains(out, " of "+id+": bash `rm -rf build`") {
 		t.Errorf("runs approve: %q", out)
 	}
 	eventually(t, 60*time.Second, "the run asks", func() (bool, string) {
