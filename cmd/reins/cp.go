@@ -200,7 +200,9 @@ func copyOutTar(ctx context.Context, c *cobra.Command, sb *client.Sandbox, src s
 		_, err := sb.Download(ctx, src, pw)
 		pw.CloseWithError(err)
 	}()
-	err = safeTar(pr, c.OutOrStdout(), base)
+	bar := newStatusLine(os.Stderr)
+	defer bar.Done()
+	err = safeTar(bar.Counter("copying", pr), c.OutOrStdout(), base)
 	pr.CloseWithError(err)
 	return err
 }
