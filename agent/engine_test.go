@@ -440,8 +440,10 @@ func TestRunWithTools(t *testing.T) {
 	if row.Status != "succeeded" || sum.Text != "all done" || sum.Steps != 4 {
 		t.Fatalf("run %s: %s %+v\nevents %v", id, row.Status, sum, types(evs))
 	}
-	if sum.Usage.InputTokens == 0 || sum.Cost == 0 {
-		t.Errorf("no usage or cost recorded: %+v", sum)
+	// Usage is counted; a script: model charges nothing (TestBudgets
+	// prices one to check that cost is recorded).
+	if sum.Usage.InputTokens == 0 || sum.Cost != 0 {
+		t.Errorf("usage not recorded, or an offline model charged: %+v", sum)
 	}
 	// Every result follows its intent; seqs have no gaps.
 	intents := map[string]bool{}

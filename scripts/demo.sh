@@ -28,25 +28,25 @@ done
 export REINS_TOKEN=$(cat "$DATA/admin.token")
 echo "reins serve is up at $REINS_URL (log: $DATA/serve.log)"
 
-step reins sandbox create --memory 512M --label demo=yes
-ID=$("$REINS" sandbox create --memory 512M --label demo=yes)
+step reins sandbox create --memory 512Mi --label demo=yes
+ID=$("$REINS" sandbox create --memory 512Mi --label demo=yes)
 echo "$ID"
 
-step reins sandbox exec "$ID" -- uname -a
-"$REINS" sandbox exec "$ID" -- uname -a
+step reins sandbox exec "$ID" uname -a
+"$REINS" sandbox exec "$ID" uname -a
 
 step reins sandbox cp examples/fix-the-bug/project "$ID":/workspace/project
 "$REINS" sandbox cp examples/fix-the-bug/project "$ID":/workspace/project
 
-step reins sandbox exec "$ID" -- sh /workspace/project/test.sh
-"$REINS" sandbox exec "$ID" -- sh /workspace/project/test.sh || echo "(exit code $?)"
+step reins sandbox exec "$ID" sh /workspace/project/test.sh
+"$REINS" sandbox exec "$ID" sh /workspace/project/test.sh || echo "(exit code $?)"
 
 TASK="Find the failing test in /workspace/project, fix the bug, and rerun the tests."
 step reins run --model script:examples/fix-the-bug/agent.json --in "$ID" "\"$TASK\""
 "$REINS" run --model script:examples/fix-the-bug/agent.json --in "$ID" "$TASK"
 
-step reins sandbox exec "$ID" -- sh /workspace/project/test.sh
-"$REINS" sandbox exec "$ID" -- sh /workspace/project/test.sh
+step reins sandbox exec "$ID" sh /workspace/project/test.sh
+"$REINS" sandbox exec "$ID" sh /workspace/project/test.sh
 
 step reins runs ls
 "$REINS" runs ls

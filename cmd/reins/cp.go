@@ -117,18 +117,28 @@ func copyIn(ctx context.Context, sb *client.Sandbox, src, dst string) error {
 	return nil
 }
 
-func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
+// remoteSource stats what a copy out of the sandbox copies: its file
+// info, and the name it is copied under ("root" for /).
+func remoteSource(ctx context.Context, sb *client.Sandbox, src string) (*executorv1.FileInfo, string, error) {
 	info, err := client.Unary(ctx, sb, sb.RPC().Stat, &executorv1.StatRequest{Path: src})
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	base := path.Base(info.Info.Path)
 	if base == "/" || base == "." {
 		base = "root"
 	}
+	return info.Info, base, nil
+}
+
+func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
+	info, base, err := remoteSource(ctx, sb, src)
+	if err != nil {
+		return err
+	}
 	dir, name := dst, base
 	if st, err := os.Stat(dst); err == nil && st.IsDir() {
-	} else if err == nil && info.Info.Type == executorv1.FileType_FILE_TYPE_DIR {
+	} else if err == nil && info.Type == executorv1.FileType_FILE_TYPE_DIR {
 		return fmt.Errorf("cannot copy directory %s:%s onto file %s", sb.ID, src, dst)
 	} else {
 		dir, name = filepath.Dir(dst), filepath.Base(dst)
@@ -181,20 +191,18 @@ func copyInTar(ctx context.Context, c *cobra.Command, sb *client.Sandbox, dir st
 // unpacks holds only entries under src's name (none with "..", none
 // absolute) and no device nodes, fifos or sockets.
 func copyOutTar(ctx context.Context, c *cobra.Command, sb *client.Sandbox, src string) error {
-	info, err := client.Unary(ctx, sb, sb.RPC().Stat, &executorv1.StatRequest{Path: src})
+	_, base, err := remoteSource(ctx, sb, src)
 	if err != nil {
 		return err
-	}
-	base := path.Base(info.Info.Path)
-	if base == "/" || base == "." {
-		base = "root"
 	}
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := sb.Download(ctx, src, pw)
 		pw.CloseWithError(err)
 	}()
-	err = safeTar(pr, c.OutOrStdout(), base)
+	bar := newStatusLine(os.Stderr)
+	defer bar.Done()
+	err = safeTar(bar.Counter("copying", pr), c.OutOrStdout(), base)
 	pr.CloseWithError(err)
 	return err
 }

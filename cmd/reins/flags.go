@@ -87,8 +87,8 @@ func parseCPUs(s string) (float64, error) {
 type durationFlag struct{ v *time.Duration }
 
 func (f durationFlag) String() string {
-	if f.v == nil {
-		return "0s"
+	if f.v == nil || *f.v == 0 {
+		return "0" // what pflag's help takes for "no default"
 	}
 	return f.v.String()
 }

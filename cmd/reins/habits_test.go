@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -188,14 +186,7 @@ func serveBoxes(t *testing.T, ids ...string) *boxes {
 		}
 		b.infos = append(b.infos, sandbox.Info{ID: id, State: st, CreatedAt: time.Unix(int64(i), 0), Spec: sandbox.Spec{Image: "busybox", Labels: labels}})
 	}
-	srv := httptest.NewUnstartedServer(server.New(b, "tok", nil).Handler())
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	t.Setenv("REINS_URL", srv.URL)
-	t.Setenv("REINS_TOKEN", "tok")
+	serveAPI(t, server.New(b, "tok", nil).Handler())
 	return b
 }
 

@@ -221,7 +221,14 @@ func serveFake(t *testing.T) *fakeSandboxes {
 	f := &fakeSandboxes{info: sandbox.Info{ID: "sbx1", State: sandbox.StateRunning, Spec: sandbox.Spec{Image: "busybox",
 		Network: egress.Rules{Mode: egress.ModeEgress, AllowHosts: []egress.HostRule{{Host: "old.example.com"}},
 			DenyHosts: []egress.HostRule{{Host: "evil.example.com"}}, Secrets: []egress.SecretRef{{Name: "GH", Hosts: []string{"api.github.com"}}}}}}}
-	srv := httptest.NewUnstartedServer(server.New(f, "tok", nil).WithNetworks(fakeNetworks{f}).WithEgressLogs(fakeEgress{sampleEntries()}).Handler())
+	serveAPI(t, server.New(f, "tok", nil).WithNetworks(fakeNetworks{f}).WithEgressLogs(fakeEgress{sampleEntries()}).Handler())
+	return f
+}
+
+// serveAPI serves h (the API, token "tok") over HTTP/1 and h2c, with the
+// CLI pointed at it.
+func serveAPI(t *testing.T, h http.Handler) {
+	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
@@ -229,18 +236,11 @@ func serveFake(t *testing.T) *fakeSandboxes {
 	t.Cleanup(srv.Close)
 	t.Setenv("REINS_URL", srv.URL)
 	t.Setenv("REINS_TOKEN", "tok")
-	return f
 }
 
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	c := sandboxCmd()
-	var out bytes.Buffer
-	c.SetOut(&out)
-	c.SetErr(&out)
-	c.SetArgs(args)
-	err := c.Execute()
-	return out.String(), err
+	return reins(t, append([]string{"sandbox"}, args...)...)
 }
 
 // TestNetworkCommand: `sandbox network` sends what it names, and prints

@@ -129,6 +129,14 @@ func TestRenderGatewayCall(t *testing.T) {
 	if !strings.Contains(out.String(), "✗ 403: none") {
 		t.Errorf("a refused call: %s", out.String())
 	}
+	// An offline model's call, which costs nothing, claims no cost.
+	mr["cost_usd"] = 0
+	data, _ = json.Marshal(mr)
+	out.Reset()
+	v.event(context.Background(), nil, "run_x", wire.Event(store.Event{RunID: "run_x", Seq: 5, Type: "model_response", Time: time.Now(), Data: data}))
+	if !strings.Contains(out.String(), "call 2 · script:turns · 800 in, 13 out (5 cached) · first byte") {
+		t.Errorf("an offline call: %s", out.String())
+	}
 }
 
 func TestParseRunStatuses(t *testing.T) {

@@ -409,7 +409,10 @@ func (v *runView) gatewayCall(d *reinsv1.ModelResponse) {
 	if c := u.GetCacheReadTokens(); c > 0 {
 		line += fmt.Sprintf(" (%d cached)", c)
 	}
-	line += fmt.Sprintf(" · $%.4f · first byte %dms, %dms", d.GetCostUsd(), g.GetFirstByteMs(), d.GetDurationMs())
+	if c := d.GetCostUsd(); c != 0 || !strings.HasPrefix(model, "script:") {
+		line += fmt.Sprintf(" · $%.4f", c)
+	}
+	line += fmt.Sprintf(" · first byte %dms, %dms", g.GetFirstByteMs(), d.GetDurationMs())
 	if g.GetStatus() != 0 && (g.GetStatus() < 200 || g.GetStatus() > 299) {
 		line += fmt.Sprintf(" · %s %d: %s", v.style("31", "✗"), g.GetStatus(), summarize(g.GetError(), 1))
 	}
@@ -794,7 +797,7 @@ func runsCancelCmd() *cobra.Command {
 				if err := cl.CancelRun(ctx, r.Id); err != nil {
 					return "", nil, err
 				}
-				return fmt.Sprintf("cancelled %s (it was %s, after %d steps)", r.Id, runStatusName(r.Status), r.Steps), nil, nil
+				return fmt.Sprintf("cancelled %s (it was %s, after %s)", r.Id, runStatusName(r.Status), count(int(r.Steps), "step")), nil, nil
 			})
 		},
 	}

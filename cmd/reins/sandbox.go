@@ -206,12 +206,7 @@ func lsCmd() *cobra.Command {
 		Short:   "List sandboxes (stopped ones too with --all)",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			sbs, err := cl.List(ctx, labels.Map())
+			sbs, err := listSandboxes(labels)
 			if err != nil {
 				return err
 			}
@@ -249,6 +244,16 @@ func lsCmd() *cobra.Command {
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the ids")
 	f.BoolVarP(&all, "all", "a", false, "list stopped sandboxes too")
 	return c
+}
+
+// listSandboxes lists the caller's sandboxes with every label given.
+func listSandboxes(labels kvFlag) ([]*reinsv1.Sandbox, error) {
+	cl, ctx, cancel, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	return cl.List(ctx, labels.Map())
 }
 
 // stopped says whether a sandbox has ended for good (ls leaves these out
@@ -403,12 +408,7 @@ then how many.`,
 			if !bulk {
 				return removeEach(c, "sandbox", args, false, (*client.Client).Delete)
 			}
-			cl, ctx, cancel, err := dial()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			sbs, err := cl.List(ctx, labels.Map())
+			sbs, err := listSandboxes(labels)
 			if err != nil {
 				return err
 			}

@@ -128,14 +128,18 @@ func pendingCall(r *reinsv1.Run, callID string) *reinsv1.PendingCall {
 	return nil
 }
 
-// callWords names a held call: "call 3 of run_x: bash `rm -rf build`",
+// callWords names a held call: "call_0_3 of run_x: bash `rm -rf build`",
 // with what an edit changes it to.
 func callWords(r *reinsv1.Run, p *reinsv1.PendingCall, edit string) string {
 	if p == nil {
 		return "the held call of " + r.Id
 	}
 	name, arg := callArg(p.Tool, p.Input)
-	s := fmt.Sprintf("call %s of %s: %s `%s`", p.CallId, r.Id, name, summarize(arg, 1))
+	call := p.CallId
+	if !strings.HasPrefix(call, "call") { // the model's own ids (toolu_…) are named as calls
+		call = "call " + call
+	}
+	s := fmt.Sprintf("%s of %s: %s `%s`", call, r.Id, name, summarize(arg, 1))
 	if edit != "" {
 		_, to := callArg(p.Tool, edit)
 		s += fmt.Sprintf(", edited to `%s`", summarize(cmp.Or(to, edit), 1))

@@ -285,13 +285,13 @@ func TestBadInput(t *testing.T) {
 	}{
 		{[]string{"sandbox", "exec", "nosuchbox", "--", "true"}, 1, "sandbox nosuchbox not found"},
 		{[]string{"sandbox", "rm", "nosuchbox"}, 1, "sandbox nosuchbox not found"},
-		{[]string{"sandbox", "create", "--memory", "12parsecs"}, 2, `"--memory"`},
-		{[]string{"sandbox", "create", "--ttl", "soon"}, 2, `"--ttl"`},
+		{[]string{"sandbox", "create", "--memory", "12parsecs"}, 2, "--memory 12parsecs: not a size"},
+		{[]string{"sandbox", "create", "--ttl", "soon"}, 2, "--ttl soon: not a duration"},
 		{[]string{"sandbox", "create", "--disk", "1M"}, 1, "disk 1 MiB is too small"},
 		{[]string{"sandbox", "create", "--backend", "docker"}, 1, `unknown backend "docker"`},
 		{[]string{"sandbox", "create", "--image", "oci:/no/such/layout"}, 1, "/no/such/layout"},
 		{[]string{"sandbox", "create", "--image", "127.0.0.1:1/nosuch:1"}, 1, "127.0.0.1:1"},
-		{[]string{"sandbox", "kill", "x", "notapid"}, 2, "not a process id"},
+		{[]string{"sandbox", "kill", "x", "notapid"}, 1, "sandbox x not found"}, // a tag is looked up in the sandbox
 		{[]string{"sandbox", "cp", "a", "b"}, 2, "ID:/path"},
 	}
 	for _, c := range cases {
