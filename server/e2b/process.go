@@ -34,7 +34,9 @@ var _ processconnect.ProcessHandler = (*processService)(nil)
 const keepaliveMax = 15 * time.Second
 
 func keepaliveInterval(hdr http.Header) time.Duration {
-	if n, err := strconv.Atoi(hdr.Get("Keepalive-Ping-Interval")); err == nil && n > 0 && time.Duration(n)*time.Second < keepaliveMax {
+	// n is bounded before it is multiplied: seconds past a Duration's
+	// range wrap around, to nanoseconds or a negative interval (a panic).
+	if n, err := strconv.Atoi(hdr.Get("Keepalive-Ping-Interval")); err == nil && n > 0 && n < int(keepaliveMax/time.Second) {
 		return time.Duration(n) * time.Second
 	}
 	return keepaliveMax
