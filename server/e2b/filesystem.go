@@ -209,6 +209,8 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 	err := sb.Watch(ctx, &executorv1.WatchRequest{Path: dir, Recursive: req.Msg.Recursive}, func(ev *executorv1.WatchEvent) error {
 		switch e := ev.Event.(type) {
 		case *executorv1.WatchEvent_Started:
+			// A modified executor may say it again: one ticker, still.
+			stop()
 			stop = every(keepaliveInterval(req.Header()), func() { s.event(ka) })
 			return s.event(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Start{Start: &filesystem.WatchDirResponse_StartEvent{}}})
 		case *executorv1.WatchEvent_Change:
