@@ -94,8 +94,12 @@ func (pw *polledWatcher) run(ctx context.Context, sb *client.Sandbox, dir string
 	err := sb.Watch(ctx, &executorv1.WatchRequest{Path: dir, Recursive: recursive}, func(ev *executorv1.WatchEvent) error {
 		switch e := ev.Event.(type) {
 		case *executorv1.WatchEvent_Started:
-			begun = true
-			started <- nil
+			// Once: a modified executor may say it again, and nobody
+			// reads started a second time.
+			if !begun {
+				begun = true
+				started <- nil
+			}
 		case *executorv1.WatchEvent_Change:
 			fe := fsEvent(ctx, sb, dir, e.Change, withEntry)
 			pw.mu.Lock()

@@ -1,0 +1,161 @@
+package e2b
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/reinsdev/reins/api/e2b/envd/filesystem"
+	"github.com/reinsdev/reins/api/e2b/envd/filesystem/filesystemconnect"
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	"github.com/reinsdev/reins/api/reins/executor/v1/executorv1connect"
+	"github.com/reinsdev/reins/client"
+)
+
+// lyingWatcher is a modified executor: its Watch is watch, the rest
+// unimplemented.
+type lyingWatcher struct {
+	executorv1connect.UnimplementedExecutorHandler
+	watch func(context.Context, *connect.ServerStream[executorv1.WatchEvent]) error
+}
+
+func (l *lyingWatcher) Watch(ctx context.Context, _ *connect.Request[executorv1.WatchRequest], s *connect.ServerStream[executorv1.WatchEvent]) error {
+	return l.watch(ctx, s)
+}
+
+// lyingEnvd serves a Handler whose one sandbox is behind the executor
+// watch; it answers a filesystem client of that sandbox.
+func lyingEnvd(t *testing.T, watch func(context.Context, *connect.ServerStream[executorv1.WatchEvent]) error) filesystemconnect.FilesystemClient {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(executorv1connect.NewExecutorHandler(&lyingWatcher{watch: watch}))
+	ex := httptest.NewServer(mux)
+	t.Cleanup(ex.Close)
+	c := client.NewWithHTTPClient(ex.URL, "reins_test", &http.Client{})
+	h := New(Config{Client: func(string) *client.Client { return c }})
+	h.sandboxFor = func(r *http.Request) (*client.Client, *client.Sandbox, error) { return c, c.Sandbox("sb1"), nil }
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	hc := &http.Client{Transport: headers{rt: http.DefaultTransport, set: map[string]string{SandboxIDHeader: "sb1"}}}
+	return filesystemconnect.NewFilesystemClient(hc, srv.URL)
+}
+
+func started() *executorv1.WatchEvent {
+	return &executorv1.WatchEvent{Event: &executorv1.WatchEvent_Started{Started: &executorv1.WatchStarted{}}}
+}
+
+// goroutines counts the goroutines whose stack holds fn.
+func goroutines(fn string) int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitNone waits up to 3 s for no goroutine to run fn.
+func waitNone(fn string) int {
+	n := 0
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if n = goroutines(fn); n == 0 {
+			return 0
+		}
+	}
+	return n
+}
+
+// A modified executor that says "started" again and again must not
+// leave a keepalive ticker behind for each time it says so.
+func TestHostileWatchDirRepeatedStart(t *testing.T) {
+	fs := lyingEnvd(t, func(ctx context.Context, s *connect.ServerStream[executorv1.WatchEvent]) error {
+		for range 50 {
+			if err := s.Send(started()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	stream, err := fs.WatchDir(ctxT(t), connect.NewRequest(&filesystem.WatchDirRequest{Path: "/tmp"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stream.Receive() {
+	}
+	stream.Close()
+	if n := waitNone("server/e2b.every.func1"); n != 0 {
+		t.Fatalf("%d keepalive tickers outlive the WatchDir call", n)
+	}
+}
+
+// A modified executor that says "started" more than once must not wedge
+// the polled watcher's goroutine past RemoveWatcher.
+func TestHostileCreateWatcherRepeatedStart(t *testing.T) {
+	fs := lyingEnvd(t, func(ctx context.Context, s *connect.ServerStream[executorv1.WatchEvent]) error {
+		for range 5 {
+			if err := s.Send(started()); err != nil {
+				return err
+			}
+		}
+		<-ctx.Done()
+		return nil
+	})
+	ctx := ctxT(t)
+	resp, err := fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/tmp"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the lies arrive
+	if _, err := fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: resp.Msg.WatcherId})); err != nil {
+		t.Fatal(err)
+	}
+	if n := waitNone("(*polledWatcher).run"); n != 0 {
+		t.Fatalf("%d polled watchers' goroutines outlive RemoveWatcher", n)
+	}
+}
+
+// Watchers made at once, while the executor is slow to start them, are
+// bounded as watchers made one after another.
+func TestHostileCreateWatcherConcurrentBound(t *testing.T) {
+	fs := lyingEnvd(t, func(ctx context.Context, s *connect.ServerStream[executorv1.WatchEvent]) error {
+		time.Sleep(300 * time.Millisecond)
+		if err := s.Send(started()); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	})
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var ids []string
+	var wg sync.WaitGroup
+	for range 3 * maxWatchersPerSandbox {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/tmp"}))
+			if err == nil {
+				mu.Lock()
+				ids = append(ids, resp.Msg.WatcherId)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id}))
+	}
+	if len(ids) > maxWatchersPerSandbox {
+		t.Fatalf("%d watchers made at once on one sandbox, past the bound of %d", len(ids), maxWatchersPerSandbox)
+	}
+}
