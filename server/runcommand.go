@@ -56,12 +56,15 @@ func (s *Server) RunCommand(ctx context.Context, req *connect.Request[reinsv1.Ru
 	defer cancel()
 	stdout, stderr := capped{max: limit}, capped{max: limit}
 	var stdin sync.WaitGroup
+	var started bool
 	defer stdin.Wait()
 	defer cancel() // first: a stdin write still waiting stops
 	exited, err := ex.Exec(cctx, ereq, func(ev *executorv1.ExecEvent) {
 		switch e := ev.Event.(type) {
 		case *executorv1.ExecEvent_Started:
-			if ereq.Stdin {
+			// Once: a modified executor may say it again.
+			if ereq.Stdin && !started {
+				started = true
 				stdin.Add(1)
 				go func() {
 					defer stdin.Done()
