@@ -77,6 +77,22 @@ func (s *Sandbox) Download(ctx context.Context, p string, w io.Writer) (string, 
 	return sum, nil
 }
 
+// CopyName is the name a copy out of a sandbox is made under: the last
+// element of the path the user asked for, so that a sandbox cannot choose
+// which local file is written. Only a path with no name of its own (".",
+// "..", "/") takes the name of the path the sandbox resolved it to,
+// "root" when that has none either.
+func CopyName(asked, resolved string) string {
+	for _, p := range []string{asked, resolved} {
+		switch base := path.Base(path.Clean(p)); base {
+		case ".", "..", "/":
+		default:
+			return base
+		}
+	}
+	return "root"
+}
+
 // RenameTar copies a tar stream, renaming its top entry from to to: an entry
 // named from, or under from/, is renamed; other entries are dropped. It is
 // how cp gives a copied file or directory a new name.

@@ -48,6 +48,7 @@ type fakeSandbox struct {
 	tarBytes []byte
 	files    map[string][]byte
 	uploaded int
+	statPath string // when set, the path every Stat answers (a lie)
 }
 
 func (f *fakeSandbox) check(h http.Header) error {
@@ -64,6 +65,9 @@ func (f *fakeSandbox) Stat(ctx context.Context, req *connect.Request[executorv1.
 	p := req.Msg.Path
 	if _, ok := f.files[p]; !ok && f.tarBytes == nil {
 		return nil, errdefs.ToConnect(fmt.Errorf("%s: %w", p, errdefs.ErrNotFound))
+	}
+	if f.statPath != "" {
+		p = f.statPath
 	}
 	return connect.NewResponse(&executorv1.StatResponse{Info: &executorv1.FileInfo{Path: p, Name: p[strings.LastIndexByte(p, '/')+1:], Type: executorv1.FileType_FILE_TYPE_DIR}}), nil
 }

@@ -224,10 +224,7 @@ func (t *tools) downloadLocal(ctx context.Context, req *sdk.CallToolRequest, a l
 	if err != nil {
 		return nil, nil, err
 	}
-	base := path.Base(info.Info.Path)
-	if base == "/" || base == "." {
-		base = "root"
-	}
+	base := client.CopyName(a.Path, info.Info.Path)
 	target := filepath.Join(a.LocalDir, base)
 	if _, err := os.Lstat(target); err == nil && !a.Overwrite {
 		return nil, nil, fmt.Errorf("%s already exists on this machine: pass overwrite: true to replace it: %w", target, errdefs.ErrAlreadyExists)
