@@ -124,11 +124,9 @@ func remoteSource(ctx context.Context, sb *client.Sandbox, src string) (*executo
 	if err != nil {
 		return nil, "", err
 	}
-	base := path.Base(info.Info.Path)
-	if base == "/" || base == "." {
-		base = "root"
-	}
-	return info.Info, base, nil
+	// The name is the asked path's: the sandbox's answer does not choose
+	// which local file is written.
+	return info.Info, client.CopyName(src, info.Info.Path), nil
 }
 
 func copyOut(ctx context.Context, sb *client.Sandbox, src, dst string) error {
