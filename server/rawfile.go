@@ -131,7 +131,7 @@ func rawTarget(r *http.Request) (id, p string, err error) {
 	case !path.IsAbs(p):
 		return "", "", errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf("path %.200q is relative: give an absolute path in the sandbox", p))
 	case strings.HasSuffix(p, "/") && p != "/":
-		return "", "", errdefs.WithMessage(errdefs.ErrIsDirectory, fmt.Sprintf("path %.200q ends with /: name a file", p))
+		return "", "", errdefs.WithMessage(errdefs.ErrIsDirectory, fmt.Sprintf("path %.200q ends with \"/\", so it is a directory: name a file", p))
 	}
 	return id, p, nil
 }
