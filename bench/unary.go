@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +9,7 @@ import (
 
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/archive"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/sandbox"
 )
@@ -98,7 +98,7 @@ func (b *bench) rawFiles(sb *client.Sandbox, mib int) error {
 	rawPut := time.Since(t0)
 	t0 = time.Now()
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarOne(pw, src, "payload")) }()
+	go func() { pw.CloseWithError(archive.Write(pw, src)) }()
 	_, err = sb.Upload(b.ctx, "/workspace/native", pr)
 	pr.Close()
 	if err != nil {
@@ -122,7 +122,7 @@ func (b *bench) rawFiles(sb *client.Sandbox, mib int) error {
 	}
 	t0 = time.Now()
 	got, err = tarFileSHA(func(w io.Writer) error {
-		_, err := sb.Download(b.ctx, "/workspace/native/payload", w)
+		_, err := sb.Download(b.ctx, "/workspace/native/unary-payload", w)
 		return err
 	})
 	if err != nil {
@@ -137,25 +137,4 @@ func (b *bench) rawFiles(sb *client.Sandbox, mib int) error {
 	b.add(fmt.Sprintf("raw GET %d MiB through reins serve's API (MiB/s)", mib), fmt.Sprintf("%.0f", rate(rawGet)),
 		fmt.Sprintf("%.0f native Download (tar stream), same API", rate(nativeGet)), rate(rawGet)/rate(nativeGet), "≥ 1.0×")
 	return nil
-}
-
-// tarOne writes a tar stream of the one local file src, named name.
-func tarOne(w io.Writer, src, name string) error {
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	tw := tar.NewWriter(w)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: fi.Size(), Mode: 0o644, ModTime: fi.ModTime()}); err != nil {
-		return err
-	}
-	if _, err := io.Copy(tw, f); err != nil {
-		return err
-	}
-	return tw.Close()
 }
