@@ -19,16 +19,11 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
-	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/server/wire"
 )
 
 // Files are the .proto files the API is made of.
-var Files = []protoreflect.FileDescriptor{
-	reinsv1.File_reins_v1_sandbox_proto, reinsv1.File_reins_v1_run_proto,
-	reinsv1.File_reins_v1_secret_proto, reinsv1.File_reins_v1_tenant_proto,
-	executorv1.File_reins_executor_v1_executor_proto,
-}
+var Files = wire.Files
 
 // SandboxHeader names the sandbox an executor call is for (server.SandboxHeader;
 // not imported, to keep the generator off the server's dependencies).
