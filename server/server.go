@@ -127,7 +127,15 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.handleExec(mux)
 	s.handleDownload(mux)
-	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
+	s.handleRawFiles(mux)
+	jsonCalls := s.executorJSON()
+	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := jsonCalls[r.URL.Path]; ok && isJSON(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.proxy(w, r)
+	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	api := s.auth(mux)
