@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -120,15 +121,6 @@ func obj(kv ...any) object {
 	return o
 }
 
-func (o object) get(key string) any {
-	for _, m := range o {
-		if m.key == key {
-			return m.value
-		}
-	}
-	return nil
-}
-
 type generator struct {
 	comments comments
 	schemas  map[string]any // by full name, filled as they are referred to
@@ -155,7 +147,7 @@ func (g *generator) document() object {
 	for n := range g.schemas {
 		names = append(names, n)
 	}
-	sortStrings(names)
+	slices.Sort(names)
 	schemas := object{}
 	for _, n := range names {
 		schemas = append(schemas, member{n, g.schemas[n]})
