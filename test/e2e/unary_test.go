@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	reinsclient "github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
 )
 
 // plain is a caller with no reins code: net/http, JSON, the token.
@@ -290,5 +292,34 @@ func TestExecutorJSON(t *testing.T) {
 	code, out = call("Stat", map[string]any{"path": "/w/none"})
 	if code != 404 || out["code"] != "not_found" {
 		t.Errorf("Stat of a missing file: %d %v", code, out)
+	}
+}
+
+// TestRunCommandOOM: a command past a memory-limited sandbox's limit. On
+// runc the kernel kills the hog inside and the sandbox lives: reason
+// oom_killed, exit 137, the kill counted. On gVisor the whole sandbox
+// dies: the call fails saying so (out of memory, exit code 137), never
+// with a bare broken stream.
+func TestRunCommandOOM(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s := startService(t)
+			sb := s.create("--backend", backend, "--memory", "64M")
+			c := reinsclient.New(s.url, s.token)
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			resp, err := c.Sandbox(sb).RunCommand(ctx, &reinsv1.RunCommandRequest{Command: "dd if=/dev/zero of=/dev/null bs=256M count=1"})
+			if err != nil {
+				code, _ := errdefs.ExitCode(err)
+				if backend == "runc" || !errors.Is(err, errdefs.ErrFailedPrecondition) || code != 137 || !strings.Contains(err.Error(), "out of memory") {
+					t.Fatalf("RunCommand of a memory hog: %v (exit code %d)", err, code)
+				}
+				return
+			}
+			if resp.Reason != "oom_killed" || resp.ExitCode != 137 || resp.OomKills < 1 {
+				t.Errorf("RunCommand of a memory hog: %+v, want reason oom_killed, exit 137, oom_kills >= 1", resp)
+			}
+		})
 	}
 }
