@@ -227,7 +227,7 @@ export declare class Files {
   /** The file's bytes as they come, no size cap. */
   readStream(path: string, opts?: { signal?: AbortSignal }): Promise<ReadableStream<Uint8Array>>;
   /** Replaces the file (parents made): PUT /v1/sandboxes/{id}/files?path=. */
-  write(path: string, data: string | Uint8Array | ArrayBuffer | ReadableStream<Uint8Array>, opts?: { signal?: AbortSignal }): Promise<void>;
+  write(path: string, data: string | Uint8Array | ArrayBuffer | ReadableStream<Uint8Array>, opts?: { mode?: number; signal?: AbortSignal }): Promise<void>;
   stat(path: string): Promise<FileInfo>;
   list(path: string, opts?: { depth?: number; limit?: number }): Promise<FileInfo[]>;
   mkdir(path: string, opts?: { parents?: boolean; mode?: number }): Promise<void>;
@@ -246,9 +246,6 @@ export declare class Files {
   /** "**" spans directories; with info, entries has each path's FileInfo. */
   glob(pattern: string, opts?: { dir?: string; limit?: number; info?: boolean }): Promise<{ paths: string[]; truncated: boolean; entries: FileInfo[] }>;
 }
-
-/** Makes a literal string an RE2 pattern that matches itself. */
-export declare function quoteRE2(s: string): string;
 
 export type RunStatus = "queued" | "running" | "waiting_approval" | "paused" | "succeeded" | "failed" | "cancelled" | "";
 

@@ -248,10 +248,12 @@ export class Files {
   }
 
   /** write replaces the file at path with data (a string, bytes, or a
-   * ReadableStream of bytes), making its parents. */
+   * ReadableStream of bytes), making its parents; mode is its
+   * permission bits (default: the replaced file's, 0644 for a new one). */
   async write(path, data, opts = {}) {
     const body = data && typeof data.getReader === "function" ? data : bytesOf(data);
-    await this.s.r.t.raw("PUT", this.rawPath(path), {
+    const mode = opts.mode ? `&mode=0${opts.mode.toString(8)}` : "";
+    await this.s.r.t.raw("PUT", this.rawPath(path) + mode, {
       body, signal: opts.signal, what: `write ${path}`,
       headers: { "content-type": "application/octet-stream" },
     });
@@ -299,25 +301,21 @@ export class Files {
   }
 
   /** grep searches a file or a directory (recursively) for an RE2
-   * regular expression; literal quotes the pattern. */
+   * regular expression, or with literal for the pattern as it is. */
   async grep(pattern, path, opts = {}) {
-    const re = opts.literal ? quoteRE2(pattern) : pattern;
     const m = decode(await this.s.call("Grep", {
-      pattern: re, path, include: opts.include ?? "", ignore_case: !!opts.ignoreCase, limit: opts.limit ?? 0,
+      pattern, path, include: opts.include ?? "", ignore_case: !!opts.ignoreCase, limit: opts.limit ?? 0,
+      literal: !!opts.literal,
     }));
     return { matches: m.matches ?? [], truncated: !!m.truncated };
   }
 
-  /** glob returns the paths matching pattern ("**" spans directories). */
+  /** glob returns the paths matching pattern ("**" spans directories);
+   * with info, entries holds each one's FileInfo. */
   async glob(pattern, opts = {}) {
-    const m = decode(await this.s.call("Glob", { pattern, dir: opts.dir ?? "", limit: opts.limit ?? 0 }));
-    return { paths: m.paths ?? [], truncated: !!m.truncated };
+    const m = decode(await this.s.call("Glob", { pattern, dir: opts.dir ?? "", limit: opts.limit ?? 0, info: !!opts.info }));
+    return { paths: m.paths ?? [], truncated: !!m.truncated, entries: m.entries ?? [] };
   }
-}
-
-/** quoteRE2 makes a literal string an RE2 pattern matching itself. */
-export function quoteRE2(s) {
-  return s.replace(/[\\.+*?()|[\]{}^$]/g, "\\$&");
 }
 
 /** Runs are the calls of the run service. */
