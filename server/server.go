@@ -128,8 +128,16 @@ func (s *Server) Handler() http.Handler {
 	s.handleExec(mux)
 	s.handleDownload(mux)
 	s.handleRawFiles(mux)
-	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
+	jsonCalls := s.executorJSON()
+	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := jsonCalls[r.URL.Path]; ok && isJSON(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.proxy(w, r)
+	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	api := s.auth(mux)
 	// The live view authenticates itself: its page loads without a token
 	// (a link's secret or the URL fragment's token is then turned into a
@@ -148,7 +156,7 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/openapi.json" {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -278,7 +278,7 @@ func TestEgressCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "egress_json.golden", out)
-	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.Contains(lines[0], `"seq":"4"`) {
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.Contains(lines[0], `"seq":4,`) {
 		t.Errorf("--json --after 3: %q, want entries 4 and 5, one a line", out)
 	}
 }

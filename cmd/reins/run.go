@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/reinsdev/reins/agent"
@@ -463,15 +461,11 @@ func eventLine(ev *reinsv1.RunEvent) string {
 	if m == nil {
 		return ""
 	}
-	data, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	data, err := wire.JSONForm{OmitZero: true}.Marshal(m)
 	if err != nil {
 		return ""
 	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, data) != nil {
-		return string(data)
-	}
-	return buf.String()
+	return string(data)
 }
 
 // eventPayload is the message in an event's payload, or nil.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -585,16 +584,14 @@ func ago(nano int64) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
-// jsonOpts is the API's own JSON form, so --json prints what curl reads.
-var jsonOpts = wire.JSON
-
+// printJSON prints m in the API's own JSON form (wire.JSON), so --json
+// prints what curl reads, indented.
 func printJSON(w io.Writer, m proto.Message) error {
-	data, err := jsonOpts.Marshal(m)
+	data, err := wire.JSON.Marshal(m)
 	if err != nil {
 		return err
 	}
-	// As raw JSON the fields keep the .proto's order (and the encoder
-	// evens out protojson's deliberately varying spaces).
+	// As raw JSON the fields keep the .proto's order.
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(json.RawMessage(data))
@@ -603,24 +600,18 @@ func printJSON(w io.Writer, m proto.Message) error {
 // printJSONLine prints m as one line of JSON (for a stream: one object a
 // line), the same object printJSON prints.
 func printJSONLine(w io.Writer, m proto.Message) error {
-	data, err := jsonOpts.Marshal(m)
+	data, err := wire.JSON.Marshal(m) // compact: one line
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	// protojson varies its spacing on purpose; a line is made stable.
-	if err := json.Compact(&buf, data); err != nil {
-		return err
-	}
-	buf.WriteByte('\n')
-	_, err = w.Write(buf.Bytes())
+	_, err = w.Write(append(data, '\n'))
 	return err
 }
 
 func printJSONList[T proto.Message](w io.Writer, items []T) error {
 	out := make([]json.RawMessage, 0, len(items))
 	for _, it := range items {
-		data, err := jsonOpts.Marshal(it)
+		data, err := wire.JSON.Marshal(it)
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
@@ -24,7 +23,7 @@ import (
 var codecs = map[string]struct {
 	marshal   func(proto.Message) ([]byte, error)
 	unmarshal func([]byte, proto.Message) error
-}{"binary": {proto.Marshal, proto.Unmarshal}, "json": {JSON.Marshal, protojson.Unmarshal}}
+}{"binary": {proto.Marshal, proto.Unmarshal}, "json": {JSON.Marshal, func(b []byte, m proto.Message) error { return JSONCodec{}.Unmarshal(b, m) }}}
 
 // TestNetworkRoundTrip: normalized rules, every field set, go to the wire
 // (binary and JSON) and back unchanged; so does the zero value.

@@ -38,8 +38,8 @@ type gatewayCall struct {
 		ToolName string `json:"tool_name"`
 	} `json:"content"`
 	Usage struct {
-		InputTokens  string `json:"input_tokens"`
-		OutputTokens string `json:"output_tokens"`
+		InputTokens  wireInt `json:"input_tokens"`
+		OutputTokens wireInt `json:"output_tokens"`
 	} `json:"usage"`
 	Gateway struct {
 		Wire   string `json:"wire"`
@@ -167,7 +167,7 @@ func checkTwoCalls(t *testing.T, s *service, runID, wire, tool string) {
 		if c.Gateway.Wire != wire || c.Gateway.Status != 200 || !strings.HasPrefix(c.Gateway.Model, "script:") {
 			t.Errorf("call %d: wire %q status %d model %q, want %s 200 script:…", i+1, c.Gateway.Wire, c.Gateway.Status, c.Gateway.Model, wire)
 		}
-		if c.Usage.InputTokens == "" || c.Usage.InputTokens == "0" || c.Usage.OutputTokens == "" {
+		if c.Usage.InputTokens <= 0 || c.Usage.OutputTokens <= 0 {
 			t.Errorf("call %d has no usage: %+v", i+1, c.Usage)
 		}
 	}

@@ -57,17 +57,17 @@ func TestDesktopImage(t *testing.T) {
 func buildDesktop(t *testing.T, s *service) {
 	start := time.Now()
 	var info struct {
-		Ref       string `json:"ref"`
-		Digest    string `json:"digest"`
-		SizeBytes string `json:"size_bytes"`
-		Cached    bool   `json:"cached"`
-		Screen    string `json:"screen"`
+		Ref       string  `json:"ref"`
+		Digest    string  `json:"digest"`
+		SizeBytes wireInt `json:"size_bytes"`
+		Cached    bool    `json:"cached"`
+		Screen    string  `json:"screen"`
 	}
 	if err := json.Unmarshal([]byte(s.must("image", "build", "desktop", "--json")), &info); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("reins image build desktop: %+v in %v", info, time.Since(start).Round(time.Millisecond))
-	if info.Ref != "desktop" || !strings.HasPrefix(info.Digest, "sha256:") || info.SizeBytes == "" || info.Cached || info.Screen != "1280x800" {
+	if info.Ref != "desktop" || !strings.HasPrefix(info.Digest, "sha256:") || info.SizeBytes <= 0 || info.Cached || info.Screen != "1280x800" {
 		t.Errorf("the first build answered %+v; want desktop, a digest, a size, not cached, screen 1280x800", info)
 	}
 	again := s.must("image", "build", "desktop")

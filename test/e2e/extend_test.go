@@ -16,11 +16,11 @@ func TestSandboxExtend(t *testing.T) {
 	s := startService(t)
 	id := s.create("--ttl", "3s", "--on-expire", "delete")
 	var sb struct {
-		ID        string `json:"id"`
-		ExpiresAt string `json:"expires_unix_nano"`
+		ID        string  `json:"id"`
+		ExpiresAt wireInt `json:"expires_unix_nano"`
 	}
 	out := s.must("sandbox", "extend", id, "--ttl", "30s", "--json")
-	if err := json.Unmarshal([]byte(out), &sb); err != nil || sb.ID != id || sb.ExpiresAt == "" {
+	if err := json.Unmarshal([]byte(out), &sb); err != nil || sb.ID != id || sb.ExpiresAt <= 0 {
 		t.Fatalf("extend --json: %v\n%s", err, out)
 	}
 	time.Sleep(5 * time.Second) // past the first deadline

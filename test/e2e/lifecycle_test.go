@@ -177,10 +177,10 @@ func TestExpirySuspends(t *testing.T) {
 	var kinds []string
 	for _, line := range strings.Split(strings.TrimSpace(evs), "\n") {
 		var e struct {
-			Kind   string `json:"kind"`
-			Reason string `json:"reason"`
-			Time   int64  `json:"time_unix_nano,string"`
-			At     int64  `json:"at_unix_nano,string"`
+			Kind   string  `json:"kind"`
+			Reason string  `json:"reason"`
+			Time   wireInt `json:"time_unix_nano"`
+			At     wireInt `json:"at_unix_nano"`
 		}
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("event line %q: %v", line, err)

@@ -127,7 +127,7 @@ func TestPauseResume(t *testing.T) {
 	if err := json.Unmarshal([]byte(s.must("sandbox", "pause", id, "--json")), &resp); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := strconv.Atoi(resp["memory_bytes"].(string)); n <= 0 {
+	if n := anyInt(resp["memory_bytes"]); n <= 0 {
 		t.Errorf("pause --json: memory_bytes %v", resp["memory_bytes"])
 	}
 	s.stop()

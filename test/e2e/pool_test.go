@@ -118,7 +118,7 @@ func TestWarmPool(t *testing.T) {
 
 func nanos(t *testing.T, raw json.RawMessage) time.Time {
 	t.Helper()
-	s := strings.Trim(string(raw), `"`) // int64 is a string in proto JSON
+	s := strings.Trim(string(raw), `"`) // a number, or a string beyond 2^53−1
 	var n int64
 	if err := json.Unmarshal([]byte(s), &n); err != nil {
 		t.Fatalf("a time %q: %v", s, err)

@@ -210,11 +210,11 @@ func checkPortHeaders(t *testing.T, s *service, owner *http.Client, url3001, acm
 // credentials; a forged one is too.
 func checkPortLinks(t *testing.T, s *service, sb, acme string, noCreds int, noCredsBody string, mustT func(...string) string) {
 	var link struct {
-		URL             string `json:"url"`
-		ExpiresUnixNano string `json:"expires_unix_nano"`
+		URL             string  `json:"url"`
+		ExpiresUnixNano wireInt `json:"expires_unix_nano"`
 	}
 	out := mustT("sandbox", "port", sb, "3001", "--public", "--ttl", "4s", "--json")
-	if err := json.Unmarshal([]byte(out), &link); err != nil || !strings.Contains(link.URL, "?reins_link=") || link.ExpiresUnixNano == "" {
+	if err := json.Unmarshal([]byte(out), &link); err != nil || !strings.Contains(link.URL, "?reins_link=") || link.ExpiresUnixNano <= 0 {
 		t.Fatalf("sandbox port --public --json: %q (%v)", out, err)
 	}
 	jar, _ := cookiejar.New(nil)

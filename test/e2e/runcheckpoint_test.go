@@ -22,7 +22,7 @@ func runEvents(t *testing.T, s *service, token, id string) []*reinsv1.RunEvent {
 	var out []*reinsv1.RunEvent
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		ev := &reinsv1.RunEvent{}
-		if err := protojson.Unmarshal([]byte(line), ev); err != nil {
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(line), ev); err != nil {
 			t.Fatalf("an event line does not read: %v: %s", err, line)
 		}
 		out = append(out, ev)
@@ -105,7 +105,7 @@ func TestRunCheckpointFork(t *testing.T) {
 		t.Fatalf("fork after step 1: %s", r)
 	}
 	fork := &reinsv1.Run{}
-	if err := protojson.Unmarshal([]byte(r.stdout), fork); err != nil {
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(r.stdout), fork); err != nil {
 		t.Fatalf("fork --json: %v: %s", err, r.stdout)
 	}
 	fevs := runEvents(t, s, s.token, fork.Id)
@@ -133,7 +133,7 @@ func TestRunCheckpointFork(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("fork before any checkpoint: %s", r)
 	}
-	if err := protojson.Unmarshal([]byte(r.stdout), fork); err != nil {
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(r.stdout), fork); err != nil {
 		t.Fatal(err)
 	}
 	fevs = runEvents(t, s, s.token, fork.Id)

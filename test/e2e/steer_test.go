@@ -131,12 +131,12 @@ func TestPauseResumeForkReplay(t *testing.T) {
 	var at int64
 	for _, line := range strings.Split(strings.TrimSpace(s.must("runs", "events", "--json", id)), "\n") {
 		var e struct {
-			Seq  int64  `json:"seq,string"` // protojson: int64 as a string
-			Type string `json:"type"`
+			Seq  wireInt `json:"seq"`
+			Type string  `json:"type"`
 		}
 		json.Unmarshal([]byte(line), &e)
 		if e.Type == "EVENT_TYPE_TOOL_RESULT" {
-			at = e.Seq
+			at = int64(e.Seq)
 			break
 		}
 	}

@@ -2433,9 +2433,12 @@ func (x *ReadLinesResponse) GetBinary() bool {
 }
 
 type Line struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Text          []byte                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"` // without its newline
-	Cut           bool                   `protobuf:"varint,2,opt,name=cut,proto3" json:"cut,omitempty"`  // longer than max_line_bytes, cut there
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Text  []byte                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"` // without its newline
+	Cut   bool                   `protobuf:"varint,2,opt,name=cut,proto3" json:"cut,omitempty"`  // longer than max_line_bytes, cut there
+	// The line as text, invalid UTF-8 replaced: filled by reins serve for
+	// JSON callers (text is base64 there); the executor leaves it empty.
+	TextUtf8      string `protobuf:"bytes,3,opt,name=text_utf8,json=textUtf8,proto3" json:"text_utf8,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2482,6 +2485,13 @@ func (x *Line) GetCut() bool {
 		return x.Cut
 	}
 	return false
+}
+
+func (x *Line) GetTextUtf8() string {
+	if x != nil {
+		return x.TextUtf8
+	}
+	return ""
 }
 
 type WriteFileRequest struct {
@@ -4364,10 +4374,11 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\vtotal_lines\x18\x02 \x01(\x04R\n" +
 	"totalLines\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x16\n" +
-	"\x06binary\x18\x04 \x01(\bR\x06binary\",\n" +
+	"\x06binary\x18\x04 \x01(\bR\x06binary\"I\n" +
 	"\x04Line\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\fR\x04text\x12\x10\n" +
-	"\x03cut\x18\x02 \x01(\bR\x03cut\"q\n" +
+	"\x03cut\x18\x02 \x01(\bR\x03cut\x12\x1b\n" +
+	"\ttext_utf8\x18\x03 \x01(\tR\btextUtf8\"q\n" +
 	"\x10WriteFileRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
