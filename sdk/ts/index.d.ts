@@ -306,6 +306,10 @@ export declare class Runs {
   events(id: string, opts?: { afterSeq?: number; follow?: boolean; signal?: AbortSignal }): AsyncGenerator<RunEvent>;
   /** Follows the events until the run finishes, then returns it. */
   wait(id: string, opts?: { afterSeq?: number; signal?: AbortSignal }): Promise<Run>;
+  /** The files a run saved (and large outputs). */
+  artifacts(id: string): Promise<{ name: string; digest: string; size: number; source: string; error?: string }[]>;
+  /** An artifact's bytes, by name or digest; larger than maxBytes (1 GiB) is refused. */
+  artifact(id: string, nameOrDigest: string, opts?: { maxBytes?: number; signal?: AbortSignal }): Promise<Uint8Array>;
   cancel(id: string): Promise<void>;
   pause(id: string): Promise<void>;
   resume(id: string): Promise<void>;

@@ -213,6 +213,17 @@ export class Sandbox {
   }
 }
 
+function concat(parts, n) {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(n);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
+}
+
 function envList(env) {
   if (!env) return [];
   if (Array.isArray(env)) return env;
@@ -358,6 +369,27 @@ export class Runs {
       if (ev.type === "finished") break;
     }
     return this.get(id);
+  }
+
+  /** artifacts lists the files a run saved (and large outputs). */
+  async artifacts(id) {
+    return decode(await this.r.t.unary(RUN + "ListArtifacts", { id })).artifacts ?? [];
+  }
+
+  /** artifact returns an artifact's bytes, by name or by digest (any
+   * blob the run references: a cut output's whole text, a screenshot);
+   * one larger than maxBytes (1 GiB by default) is refused. */
+  async artifact(id, nameOrDigest, opts = {}) {
+    const max = opts.maxBytes ?? 1 << 30;
+    const parts = [];
+    let n = 0;
+    for await (const m of this.r.t.stream(RUN + "GetArtifact", { id, name_or_digest: nameOrDigest }, { signal: opts.signal })) {
+      const b = fromBase64(m.data);
+      n += b.length;
+      if (n > max) throw new ReinsError("resource_exhausted", `artifact ${nameOrDigest} of run ${id} is larger than maxBytes (${max})`);
+      parts.push(b);
+    }
+    return concat(parts, n);
   }
 
   async cancel(id) { await this.r.t.unary(RUN + "Cancel", { id }); }

@@ -184,6 +184,78 @@ test("runs: start with a script model, follow its events", async () => {
   assert.ok((await r.runs.list({ statuses: ["succeeded"] })).some((x) => x.id === run.id));
 });
 
+test("runs: a cut output's whole text is fetched by its digest", async () => {
+  const run = await r.runs.start({
+    task: "count",
+    script: { turns: [{ tool_calls: [{ name: "bash", input: { command: "seq 1 100000" } }] }, { text: "counted" }] },
+  });
+  let result;
+  for await (const ev of r.runs.events(run.id)) {
+    if (ev.type === "tool_result") result = ev.toolResult;
+  }
+  assert.ok(result.artifact, `the output was not cut: ${JSON.stringify({ ...result, text: result.text.length })}`);
+  const whole = await r.runs.artifact(run.id, result.artifact);
+  assert.equal(whole.length, result.fullBytes);
+  // The tool's whole result: the output, then the exit the model was told.
+  const lines = new TextDecoder().decode(whole).trim().split("\n");
+  assert.equal(lines.length, 100001);
+  assert.deepEqual(lines.slice(-2), ["100000", "[exit code 0]"]);
+  await assert.rejects(r.runs.artifact(run.id, result.artifact, { maxBytes: 1000 }), (e) => e.code === "resource_exhausted");
+  assert.ok(Array.isArray(await r.runs.artifacts(run.id)));
+});
+
+test("runs: a policy holds calls; approve with an edit, deny with a reason, cancel", async () => {
+  const bash = (command) => ({ tool_calls: [{ name: "bash", input: { command } }] });
+  const run = await r.runs.start({
+    task: "do things",
+    policy: "tools:\n  bash: ask\n",
+    script: { turns: [bash("echo first"), bash("echo second"), { text: "understood" }] },
+  });
+  const decided = [];
+  let ran = "";
+  for await (const ev of r.runs.events(run.id)) {
+    if (ev.type === "approval_requested") {
+      const held = await r.runs.get(run.id);
+      assert.equal(held.status, "waiting_approval");
+      assert.equal(held.pending[0].tool, "bash");
+      if (decided.length === 0) await r.runs.approve(run.id, { edit: { command: "echo edited" } });
+      else await r.runs.deny(run.id, { reason: "not today" });
+      decided.push(ev.approvalRequested.inputJson);
+    }
+    if (ev.type === "tool_result") ran += ev.toolResult.text;
+  }
+  assert.equal(decided.length, 2);
+  assert.match(decided[0], /echo first/);
+  assert.match(ran, /edited/);
+  assert.doesNotMatch(ran, /second\n/);
+  assert.equal((await r.runs.get(run.id)).status, "succeeded");
+
+  const slow = await r.runs.start({ task: "wait", script: { turns: [bash("sleep 60"), { text: "late" }] } });
+  for await (const ev of r.runs.events(slow.id)) {
+    if (ev.type === "tool_call") await r.runs.cancel(slow.id);
+  }
+  assert.equal((await r.runs.get(slow.id)).status, "cancelled");
+});
+
+test("extend moves a sandbox's expiry", async () => {
+  const before = await sb.refresh();
+  const info = await sb.extend(3_600_000);
+  assert.equal(before.expiresUnixNano, 0);
+  const left = info.expiresUnixNano / 1e6 - Date.now();
+  assert.ok(left > 3_500_000 && left <= 3_600_000, `expires in ${left} ms`);
+  assert.match(info.expiresTime, /^\d{4}-/);
+});
+
+test("pause keeps memory; resume brings the sandbox back", async () => {
+  const p = await sandbox(r, { labels: { suite: "pause" } });
+  await p.run("echo kept > /tmp/state");
+  const paused = await p.pause({ orSuspend: true });
+  assert.ok(["paused", "suspended"].includes(paused.sandbox.state), JSON.stringify(paused));
+  const back = await p.resume();
+  assert.equal(back.state, "running");
+  assert.equal((await p.run("cat /tmp/state")).stdout, "kept\n");
+});
+
 test("errors carry the server's code and message", async () => {
   const bad = new Reins({ url: r.url, token: "not-a-token" });
   await assert.rejects(bad.sandboxes.list(), (e) => {
