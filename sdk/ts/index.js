@@ -161,7 +161,7 @@ export class Sandbox {
     const result = { pid: 0, exitCode: -1, signal: 0, reason: "", durationMs: 0, oomKills: 0, dropped: null };
     let stdinSent = null;
     for await (const raw of this.r.t.stream(EXECUTOR + "Exec", req, { sandbox: this.id, signal: opts.signal })) {
-      if (raw.started) {
+      if (raw.started != null) {
         result.pid = raw.started.pid ?? 0;
         if (stdin !== null) {
           // Written while the output streams, so a command that reads
@@ -169,21 +169,23 @@ export class Sandbox {
           stdinSent = this.call("WriteStdin", { pid: result.pid, data: toBase64(stdin), close: true }, { signal: opts.signal });
           stdinSent.catch(() => {});
         }
-      } else if (raw.stdout !== undefined) {
-        opts.onStdout?.(fromBase64(raw.stdout));
-      } else if (raw.stderr !== undefined) {
-        opts.onStderr?.(fromBase64(raw.stderr));
-      } else if (raw.dropped) {
-        result.dropped = decode(raw.dropped);
-      } else if (raw.exited) {
+      } else if (raw.exited != null) {
         const x = decode(raw.exited);
         Object.assign(result, {
           exitCode: x.exitCode ?? 0, signal: x.signal ?? 0, reason: x.reason ?? "",
           durationMs: x.durationMs ?? 0, oomKills: x.oomKills ?? 0,
         });
+      } else if (raw.dropped != null) {
+        result.dropped = decode(raw.dropped);
+      } else if (raw.stdout != null) {
+        opts.onStdout?.(fromBase64(raw.stdout));
+      } else if (raw.stderr != null) {
+        opts.onStderr?.(fromBase64(raw.stderr));
       }
     }
-    if (stdinSent) await stdinSent;
+    // A process that exited without reading all its input is no error of
+    // the call: its exit says what happened.
+    if (stdinSent) await stdinSent.catch((err) => { if (!result.reason) throw err; });
     return result;
   }
 

@@ -57,6 +57,8 @@ test("exec with argv, env, cwd, stdin and a timeout", async () => {
   assert.equal(out, "hello from /tmp\npiped in\n");
   const slow = await sb.exec("sleep 30", { timeoutMs: 300 });
   assert.equal(slow.reason, "timeout");
+  const deaf = await sb.exec("exit 5", { stdin: new Uint8Array(1 << 20) });
+  assert.equal(deaf.exitCode, 5);
 });
 
 test("exec is cancelled by its AbortSignal", async () => {
@@ -112,11 +114,17 @@ test("files: text, streams and the executor's calls", async () => {
   });
   await sb.files.write("/tmp/t/s.txt", stream);
   assert.equal(await sb.files.readText("/tmp/t/s.txt"), "streamed in pieces\n");
+  let got = "";
+  for await (const chunk of await sb.files.readStream("/tmp/t/s.txt")) got += text(chunk);
+  assert.equal(got, "streamed in pieces\n");
+  await sb.files.write("/tmp/t/run.sh", "echo ran\n", { mode: 0o755 });
+  assert.equal((await sb.files.stat("/tmp/t/run.sh")).mode, 0o755);
+  assert.equal((await sb.run("/tmp/t/run.sh")).stdout, "ran\n");
 
   await sb.files.mkdir("/tmp/t/sub/deep");
   await sb.files.write("/tmp/t/sub/deep/c.go", "package c\n// beta here\n");
   const names = (await sb.files.list("/tmp/t")).map((e) => `${e.name}:${e.type}`).sort();
-  assert.deepEqual(names, ["a.txt:file", "s.txt:file", "sub:dir"]);
+  assert.deepEqual(names, ["a.txt:file", "run.sh:file", "s.txt:file", "sub:dir"]);
   const deep = await sb.files.list("/tmp/t", { depth: 3 });
   assert.ok(deep.some((e) => e.path === "/tmp/t/sub/deep/c.go"), JSON.stringify(deep));
 
@@ -134,6 +142,7 @@ test("files: text, streams and the executor's calls", async () => {
   assert.deepEqual(await sb.files.edit("/tmp/t/a.txt", "beta", "BETA"), { replacements: 1 });
   await sb.files.move("/tmp/t/a.txt", "/tmp/t/b.txt");
   assert.equal(await sb.files.readText("/tmp/t/b.txt"), "alpha\nBETA\ngamma\n");
+  await assert.rejects(sb.files.read("/tmp/t"), (e) => e.kind === "is_directory" && e.status === 400);
   await sb.files.remove("/tmp/t", { recursive: true });
   await assert.rejects(sb.files.stat("/tmp/t"), (e) => e.code === "not_found");
 });
