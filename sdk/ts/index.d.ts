@@ -228,6 +228,8 @@ export declare class Files {
   readStream(path: string, opts?: { signal?: AbortSignal }): Promise<ReadableStream<Uint8Array>>;
   /** Replaces the file (parents made): PUT /v1/sandboxes/{id}/files?path=. */
   write(path: string, data: string | Uint8Array | ArrayBuffer | ReadableStream<Uint8Array>, opts?: { mode?: number; signal?: AbortSignal }): Promise<void>;
+  /** Many files in one call ({path: data}; a name ending in "/" is a directory), as a tar the executor unpacks under dir ("/"). */
+  upload(files: Record<string, string | Uint8Array> | Array<[string, string | Uint8Array]>, opts?: { dir?: string; signal?: AbortSignal }): Promise<{ files: number; bytes: number }>;
   stat(path: string): Promise<FileInfo>;
   list(path: string, opts?: { depth?: number; limit?: number }): Promise<FileInfo[]>;
   mkdir(path: string, opts?: { parents?: boolean; mode?: number }): Promise<void>;

@@ -5,6 +5,7 @@
 
 import { ReinsError, Transport, readBounded } from "./connect.js";
 import { bytesOf, decode, encodeSpec, fromBase64, toBase64, wireEnum } from "./wire.js";
+import { tar } from "./tar.js";
 
 export { ReinsError, MAX_MESSAGE_BYTES } from "./connect.js";
 
@@ -272,6 +273,21 @@ export class Files {
     });
   }
 
+  /** upload puts many files in one call: {path: data} (a name ending
+   * in "/" is a directory), unpacked under dir (default "/") by the
+   * executor's hardened extractor. It holds the archive in memory: for
+   * one large file use write. */
+  async upload(files, opts = {}) {
+    const archive = tar(files);
+    const msgs = [{ header: { dir: opts.dir ?? "/" } }];
+    for (let off = 0; off < archive.length; off += UPLOAD_CHUNK) {
+      msgs.push({ data: toBase64(archive.subarray(off, off + UPLOAD_CHUNK)) });
+    }
+    let res = null;
+    for await (const m of this.s.r.t.stream(EXECUTOR + "Upload", msgs, { sandbox: this.s.id, signal: opts.signal })) res = decode(m);
+    return { files: res?.files ?? 0, bytes: res?.bytes ?? 0 };
+  }
+
   async stat(path) {
     return decode(await this.s.call("Stat", { path })).info;
   }
@@ -330,6 +346,9 @@ export class Files {
     return { paths: m.paths ?? [], truncated: !!m.truncated, entries: m.entries ?? [] };
   }
 }
+
+// The tar bytes in one Upload message.
+const UPLOAD_CHUNK = 1 << 20;
 
 /** Runs are the calls of the run service. */
 export class Runs {

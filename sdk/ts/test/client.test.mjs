@@ -147,6 +147,19 @@ test("files: text, streams and the executor's calls", async () => {
   await assert.rejects(sb.files.stat("/tmp/t"), (e) => e.code === "not_found");
 });
 
+test("files: many files in one upload, through the executor's extractor", async () => {
+  const long = "/tmp/up/" + "d/".repeat(70) + "deep.txt";
+  const res = await sb.files.upload({
+    "/tmp/up/a.txt": "A\n", "tmp/up/empty/": "", [long]: "deep\n", "/tmp/up/z.bin": new Uint8Array(3 << 20).fill(7),
+  });
+  assert.deepEqual(res, { files: 3, bytes: 2 + 5 + (3 << 20) });
+  assert.equal(await sb.files.readText(long), "deep\n");
+  assert.equal((await sb.files.stat("/tmp/up/empty")).type, "dir");
+  assert.equal((await sb.files.read("/tmp/up/z.bin")).filter((b) => b === 7).length, 3 << 20);
+  await assert.rejects(sb.files.upload({ "/tmp/../../etc/passwd": "x" }), TypeError);
+  await sb.files.remove("/tmp/up", { recursive: true });
+});
+
 test("ports: a server inside the sandbox reached through the service", async () => {
   await sb.files.write("/www/index.html", "served from the sandbox\n");
   await sb.exec("httpd -p 8080 -h /www", { timeoutMs: 5000 });
