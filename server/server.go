@@ -367,10 +367,11 @@ func (s *Server) Version(ctx context.Context, req *connect.Request[reinsv1.Versi
 	return connect.NewResponse(resp), nil
 }
 
-// apiOptions are the handler options of the reins.v1 services: the
-// errors' translation and the API's one JSON form (wire.JSON).
-func (s *Server) apiOptions() []connect.HandlerOption {
-	return s.handlerOptions(connect.WithCodec(wire.JSONCodec{Codec: "json"}), connect.WithCodec(wire.JSONCodec{Codec: "json; charset=utf-8"}))
+// apiOptions are the handler options of the reins.v1 services (and of the
+// executor calls the service answers itself), with opts: the errors'
+// translation and the API's one JSON form (wire.JSON).
+func (s *Server) apiOptions(opts ...connect.HandlerOption) []connect.HandlerOption {
+	return s.handlerOptions(append(opts, connect.WithCodec(wire.JSONCodec{Codec: "json"}), connect.WithCodec(wire.JSONCodec{Codec: "json; charset=utf-8"}))...)
 }
 
 // nano is t for the wire: 0 for none.

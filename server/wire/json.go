@@ -81,16 +81,6 @@ func (f JSONForm) Marshal(m proto.Message) ([]byte, error) {
 	return e.buf, nil
 }
 
-// Format is Marshal as a string, or the error's text in its place (for
-// logs and human views).
-func (f JSONForm) Format(m proto.Message) string {
-	data, err := f.Marshal(m)
-	if err != nil {
-		return "<" + err.Error() + ">"
-	}
-	return string(data)
-}
-
 type jsonEncoder struct {
 	buf      []byte
 	omitZero bool
