@@ -4,7 +4,7 @@
 // client (package client): the same calls, the same names.
 
 import { ReinsError, Transport, readBounded } from "./connect.js";
-import { bytesOf, decode, encodeSpec, fromBase64, toBase64, wireEnum } from "./wire.js";
+import { bytesOf, concat, decode, encodeSpec, fromBase64, toBase64, wireEnum } from "./wire.js";
 import { tar } from "./tar.js";
 
 export { ReinsError, MAX_MESSAGE_BYTES } from "./connect.js";
@@ -216,17 +216,6 @@ export class Sandbox {
   }
 }
 
-function concat(parts, n) {
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(n);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
-}
-
 function envList(env) {
   if (!env) return [];
   if (Array.isArray(env)) return env;
@@ -410,7 +399,7 @@ export class Runs {
       if (n > max) throw new ReinsError("resource_exhausted", `artifact ${nameOrDigest} of run ${id} is larger than maxBytes (${max})`);
       parts.push(b);
     }
-    return concat(parts, n);
+    return concat(parts);
   }
 
   async cancel(id) { await this.r.t.unary(RUN + "Cancel", { id }); }

@@ -2,7 +2,7 @@
 // hold), for putting many files in a sandbox in one call: the executor's
 // hardened extractor unpacks it. Regular files and directories only.
 
-import { bytesOf } from "./wire.js";
+import { bytesOf, concat } from "./wire.js";
 
 const BLOCK = 512;
 const utf8 = new TextEncoder();
@@ -90,13 +90,5 @@ export function tar(files, opts = {}) {
     parts.push(bytes, padding(bytes.length));
   }
   parts.push(new Uint8Array(2 * BLOCK));
-  let n = 0;
-  for (const p of parts) n += p.length;
-  const out = new Uint8Array(n);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
+  return concat(parts);
 }
