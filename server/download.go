@@ -24,7 +24,7 @@ import (
 // stream and, last, its sha256 (computed here on the staged path, checked
 // against the executor's on the relayed one).
 func (s *Server) handleDownload(mux *http.ServeMux) {
-	opts := s.handlerOptions(connect.WithCompression("gzip", nil, nil))
+	opts := s.apiOptions(connect.WithCompression("gzip", nil, nil))
 	mux.Handle(executorv1connect.ExecutorDownloadProcedure, s.withExecutor(
 		connect.NewServerStreamHandler(executorv1connect.ExecutorDownloadProcedure, s.download, opts...)))
 }

@@ -31,7 +31,7 @@ func (s *Server) handleExec(mux *http.ServeMux) {
 	// No gzip, as the executor: compressing every chunk of output cost the
 	// service three times the CPU of relaying it (measured), and command
 	// output is often already compressed or random.
-	opts := s.handlerOptions(connect.WithCompression("gzip", nil, nil))
+	opts := s.apiOptions(connect.WithCompression("gzip", nil, nil))
 	mux.Handle(executorv1connect.ExecutorExecProcedure, s.withExecutor(
 		connect.NewServerStreamHandler(executorv1connect.ExecutorExecProcedure, s.exec, opts...)))
 	mux.Handle(executorv1connect.ExecutorAttachProcedure, s.withExecutor(

@@ -133,7 +133,14 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.handleDownload(mux)
 	s.handleRawFiles(mux)
-	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
+	jsonCalls := s.executorJSON()
+	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := jsonCalls[r.URL.Path]; ok && isJSON(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.proxy(w, r)
+	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	api := s.auth(mux)
@@ -365,10 +372,11 @@ func (s *Server) Version(ctx context.Context, req *connect.Request[reinsv1.Versi
 	return connect.NewResponse(resp), nil
 }
 
-// apiOptions are the handler options of the reins.v1 services: the
-// errors' translation and the API's one JSON form (wire.JSON).
-func (s *Server) apiOptions() []connect.HandlerOption {
-	return s.handlerOptions(connect.WithCodec(wire.JSONCodec{Codec: "json"}), connect.WithCodec(wire.JSONCodec{Codec: "json; charset=utf-8"}))
+// apiOptions are the handler options of the reins.v1 services (and of the
+// executor calls the service answers itself), with opts: the errors'
+// translation and the API's one JSON form (wire.JSON).
+func (s *Server) apiOptions(opts ...connect.HandlerOption) []connect.HandlerOption {
+	return s.handlerOptions(append(opts, connect.WithCodec(wire.JSONCodec{Codec: "json"}), connect.WithCodec(wire.JSONCodec{Codec: "json; charset=utf-8"}))...)
 }
 
 // nano is t for the wire: 0 for none.

@@ -15,24 +15,36 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/server/wire"
 )
 
 // Files are the .proto files the API is made of.
-var Files = []protoreflect.FileDescriptor{
-	reinsv1.File_reins_v1_sandbox_proto, reinsv1.File_reins_v1_run_proto,
-	reinsv1.File_reins_v1_secret_proto, reinsv1.File_reins_v1_tenant_proto,
-	executorv1.File_reins_executor_v1_executor_proto,
-}
+var Files = wire.Files
 
 // SandboxHeader names the sandbox an executor call is for (server.SandboxHeader;
 // not imported, to keep the generator off the server's dependencies).
 const SandboxHeader = "Reins-Sandbox"
+
+// binaryOnly are the executor calls a JSON caller cannot make, left out of
+// the document: the service's own (Sync, Stage, Place, SetDefaults) and
+// the bulk transfers it relays as bytes (the raw file routes are their
+// JSON callers' way). The service answers every other executor call in
+// JSON (server/executorjson.go; TestOpenAPIExecutorCalls holds the two
+// lists together).
+var binaryOnly = map[protoreflect.Name]bool{"Sync": true, "Stage": true, "Place": true, "SetDefaults": true,
+	"Upload": true, "ReadStream": true, "WriteStream": true}
+
+// Described reports whether the document describes md: every call but
+// the executor's binaryOnly ones.
+func Described(md protoreflect.MethodDescriptor) bool {
+	return md.Parent().FullName() != "reins.executor.v1.Executor" || !binaryOnly[md.Name()]
+}
 
 // Generate writes the document, indented, from Files and their sources
 // under protoRoot (the repository's api directory).
@@ -109,15 +121,6 @@ func obj(kv ...any) object {
 	return o
 }
 
-func (o object) get(key string) any {
-	for _, m := range o {
-		if m.key == key {
-			return m.value
-		}
-	}
-	return nil
-}
-
 type generator struct {
 	comments comments
 	schemas  map[string]any // by full name, filled as they are referred to
@@ -132,6 +135,9 @@ func (g *generator) document() object {
 			sd := fd.Services().Get(i)
 			for j := 0; j < sd.Methods().Len(); j++ {
 				md := sd.Methods().Get(j)
+				if !Described(md) {
+					continue
+				}
 				paths = append(paths, member{"/" + string(sd.FullName()) + "/" + string(md.Name()), obj("post", g.operation(sd, md))})
 			}
 		}
@@ -141,7 +147,7 @@ func (g *generator) document() object {
 	for n := range g.schemas {
 		names = append(names, n)
 	}
-	sortStrings(names)
+	slices.Sort(names)
 	schemas := object{}
 	for _, n := range names {
 		schemas = append(schemas, member{n, g.schemas[n]})
@@ -252,14 +258,18 @@ func (g *generator) extraPaths() object {
 	pathParam := obj("name", "path", "in", "query", "required", true, "description", "An absolute path inside the sandbox.",
 		"schema", obj("type", "string", "pattern", "^/"))
 	read := obj("operationId", "Files_Read", "tags", []any{"Files"}, "summary", "Read a whole file as raw bytes.",
-		"description", "Streams the file's bytes (no size cap). A missing file is not_found, a directory invalid_argument.",
+		"description", "Streams the file's bytes (no size cap), with Content-Length and Last-Modified. A missing file is 404 (not_found), a directory 400 (kind is_directory, in the Reins-Error-Kind header).",
 		"responses", obj(
 			"200", obj("description", "The file's bytes.", "content", obj("application/octet-stream", raw)),
 			"default", errs))
+	g.message(reinsv1.File_reins_v1_sandbox_proto.Messages().ByName("WriteRawFileResponse"))
 	write := obj("operationId", "Files_Write", "tags", []any{"Files"}, "summary", "Write a whole file from raw bytes.",
-		"description", "Replaces the file with the body's bytes (streamed, no size cap; its parents are made).",
+		"description", "Replaces the file with the body's bytes (streamed, no size cap; its parents are made). A body shorter or longer than its Content-Length is refused and the file left as it was.",
+		"parameters", []any{obj("name", "mode", "in", "query", "description", "The file's permission bits in octal (0644); default: the executor's.",
+			"schema", obj("type", "string", "pattern", "^0?[0-7]{1,3}$"))},
 		"requestBody", obj("required", true, "content", obj("application/octet-stream", raw)),
-		"responses", obj("2XX", obj("description", "Written."), "default", errs))
+		"responses", obj("200", obj("description", "Written.", "content", obj("application/json", obj("schema", ref("reins.v1.WriteRawFileResponse")))),
+			"default", errs))
 	noAuth := []any{}
 	health := obj("operationId", "Service_Health", "tags", []any{"Service"}, "summary", "Is the service up.", "security", noAuth,
 		"responses", obj("200", obj("description", "ok", "content", obj("text/plain", obj("schema", obj("type", "string"))))))

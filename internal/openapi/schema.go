@@ -1,15 +1,12 @@
 package openapi
 
 import (
-	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/reinsdev/reins/server/wire"
 )
-
-func sortStrings(s []string) { slices.Sort(s) }
 
 // message adds md's schema (and those it refers to) to the components.
 func (g *generator) message(md protoreflect.MessageDescriptor) {

@@ -302,17 +302,20 @@ export class Transport {
   }
 
   /**
-   * stream calls a server-streaming procedure and yields each message as
-   * parsed JSON; the stream's end message's error is thrown.
+   * stream calls a streaming procedure and yields each message as parsed
+   * JSON; the stream's end message's error is thrown. req is the one
+   * request of a server stream, or an array: the messages of a client
+   * stream, sent whole.
    * @param {string} procedure
-   * @param {object} req
+   * @param {object | object[]} req
    * @param {{sandbox?: string, signal?: AbortSignal, maxMessageBytes?: number}} [opts]
    */
   async *stream(procedure, req, opts = {}) {
+    const msgs = Array.isArray(req) ? req : [req ?? {}];
     const resp = await this.send("/" + procedure, {
       method: "POST",
       headers: this.headers({ "content-type": "application/connect+json" }, opts.sandbox),
-      body: envelope(utf8.encode(json(req ?? {}))),
+      body: Buffer.concat(msgs.map((m) => envelope(utf8.encode(json(m))))),
       signal: opts.signal,
     }, procedure);
     if (!resp.ok) throw await errorFromResponse(resp, procedure);

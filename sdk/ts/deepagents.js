@@ -178,9 +178,8 @@ export class ReinsSandbox extends BaseSandbox {
 
   glob(pattern, path = "/") {
     return this.nativeOr(() => super.glob(pattern, path), async () => {
-      const r = await this.sandbox.files.glob(pattern, { dir: path || "/" });
-      const infos = r.infos ?? null;
-      return { files: infos ? infos.map(fileInfo) : r.paths.map((p) => ({ path: p })), truncated: r.truncated };
+      const r = await this.sandbox.files.glob(pattern, { dir: path || "/", info: true });
+      return { files: r.entries.map(fileInfo), truncated: r.truncated };
     });
   }
 

@@ -227,7 +227,9 @@ export declare class Files {
   /** The file's bytes as they come, no size cap. */
   readStream(path: string, opts?: { signal?: AbortSignal }): Promise<ReadableStream<Uint8Array>>;
   /** Replaces the file (parents made): PUT /v1/sandboxes/{id}/files?path=. */
-  write(path: string, data: string | Uint8Array | ArrayBuffer | ReadableStream<Uint8Array>, opts?: { signal?: AbortSignal }): Promise<void>;
+  write(path: string, data: string | Uint8Array | ArrayBuffer | ReadableStream<Uint8Array>, opts?: { mode?: number; signal?: AbortSignal }): Promise<void>;
+  /** Many files in one call ({path: data}; a name ending in "/" is a directory), as a tar the executor unpacks under dir ("/"). */
+  upload(files: Record<string, string | Uint8Array> | Array<[string, string | Uint8Array]>, opts?: { dir?: string; signal?: AbortSignal }): Promise<{ files: number; bytes: number }>;
   stat(path: string): Promise<FileInfo>;
   list(path: string, opts?: { depth?: number; limit?: number }): Promise<FileInfo[]>;
   mkdir(path: string, opts?: { parents?: boolean; mode?: number }): Promise<void>;
@@ -246,9 +248,6 @@ export declare class Files {
   /** "**" spans directories; with info, entries has each path's FileInfo. */
   glob(pattern: string, opts?: { dir?: string; limit?: number; info?: boolean }): Promise<{ paths: string[]; truncated: boolean; entries: FileInfo[] }>;
 }
-
-/** Makes a literal string an RE2 pattern that matches itself. */
-export declare function quoteRE2(s: string): string;
 
 export type RunStatus = "queued" | "running" | "waiting_approval" | "paused" | "succeeded" | "failed" | "cancelled" | "";
 
@@ -309,6 +308,10 @@ export declare class Runs {
   events(id: string, opts?: { afterSeq?: number; follow?: boolean; signal?: AbortSignal }): AsyncGenerator<RunEvent>;
   /** Follows the events until the run finishes, then returns it. */
   wait(id: string, opts?: { afterSeq?: number; signal?: AbortSignal }): Promise<Run>;
+  /** The files a run saved (and large outputs). */
+  artifacts(id: string): Promise<{ name: string; digest: string; size: number; source: string; error?: string }[]>;
+  /** An artifact's bytes, by name or digest; larger than maxBytes (1 GiB) is refused. */
+  artifact(id: string, nameOrDigest: string, opts?: { maxBytes?: number; signal?: AbortSignal }): Promise<Uint8Array>;
   cancel(id: string): Promise<void>;
   pause(id: string): Promise<void>;
   resume(id: string): Promise<void>;

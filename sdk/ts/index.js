@@ -4,7 +4,8 @@
 // client (package client): the same calls, the same names.
 
 import { ReinsError, Transport, readBounded } from "./connect.js";
-import { bytesOf, decode, encodeSpec, fromBase64, toBase64, wireEnum } from "./wire.js";
+import { bytesOf, concat, decode, encodeSpec, fromBase64, toBase64, wireEnum } from "./wire.js";
+import { tar } from "./tar.js";
 
 export { ReinsError, MAX_MESSAGE_BYTES } from "./connect.js";
 
@@ -161,7 +162,7 @@ export class Sandbox {
     const result = { pid: 0, exitCode: -1, signal: 0, reason: "", durationMs: 0, oomKills: 0, dropped: null };
     let stdinSent = null;
     for await (const raw of this.r.t.stream(EXECUTOR + "Exec", req, { sandbox: this.id, signal: opts.signal })) {
-      if (raw.started) {
+      if (raw.started != null) {
         result.pid = raw.started.pid ?? 0;
         if (stdin !== null) {
           // Written while the output streams, so a command that reads
@@ -169,21 +170,23 @@ export class Sandbox {
           stdinSent = this.call("WriteStdin", { pid: result.pid, data: toBase64(stdin), close: true }, { signal: opts.signal });
           stdinSent.catch(() => {});
         }
-      } else if (raw.stdout !== undefined) {
-        opts.onStdout?.(fromBase64(raw.stdout));
-      } else if (raw.stderr !== undefined) {
-        opts.onStderr?.(fromBase64(raw.stderr));
-      } else if (raw.dropped) {
-        result.dropped = decode(raw.dropped);
-      } else if (raw.exited) {
+      } else if (raw.exited != null) {
         const x = decode(raw.exited);
         Object.assign(result, {
           exitCode: x.exitCode ?? 0, signal: x.signal ?? 0, reason: x.reason ?? "",
           durationMs: x.durationMs ?? 0, oomKills: x.oomKills ?? 0,
         });
+      } else if (raw.dropped != null) {
+        result.dropped = decode(raw.dropped);
+      } else if (raw.stdout != null) {
+        opts.onStdout?.(fromBase64(raw.stdout));
+      } else if (raw.stderr != null) {
+        opts.onStderr?.(fromBase64(raw.stderr));
       }
     }
-    if (stdinSent) await stdinSent;
+    // A process that exited without reading all its input is no error of
+    // the call: its exit says what happened.
+    if (stdinSent) await stdinSent.catch((err) => { if (!result.reason) throw err; });
     return result;
   }
 
@@ -248,13 +251,30 @@ export class Files {
   }
 
   /** write replaces the file at path with data (a string, bytes, or a
-   * ReadableStream of bytes), making its parents. */
+   * ReadableStream of bytes), making its parents; mode is its
+   * permission bits (default: the replaced file's, 0644 for a new one). */
   async write(path, data, opts = {}) {
     const body = data && typeof data.getReader === "function" ? data : bytesOf(data);
-    await this.s.r.t.raw("PUT", this.rawPath(path), {
+    const mode = opts.mode ? `&mode=0${opts.mode.toString(8)}` : "";
+    await this.s.r.t.raw("PUT", this.rawPath(path) + mode, {
       body, signal: opts.signal, what: `write ${path}`,
       headers: { "content-type": "application/octet-stream" },
     });
+  }
+
+  /** upload puts many files in one call: {path: data} (a name ending
+   * in "/" is a directory), unpacked under dir (default "/") by the
+   * executor's hardened extractor. It holds the archive in memory: for
+   * one large file use write. */
+  async upload(files, opts = {}) {
+    const archive = tar(files);
+    const msgs = [{ header: { dir: opts.dir ?? "/" } }];
+    for (let off = 0; off < archive.length; off += UPLOAD_CHUNK) {
+      msgs.push({ data: toBase64(archive.subarray(off, off + UPLOAD_CHUNK)) });
+    }
+    let res = null;
+    for await (const m of this.s.r.t.stream(EXECUTOR + "Upload", msgs, { sandbox: this.s.id, signal: opts.signal })) res = decode(m);
+    return { files: res?.files ?? 0, bytes: res?.bytes ?? 0 };
   }
 
   async stat(path) {
@@ -299,26 +319,25 @@ export class Files {
   }
 
   /** grep searches a file or a directory (recursively) for an RE2
-   * regular expression; literal quotes the pattern. */
+   * regular expression, or with literal for the pattern as it is. */
   async grep(pattern, path, opts = {}) {
-    const re = opts.literal ? quoteRE2(pattern) : pattern;
     const m = decode(await this.s.call("Grep", {
-      pattern: re, path, include: opts.include ?? "", ignore_case: !!opts.ignoreCase, limit: opts.limit ?? 0,
+      pattern, path, include: opts.include ?? "", ignore_case: !!opts.ignoreCase, limit: opts.limit ?? 0,
+      literal: !!opts.literal,
     }));
     return { matches: m.matches ?? [], truncated: !!m.truncated };
   }
 
-  /** glob returns the paths matching pattern ("**" spans directories). */
+  /** glob returns the paths matching pattern ("**" spans directories);
+   * with info, entries holds each one's FileInfo. */
   async glob(pattern, opts = {}) {
-    const m = decode(await this.s.call("Glob", { pattern, dir: opts.dir ?? "", limit: opts.limit ?? 0 }));
-    return { paths: m.paths ?? [], truncated: !!m.truncated };
+    const m = decode(await this.s.call("Glob", { pattern, dir: opts.dir ?? "", limit: opts.limit ?? 0, info: !!opts.info }));
+    return { paths: m.paths ?? [], truncated: !!m.truncated, entries: m.entries ?? [] };
   }
 }
 
-/** quoteRE2 makes a literal string an RE2 pattern matching itself. */
-export function quoteRE2(s) {
-  return s.replace(/[\\.+*?()|[\]{}^$]/g, "\\$&");
-}
+// The tar bytes in one Upload message.
+const UPLOAD_CHUNK = 1 << 20;
 
 /** Runs are the calls of the run service. */
 export class Runs {
@@ -360,6 +379,27 @@ export class Runs {
       if (ev.type === "finished") break;
     }
     return this.get(id);
+  }
+
+  /** artifacts lists the files a run saved (and large outputs). */
+  async artifacts(id) {
+    return decode(await this.r.t.unary(RUN + "ListArtifacts", { id })).artifacts ?? [];
+  }
+
+  /** artifact returns an artifact's bytes, by name or by digest (any
+   * blob the run references: a cut output's whole text, a screenshot);
+   * one larger than maxBytes (1 GiB by default) is refused. */
+  async artifact(id, nameOrDigest, opts = {}) {
+    const max = opts.maxBytes ?? 1 << 30;
+    const parts = [];
+    let n = 0;
+    for await (const m of this.r.t.stream(RUN + "GetArtifact", { id, name_or_digest: nameOrDigest }, { signal: opts.signal })) {
+      const b = fromBase64(m.data);
+      n += b.length;
+      if (n > max) throw new ReinsError("resource_exhausted", `artifact ${nameOrDigest} of run ${id} is larger than maxBytes (${max})`);
+      parts.push(b);
+    }
+    return concat(parts);
   }
 
   async cancel(id) { await this.r.t.unary(RUN + "Cancel", { id }); }

@@ -132,3 +132,17 @@ export function bytesOf(data) {
   if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   throw new TypeError("data must be a string, a Uint8Array or an ArrayBuffer");
 }
+
+/** concat joins byte arrays (the one array itself when there is one). */
+export function concat(parts) {
+  if (parts.length === 1) return parts[0];
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Uint8Array(n);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
+}

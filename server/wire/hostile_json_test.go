@@ -44,7 +44,7 @@ func depthOf(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]b
 // is refused for its shape.
 func TestHostileJSONDeepNesting(t *testing.T) {
 	recursive := 0
-	eachMessage(apiFiles, func(md protoreflect.MessageDescriptor) {
+	eachMessage(Files, func(md protoreflect.MessageDescriptor) {
 		switch d := depthOf(md, map[protoreflect.FullName]bool{}); {
 		case d < 0:
 			recursive++

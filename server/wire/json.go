@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,18 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 )
+
+// Files are the .proto files whose messages cross the API in JSON: the
+// service's and the executor's (whose calls the service proxies).
+var Files = []protoreflect.FileDescriptor{
+	reinsv1.File_reins_v1_sandbox_proto, reinsv1.File_reins_v1_run_proto,
+	reinsv1.File_reins_v1_secret_proto, reinsv1.File_reins_v1_tenant_proto,
+	executorv1.File_reins_executor_v1_executor_proto,
+}
 
 // JSON is the one JSON form of the API: what the service answers a JSON
 // caller (curl, a Connect client in JSON) and what the CLI's --json prints.
@@ -67,16 +79,6 @@ func (f JSONForm) Marshal(m proto.Message) ([]byte, error) {
 		return nil, err
 	}
 	return e.buf, nil
-}
-
-// Format is Marshal as a string, or the error's text in its place (for
-// logs and human views).
-func (f JSONForm) Format(m proto.Message) string {
-	data, err := f.Marshal(m)
-	if err != nil {
-		return "<" + err.Error() + ">"
-	}
-	return string(data)
 }
 
 type jsonEncoder struct {
@@ -239,29 +241,9 @@ func compareKeys(a, b protoreflect.MapKey) int {
 		}
 		return 1
 	case int32, int64:
-		return cmpInt(a.Int(), b.Int())
+		return cmp.Compare(a.Int(), b.Int())
 	}
-	return cmpUint(a.Uint(), b.Uint())
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(a.Uint(), b.Uint())
 }
 
 // single writes one value of fd's kind (an element, for a list or map).

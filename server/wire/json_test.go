@@ -15,16 +15,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 )
-
-// apiFiles are the .proto files whose messages cross the API in JSON.
-var apiFiles = []protoreflect.FileDescriptor{
-	reinsv1.File_reins_v1_sandbox_proto, reinsv1.File_reins_v1_run_proto,
-	reinsv1.File_reins_v1_secret_proto, reinsv1.File_reins_v1_tenant_proto,
-	executorv1.File_reins_executor_v1_executor_proto,
-}
 
 // eachMessage calls f with every message of the files, nested ones too.
 func eachMessage(files []protoreflect.FileDescriptor, f func(protoreflect.MessageDescriptor)) {
@@ -149,9 +141,9 @@ func maxOneof(files []protoreflect.FileDescriptor) int {
 // TestJSONEveryMessage: every message of the API, populated and empty,
 // is written in the one shape and reads back (through the codec) equal.
 func TestJSONEveryMessage(t *testing.T) {
-	variants := maxOneof(apiFiles)
+	variants := maxOneof(Files)
 	count := 0
-	eachMessage(apiFiles, func(md protoreflect.MessageDescriptor) {
+	eachMessage(Files, func(md protoreflect.MessageDescriptor) {
 		mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName())
 		if err != nil {
 			t.Fatalf("%s: %v", md.FullName(), err)
@@ -300,7 +292,7 @@ func checkInt(t *testing.T, at, digits string, fits bool, got any) {
 // (no field of that name is in the way), and the names read as meant.
 func TestJSONTimeNames(t *testing.T) {
 	n := 0
-	eachMessage(apiFiles, func(md protoreflect.MessageDescriptor) {
+	eachMessage(Files, func(md protoreflect.MessageDescriptor) {
 		for i := 0; i < md.Fields().Len(); i++ {
 			fd := md.Fields().Get(i)
 			if !strings.HasSuffix(string(fd.Name()), "_unix_nano") {

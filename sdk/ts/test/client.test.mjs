@@ -57,6 +57,8 @@ test("exec with argv, env, cwd, stdin and a timeout", async () => {
   assert.equal(out, "hello from /tmp\npiped in\n");
   const slow = await sb.exec("sleep 30", { timeoutMs: 300 });
   assert.equal(slow.reason, "timeout");
+  const deaf = await sb.exec("exit 5", { stdin: new Uint8Array(1 << 20) });
+  assert.equal(deaf.exitCode, 5);
 });
 
 test("exec is cancelled by its AbortSignal", async () => {
@@ -112,11 +114,17 @@ test("files: text, streams and the executor's calls", async () => {
   });
   await sb.files.write("/tmp/t/s.txt", stream);
   assert.equal(await sb.files.readText("/tmp/t/s.txt"), "streamed in pieces\n");
+  let got = "";
+  for await (const chunk of await sb.files.readStream("/tmp/t/s.txt")) got += text(chunk);
+  assert.equal(got, "streamed in pieces\n");
+  await sb.files.write("/tmp/t/run.sh", "echo ran\n", { mode: 0o755 });
+  assert.equal((await sb.files.stat("/tmp/t/run.sh")).mode, 0o755);
+  assert.equal((await sb.run("/tmp/t/run.sh")).stdout, "ran\n");
 
   await sb.files.mkdir("/tmp/t/sub/deep");
   await sb.files.write("/tmp/t/sub/deep/c.go", "package c\n// beta here\n");
   const names = (await sb.files.list("/tmp/t")).map((e) => `${e.name}:${e.type}`).sort();
-  assert.deepEqual(names, ["a.txt:file", "s.txt:file", "sub:dir"]);
+  assert.deepEqual(names, ["a.txt:file", "run.sh:file", "s.txt:file", "sub:dir"]);
   const deep = await sb.files.list("/tmp/t", { depth: 3 });
   assert.ok(deep.some((e) => e.path === "/tmp/t/sub/deep/c.go"), JSON.stringify(deep));
 
@@ -134,8 +142,22 @@ test("files: text, streams and the executor's calls", async () => {
   assert.deepEqual(await sb.files.edit("/tmp/t/a.txt", "beta", "BETA"), { replacements: 1 });
   await sb.files.move("/tmp/t/a.txt", "/tmp/t/b.txt");
   assert.equal(await sb.files.readText("/tmp/t/b.txt"), "alpha\nBETA\ngamma\n");
+  await assert.rejects(sb.files.read("/tmp/t"), (e) => e.kind === "is_directory" && e.status === 400);
   await sb.files.remove("/tmp/t", { recursive: true });
   await assert.rejects(sb.files.stat("/tmp/t"), (e) => e.code === "not_found");
+});
+
+test("files: many files in one upload, through the executor's extractor", async () => {
+  const long = "/tmp/up/" + "d/".repeat(70) + "deep.txt";
+  const res = await sb.files.upload({
+    "/tmp/up/a.txt": "A\n", "tmp/up/empty/": "", [long]: "deep\n", "/tmp/up/z.bin": new Uint8Array(3 << 20).fill(7),
+  });
+  assert.deepEqual(res, { files: 3, bytes: 2 + 5 + (3 << 20) });
+  assert.equal(await sb.files.readText(long), "deep\n");
+  assert.equal((await sb.files.stat("/tmp/up/empty")).type, "dir");
+  assert.equal((await sb.files.read("/tmp/up/z.bin")).filter((b) => b === 7).length, 3 << 20);
+  await assert.rejects(sb.files.upload({ "/tmp/../../etc/passwd": "x" }), TypeError);
+  await sb.files.remove("/tmp/up", { recursive: true });
 });
 
 test("ports: a server inside the sandbox reached through the service", async () => {
@@ -182,6 +204,78 @@ test("runs: start with a script model, follow its events", async () => {
   assert.equal(done.status, "succeeded");
   assert.equal(done.text, "done");
   assert.ok((await r.runs.list({ statuses: ["succeeded"] })).some((x) => x.id === run.id));
+});
+
+test("runs: a cut output's whole text is fetched by its digest", async () => {
+  const run = await r.runs.start({
+    task: "count",
+    script: { turns: [{ tool_calls: [{ name: "bash", input: { command: "seq 1 100000" } }] }, { text: "counted" }] },
+  });
+  let result;
+  for await (const ev of r.runs.events(run.id)) {
+    if (ev.type === "tool_result") result = ev.toolResult;
+  }
+  assert.ok(result.artifact, `the output was not cut: ${JSON.stringify({ ...result, text: result.text.length })}`);
+  const whole = await r.runs.artifact(run.id, result.artifact);
+  assert.equal(whole.length, result.fullBytes);
+  // The tool's whole result: the output, then the exit the model was told.
+  const lines = new TextDecoder().decode(whole).trim().split("\n");
+  assert.equal(lines.length, 100001);
+  assert.deepEqual(lines.slice(-2), ["100000", "[exit code 0]"]);
+  await assert.rejects(r.runs.artifact(run.id, result.artifact, { maxBytes: 1000 }), (e) => e.code === "resource_exhausted");
+  assert.ok(Array.isArray(await r.runs.artifacts(run.id)));
+});
+
+test("runs: a policy holds calls; approve with an edit, deny with a reason, cancel", async () => {
+  const bash = (command) => ({ tool_calls: [{ name: "bash", input: { command } }] });
+  const run = await r.runs.start({
+    task: "do things",
+    policy: "tools:\n  bash: ask\n",
+    script: { turns: [bash("echo first"), bash("echo second"), { text: "understood" }] },
+  });
+  const decided = [];
+  let ran = "";
+  for await (const ev of r.runs.events(run.id)) {
+    if (ev.type === "approval_requested") {
+      const held = await r.runs.get(run.id);
+      assert.equal(held.status, "waiting_approval");
+      assert.equal(held.pending[0].tool, "bash");
+      if (decided.length === 0) await r.runs.approve(run.id, { edit: { command: "echo edited" } });
+      else await r.runs.deny(run.id, { reason: "not today" });
+      decided.push(ev.approvalRequested.inputJson);
+    }
+    if (ev.type === "tool_result") ran += ev.toolResult.text;
+  }
+  assert.equal(decided.length, 2);
+  assert.match(decided[0], /echo first/);
+  assert.match(ran, /edited/);
+  assert.doesNotMatch(ran, /second\n/);
+  assert.equal((await r.runs.get(run.id)).status, "succeeded");
+
+  const slow = await r.runs.start({ task: "wait", script: { turns: [bash("sleep 60"), { text: "late" }] } });
+  for await (const ev of r.runs.events(slow.id)) {
+    if (ev.type === "tool_call") await r.runs.cancel(slow.id);
+  }
+  assert.equal((await r.runs.get(slow.id)).status, "cancelled");
+});
+
+test("extend moves a sandbox's expiry", async () => {
+  const before = await sb.refresh();
+  const info = await sb.extend(3_600_000);
+  assert.equal(before.expiresUnixNano, 0);
+  const left = info.expiresUnixNano / 1e6 - Date.now();
+  assert.ok(left > 3_500_000 && left <= 3_600_000, `expires in ${left} ms`);
+  assert.match(info.expiresTime, /^\d{4}-/);
+});
+
+test("pause keeps memory; resume brings the sandbox back", async () => {
+  const p = await sandbox(r, { labels: { suite: "pause" } });
+  await p.run("echo kept > /tmp/state");
+  const paused = await p.pause({ orSuspend: true });
+  assert.ok(["paused", "suspended"].includes(paused.sandbox.state), JSON.stringify(paused));
+  const back = await p.resume();
+  assert.equal(back.state, "running");
+  assert.equal((await p.run("cat /tmp/state")).stdout, "kept\n");
 });
 
 test("errors carry the server's code and message", async () => {

@@ -32,6 +32,7 @@ class ScriptedChatModel extends BaseChatModel {
   }
 }
 
+const unnumber = (s) => s.replace(/^ *\d+\t/gm, "");
 const call = (id, name, args) => new AIMessage({ content: "", tool_calls: [{ id, name, args, type: "tool_call" }] });
 
 test("a deep agent writes, edits and runs in a reins sandbox", async () => {
@@ -75,9 +76,11 @@ test("the backend's file calls, native and through deepagents' shell versions", 
     assert.equal(ls.files.find((f) => !f.is_dir).size, 18, what);
 
     const rd = await b.read("/data/notes/a.md", 1, 1);
-    assert.equal(rd.content, "two two\n", what);
+    // deepagents' shell version numbers the lines; the native one answers
+    // them as they are, as deepagents' own file backends do.
+    assert.equal(native ? rd.content : unnumber(rd.content), "two two\n", what);
     assert.deepEqual([rd.totalLines, rd.startLine, rd.endLine, rd.nextOffset], [3, 2, 2, 2], what);
-    assert.equal((await b.read("/data/empty.txt")).content, "System reminder: File exists but has empty contents", what);
+    assert.equal((await b.read("/data/empty.txt")).content.trim(), "System reminder: File exists but has empty contents", what);
     assert.ok((await b.read("/data/none.txt")).error, what);
 
     const g = await b.grep("two", "/data/notes");

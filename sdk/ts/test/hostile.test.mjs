@@ -149,21 +149,26 @@ test("paths with quotes and newlines stay paths in the backend's shell fallbacks
     `/tmp/h/b\n touch ${marker}2\n`,
     `/tmp/h/c$(touch ${marker}3)\`touch ${marker}4\``,
     `/tmp/h/d" ; touch ${marker}5 ; "`,
+    // and one that would be another query, a fragment or an escape if
+    // the raw file routes' ?path= were not encoded
+    `/tmp/h/e&path=${marker}8#frag?q=%2e%2e%2F`,
   ];
   const shell = new ReinsSandbox(sb, { native: false });
   for (const p of evil) {
     // Through the executor's own write, so the file exists under its
     // exact name, and deepagents' shell versions must find it there.
     await sb.files.write(p, "needle in\nthe file\n");
+    assert.equal((await sb.files.stat(p)).path, p);
     const rd = await shell.read(p);
-    assert.equal(rd.content, "needle in\nthe file\n", JSON.stringify(p));
+    assert.equal(rd.content, "     1\tneedle in\n     2\tthe file\n", JSON.stringify(p));
     const g = await shell.grep("needle", p);
     assert.equal(g.matches.length, 1, JSON.stringify(p));
     await shell.ls(p);
     await shell.glob("*", p);
     await shell.grep(`x'; touch ${marker}6; '`, "/tmp/h", `*'; touch ${marker}7; '`);
     assert.deepEqual(await shell.delete(p), { path: p, filesUpdate: null });
+    await assert.rejects(sb.files.stat(p), (e) => e.code === "not_found", `${JSON.stringify(p)} was not the path deleted`);
   }
-  const left = await sb.run(`ls ${marker}* 2>/dev/null; ls -A /tmp/h`);
+  const left = await sb.run(`ls ${marker}* 2>/dev/null`);
   assert.equal(left.stdout, "", "a shell fallback ran part of a path as a command");
 });

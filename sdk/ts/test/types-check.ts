@@ -26,6 +26,8 @@ export async function usage(): Promise<void> {
   const run = await reins.runs.start({ task: "t", script: { turns: [{ text: "done" }] } });
   for await (const ev of reins.runs.events(run.id)) console.log(ev.seq, ev.type);
   await reins.runs.approve(run.id, { edit: { command: "ls" } });
+  const art: Uint8Array = await reins.runs.artifact(run.id, (await reins.runs.artifacts(run.id))[0].name);
+  console.log(art.length);
   try {
     await reins.sandboxes.get("x");
   } catch (e) {

@@ -6,7 +6,7 @@ import { execFile } from "node:child_process";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
-test("index.d.ts and deepagents.d.ts type-check", { timeout: 120_000 }, async () => {
+test("index.d.ts and deepagents.d.ts type-check", { timeout: 600_000 }, async () => {
   const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
   const dir = fileURLToPath(new URL("..", import.meta.url));
   const args = [tsc, "--noEmit", "--strict", "--target", "es2022", "--module", "nodenext",
