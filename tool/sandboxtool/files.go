@@ -53,7 +53,21 @@ func MatchFiles(ctx context.Context, cl Executor, patterns []string, max int) (f
 		problem(patterns[0], errdefs.WithMessage(errdefs.ErrUnimplemented, "this sandbox's executor cannot stat files"))
 		return nil, problems
 	}
+	// Problems are bounded as files are (each becomes an event of the
+	// run's log): past max, what is left unexamined is counted in one.
+	var skipped, skippedPatterns int
+	defer func() {
+		if skipped > 0 || skippedPatterns > 0 {
+			problems = append(problems, FileProblem{patterns[len(patterns)-1], fmt.Sprintf(
+				"%d more matched paths and %d more patterns were not examined: more than %d paths could not be taken",
+				skipped, skippedPatterns, max)})
+		}
+	}()
 	for _, pat := range patterns {
+		if len(problems) >= max {
+			skippedPatterns++
+			continue
+		}
 		paths, _, err := cl.Glob(ctx, pat, "/")
 		if err == nil && len(paths) == 0 {
 			err = errdefs.WithMessage(errdefs.ErrNotFound, "nothing in the sandbox matches "+pat)
@@ -62,7 +76,11 @@ func MatchFiles(ctx context.Context, cl Executor, patterns []string, max int) (f
 			problem(pat, err)
 			continue
 		}
-		for _, p := range paths {
+		for i, p := range paths {
+			if len(problems) >= max {
+				skipped += len(paths) - i
+				break
+			}
 			fi, err := st.Stat(ctx, p)
 			switch {
 			case err != nil:
