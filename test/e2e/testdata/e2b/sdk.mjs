@@ -95,6 +95,14 @@ async function main() {
     check(page.length === 1 && !pager.hasNext, `a page of 1 of 1: ${page.length}, hasNext ${pager.hasNext}`)
   })
 
+  await run('updateNetwork', async () => {
+    await sbx.updateNetwork({ allowInternetAccess: false })
+    const info = await sbx.getInfo()
+    check(info.allowInternetAccess === false, `allowInternetAccess after closing it: ${info.allowInternetAccess}`)
+    await sbx.updateNetwork({ allowInternetAccess: true })
+    check((await sbx.getInfo()).allowInternetAccess === true, 'allowInternetAccess after opening it')
+  })
+
   await run('getMetrics', async () => {
     const m = await sbx.getMetrics()
     check(m.length === 1, `${m.length} samples`)
