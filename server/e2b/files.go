@@ -128,8 +128,13 @@ func (h *Handler) writeParts(r *http.Request, acct account, dest, boundary strin
 		if p == "" {
 			return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "a file part names no path: give ?path= or the part's filename")
 		}
-		err = callOf(r.Context()).sb.WriteRaw(r.Context(), p, part, -1)
+		body := &readErr{r: part}
+		err = callOf(r.Context()).sb.WriteRaw(r.Context(), p, body, -1)
 		part.Close()
+		if body.err != nil && !errors.Is(body.err, io.EOF) {
+			// The body broke, not the write.
+			return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "the multipart/form-data body is malformed or cut short: "+body.err.Error())
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -139,6 +144,20 @@ func (h *Handler) writeParts(r *http.Request, acct account, dest, boundary strin
 		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "the multipart/form-data body has no part named \"file\"")
 	}
 	return written, nil
+}
+
+// readErr remembers the error its reader returned.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 func entryWritten(p string) writtenEntry {
