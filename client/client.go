@@ -46,13 +46,26 @@ func New(url, token string) *Client {
 	// than the bytes in them.
 	t.HTTP2 = &http.HTTP2Config{MaxReadFrameSize: 1 << 20, MaxReceiveBufferPerStream: 8 << 20, MaxReceiveBufferPerConnection: 16 << 20}
 	t.ResponseHeaderTimeout = 0
-	hc := &http.Client{Transport: withToken{rt: t, token: token}}
+	return NewWithHTTPClient(url, token, &http.Client{Transport: t})
+}
+
+// NewWithHTTPClient returns a client of the service at url, using token,
+// that sends its requests through hc's transport (which must speak
+// HTTP/2 for the streaming calls: h2c for an http:// url). Many clients
+// may share one hc: an in-process client of the service's own handler
+// (reins serve's E2B front end) makes one per caller over one transport.
+func NewWithHTTPClient(url, token string, hc *http.Client) *Client {
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	own := &http.Client{Transport: withToken{rt: rt, token: token}, Timeout: hc.Timeout}
 	url = strings.TrimRight(url, "/")
 	return &Client{
 		URL:       url,
 		token:     token,
-		http:      hc,
-		sandboxes: reinsv1connect.NewSandboxServiceClient(hc, url),
+		http:      own,
+		sandboxes: reinsv1connect.NewSandboxServiceClient(own, url),
 	}
 }
 

@@ -69,6 +69,8 @@ type serveConfig struct {
 	Pool               []string // IMAGE=N
 	// DiskPool: formatted disks kept ready (manager.Config.DiskPool).
 	DiskPool int
+	// E2BAddr and E2BDomain: the E2B-compatible endpoint (serve_e2b.go).
+	E2BAddr, E2BDomain string
 }
 
 func serveCmd() *cobra.Command {
@@ -129,6 +131,8 @@ are read from this process's environment:
 	f.DurationVar(&cfg.ExpiryWarning, "expiry-warning", time.Minute, "how long before a sandbox's TTL runs out its expiring event fires, for sandboxes that set none")
 	f.IntVar(&cfg.DiskPool, "disk-pool", 2, "formatted disks of the default size kept ready, so that mkfs is off the create path; a fork --count N takes N at once (N+2 keeps a burst of N off it); 0 keeps none")
 	f.DurationVar(&cfg.SuspendedRetention, "suspended-retention", 7*24*time.Hour, "how long a suspended sandbox is kept (from its suspend, or an extend) before it is deleted with its saved workspace")
+	f.StringVar(&cfg.E2BAddr, "e2b-addr", "", "HOST:PORT to serve the E2B-compatible API on, for the unmodified e2b SDKs (E2B_API_URL and E2B_SANDBOX_URL=http://HOST:PORT, E2B_API_KEY a reins token; docs/e2b.md); empty: none")
+	f.StringVar(&cfg.E2BDomain, "e2b-domain", "", "domain the E2B API's sandboxes answer with, so that the SDK's getHost(port) is PORT-ID.DOMAIN (default: --port-domain and --addr's port, which reach ports through the port URLs)")
 	return c
 }
 
@@ -208,6 +212,10 @@ func serve(cfg serveConfig) error {
 		return fmt.Errorf("listening on %s: %w (is another reins serve running? choose another --addr)", cfg.Addr, err)
 	}
 	defer ln.Close()
+	front, err := listenE2B(cfg.E2BAddr)
+	if err != nil {
+		return err
+	}
 	overrides, overridePorts, err := parseResolve(cfg.EgressResolve)
 	if err != nil {
 		return err
@@ -359,6 +367,11 @@ func serve(cfg serveConfig) error {
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
+	if front != nil {
+		if err := front.serve(srv.Handler, cfg.DataDir, e2bDomain(cfg.E2BDomain, ports), log); err != nil {
+			return err
+		}
+	}
 	log.Info("reins serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "token_file", filepath.Join(cfg.DataDir, "admin.token"))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -372,6 +385,9 @@ func serve(cfg serveConfig) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	srv.Shutdown(sctx)
+	if front != nil {
+		front.shutdown(sctx)
+	}
 	<-poolDone
 	m.Close()
 	return nil

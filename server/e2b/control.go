@@ -1,10 +1,382 @@
 package e2b
 
-import "net/http"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
-// routeControl registers the control plane's routes (X-API-KEY).
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// routeControl registers the control plane's routes (X-API-KEY). Each
+// becomes calls of reins' API as the key's holder (decision
+// 0051-e2bctl-mapping.md has the mapping); every other call is answered
+// 501 naming it.
 func (h *Handler) routeControl() {
-	h.control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotImplemented, "reins does not implement the E2B call "+r.Method+" "+r.URL.Path)
+	m := h.control
+	m.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	m.HandleFunc("POST /sandboxes", h.authed(h.create))
+	m.HandleFunc("POST /v2/sandboxes", h.authed(h.create))
+	m.HandleFunc("GET /sandboxes", h.authed(h.listV1))
+	m.HandleFunc("GET /v2/sandboxes", h.authed(h.listV2))
+	m.HandleFunc("GET /sandboxes/{sandboxID}", h.authed(h.get))
+	m.HandleFunc("DELETE /sandboxes/{sandboxID}", h.authed(h.kill))
+	m.HandleFunc("POST /sandboxes/{sandboxID}/timeout", h.authed(h.setTimeout))
+	m.HandleFunc("POST /sandboxes/{sandboxID}/pause", h.authed(h.pause))
+	m.HandleFunc("POST /sandboxes/{sandboxID}/resume", h.authed(h.resume))
+	m.HandleFunc("POST /sandboxes/{sandboxID}/connect", h.authed(h.connect))
+	m.HandleFunc("POST /v2/sandboxes/{sandboxID}/connect", h.authed(h.connect))
+	m.HandleFunc("GET /sandboxes/{sandboxID}/metrics", h.authed(h.metrics))
+	m.HandleFunc("PUT /sandboxes/{sandboxID}/network", h.authed(h.updateNetwork))
+	m.HandleFunc("/", h.authed(func(w http.ResponseWriter, r *http.Request, _ *client.Client) {
+		writeError(w, http.StatusNotImplemented, fmt.Sprintf("reins does not implement the E2B call %s %.200s (docs/e2b.md lists what it does)", r.Method, r.URL.Path))
+	}))
+}
+
+// authed checks the request's API key with reins' API before the
+// handler runs, so that a bad key is answered 401 whatever else is wrong
+// with the request.
+func (h *Handler) authed(next func(http.ResponseWriter, *http.Request, *client.Client)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := apiKey(r)
+		if key == "" {
+			writeError(w, http.StatusUnauthorized, errNoKey.Error())
+			return
+		}
+		c := h.cfg.Client(key)
+		if _, err := c.Version(r.Context()); err != nil {
+			if errdefs.Kind(err) == errdefs.ErrUnauthenticated {
+				err = errBadKey
+			}
+			fail(w, err)
+			return
+		}
+		next(w, r, c)
+	}
+}
+
+var (
+	errNoKey = errdefs.WithMessage(errdefs.ErrUnauthenticated,
+		"missing API key: send X-API-KEY (E2B_API_KEY): a reins token, as it is or as e2b_ and its hex digits")
+	errBadKey = errdefs.WithMessage(errdefs.ErrUnauthenticated,
+		"wrong API key: E2B_API_KEY must be a reins token (reins tenant token NAME issues one), as it is or as e2b_ and its hex digits")
+)
+
+// maxBody bounds a control-plane request's JSON: a create with 64
+// metadata entries and a large env fits many times over.
+const maxBody = 1 << 20
+
+// readJSON decodes r's body into v; an empty body leaves v as it is.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	err := json.NewDecoder(body).Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return nil
+	case errors.As(err, &tooBig):
+		return fmt.Errorf("the request body is over %d KiB, the most reins reads: %w", maxBody>>10, errdefs.ErrTooLarge)
+	}
+	return fmt.Errorf("the request body is not the JSON E2B's API takes here: %v: %w", err, errdefs.ErrInvalidArgument)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// lookup is the caller's sandbox named in the path, not stopped.
+func lookup(ctx context.Context, c *client.Client, id string) (*reinsv1.Sandbox, error) {
+	if !goodID(id) {
+		return nil, errNoSandbox(id)
+	}
+	sb, err := c.Get(ctx, id)
+	if errdefs.Kind(err) == errdefs.ErrNotFound {
+		return nil, errNoSandbox(id) // one answer, whoever has it
+	}
+	if err != nil {
+		return nil, err
+	}
+	if gone(sb) {
+		return nil, errStopped(sb)
+	}
+	return sb, nil
+}
+
+// errStopped is the answer for a sandbox that stopped: not found, as E2B
+// answers for a killed one, with reins' reason.
+func errStopped(sb *reinsv1.Sandbox) error {
+	why := strings.ToLower(strings.TrimPrefix(sb.Reason.String(), "SANDBOX_REASON_"))
+	if sb.Message != "" {
+		why += ": " + sb.Message
+	}
+	return errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf("sandbox %s not found: it stopped (%s); create a new one", sb.Id, why))
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	var body newSandbox
+	if err := readJSON(w, r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	spec, err := h.specOf(r.Context(), c, &body)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	sb, err := c.Create(r.Context(), spec, nil)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, h.reply(sb, apiKey(r)))
+}
+
+// reply is the create, resume and connect reply for sb, with a new
+// access token for the holder of token.
+func (h *Handler) reply(sb *reinsv1.Sandbox, token string) sandboxReply {
+	domain := h.cfg.Domain
+	return sandboxReply{
+		TemplateID: templateOf(sb), SandboxID: sb.Id, ClientID: clientID,
+		EnvdVersion: EnvdVersion, EnvdAccessToken: h.tokens.seal(sb.Id, token), Domain: &domain,
+	}
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	domain := h.cfg.Domain
+	writeJSON(w, http.StatusOK, sandboxDetail{
+		listedSandbox: listed(sb), EnvdAccessToken: h.tokens.seal(sb.Id, apiKey(r)),
+		AllowInternetAccess: allowsInternet(sb.GetSpec().GetNetwork()), Domain: &domain,
+		Lifecycle: lifecycle{OnTimeout: onTimeout(sb)},
 	})
+}
+
+func (h *Handler) kill(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	id := r.PathValue("sandboxID")
+	if !goodID(id) {
+		fail(w, errNoSandbox(id))
+		return
+	}
+	err := c.Delete(r.Context(), id)
+	if errdefs.Kind(err) == errdefs.ErrNotFound {
+		err = errNoSandbox(id)
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	var body timeoutBody
+	if err := readJSON(w, r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	ttl, err := timeoutOf(body.Timeout, false)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if _, err := lookup(r.Context(), c, r.PathValue("sandboxID")); err != nil {
+		fail(w, err)
+		return
+	}
+	if _, err := c.Extend(r.Context(), r.PathValue("sandboxID"), ttl); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// pause keeps memory (reins' pause; a backend that cannot, suspends),
+// or with memory false only the files (reins' suspend). A sandbox that
+// is paused already is 409, as E2B answers.
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	var body pauseBody
+	if err := readJSON(w, r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if !running(sb) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %s is paused already", sb.Id))
+		return
+	}
+	if body.Memory != nil && !*body.Memory {
+		_, err = c.Suspend(r.Context(), sb.Id)
+	} else {
+		_, err = c.Pause(r.Context(), sb.Id, true)
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resume is the deprecated resume: a running sandbox is 409.
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	var body timeoutBody
+	if err := readJSON(w, r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	ttl, err := timeoutOf(body.Timeout, true)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if running(sb) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %s is running: there is nothing to resume", sb.Id))
+		return
+	}
+	if sb, err = c.Resume(r.Context(), sb.Id); err == nil {
+		sb, err = c.Extend(r.Context(), sb.Id, ttl)
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, h.reply(sb, apiKey(r)))
+}
+
+// connect resumes a paused sandbox (201) or finds a running one (200),
+// and moves its end to timeout from now if that is later: E2B's connect
+// only extends.
+func (h *Handler) connect(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	var body timeoutBody
+	if err := readJSON(w, r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	var ttl time.Duration
+	if body.Timeout != nil {
+		var err error
+		if ttl, err = timeoutOf(body.Timeout, false); err != nil {
+			fail(w, err)
+			return
+		}
+	}
+	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	code := http.StatusOK
+	if !running(sb) {
+		if sb, err = c.Resume(r.Context(), sb.Id); err != nil {
+			fail(w, err)
+			return
+		}
+		code = http.StatusCreated
+	}
+	if ttl > 0 && (sb.ExpiresUnixNano == 0 || time.Now().Add(ttl).UnixNano() > sb.ExpiresUnixNano) {
+		if sb, err = c.Extend(r.Context(), sb.Id, ttl); err != nil {
+			fail(w, err)
+			return
+		}
+	}
+	writeJSON(w, code, h.reply(sb, apiKey(r)))
+}
+
+// metrics is one sample, now, of what reins measures: memory in use and
+// the limits. A sandbox that is not running has none. reins measures no
+// CPU use nor disk use, which read 0.
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	q := r.URL.Query()
+	now := time.Now()
+	out := []metric{}
+	inRange := true
+	for name, after := range map[string]bool{"start": true, "end": false} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || secs < 0 {
+			fail(w, fmt.Errorf("%s %.40q: give unix seconds: %w", name, v, errdefs.ErrInvalidArgument))
+			return
+		}
+		if after && now.Unix() < secs || !after && now.Unix() > secs {
+			inRange = false
+		}
+	}
+	if running(sb) && inRange {
+		spec := sb.GetSpec()
+		out = append(out, metric{
+			Timestamp: now.UTC().Format(time.RFC3339Nano), TimestampUnix: now.Unix(),
+			CPUCount: listed(sb).CPUCount, MemUsed: int64(sb.MemoryBytes), MemTotal: spec.GetMemoryBytes(),
+			DiskTotal: spec.GetDiskBytes(),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// networkUpdate is PUT /sandboxes/{id}/network's body
+// (SandboxNetworkUpdateConfig): it replaces the rules, what it leaves out
+// cleared.
+type networkUpdate struct {
+	networkConfig
+	AllowInternetAccess *bool `json:"allow_internet_access"`
+}
+
+// updateNetwork replaces a sandbox's network mode and allowed hosts and
+// addresses (its secrets stay), mapped as at create.
+func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	var body networkUpdate
+	if err := readJSON(w, r, &body); err != nil {
+		fail(w, err)
+		return
+	}
+	n, err := networkOf(body.AllowInternetAccess, &body.networkConfig)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	_, err = c.UpdateNetwork(r.Context(), &reinsv1.UpdateNetworkRequest{
+		Id: sb.Id, Mode: n.Mode,
+		AllowHosts: &reinsv1.StringList{Items: n.AllowHosts}, DenyHosts: &reinsv1.StringList{},
+		AllowCidrs: &reinsv1.StringList{Items: n.AllowCidrs},
+	})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
