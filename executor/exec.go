@@ -78,6 +78,9 @@ func (s *Server) spec(m *executorv1.ExecRequest) (process.Spec, error) {
 		Timeout: time.Duration(m.TimeoutMs) * time.Millisecond,
 		Key:     m.IdempotencyKey,
 		Tag:     m.Tag,
+
+		GivenEnv: m.Env,
+		Cwd:      dir,
 	}, nil
 }
 
@@ -241,6 +244,8 @@ func (s *Server) ListProcesses(ctx context.Context, req *connect.Request[executo
 			StartedUnixNano: in.Started.UnixNano(),
 			Pty:             in.PTY,
 			IdempotencyKey:  in.Key,
+			Env:             in.Env,
+			Cwd:             in.Cwd,
 		}
 	}
 	return connect.NewResponse(resp), nil

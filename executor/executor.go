@@ -48,7 +48,7 @@ const APIVersion = 1
 // Capabilities lists what every executor can do (HelloResponse.capabilities);
 // one with a display adds "computer".
 var Capabilities = []string{"exec", "stdin", "pty", "background", "attach", "idempotency", "signal",
-	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port", "gateway", "sync", "defaults"}
+	"files", "edit", "glob", "grep", "tar", "usage", "stage", "port", "gateway", "sync", "defaults", "watch"}
 
 // Config is the executor's configuration. Root and Token are required: there
 // is no default that would be safe.
@@ -115,6 +115,8 @@ type Server struct {
 	// host is the listener Serve was given when it can be let go of
 	// for a checkpoint (HostListener).
 	host atomic.Pointer[HostListener]
+	// watches counts the Watch calls running (watch.go).
+	watches watchCount
 }
 
 var _ executorv1connect.ExecutorHandler = (*Server)(nil)

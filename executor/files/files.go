@@ -40,6 +40,8 @@ type FS struct {
 	root    *os.Root               // nil when rootDir is "/"
 	tree    tree
 	isRoot  bool // the executor runs as uid 0 and may keep files' owners
+	// users and groups name files' owners (owners.go).
+	users, groups accountNames
 }
 
 // tree is what FS needs from a directory tree. *os.Root implements it;
@@ -79,7 +81,8 @@ func New(root, workdir string) (*FS, error) {
 		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument,
 			fmt.Sprintf("files: the working directory %q must be an absolute path inside the sandbox", workdir))
 	}
-	f := &FS{rootDir: filepath.Clean(root), isRoot: os.Geteuid() == 0}
+	f := &FS{rootDir: filepath.Clean(root), isRoot: os.Geteuid() == 0,
+		users: accountNames{name: "etc/passwd"}, groups: accountNames{name: "etc/group"}}
 	w := path.Clean(workdir)
 	f.workdir.Store(&w)
 	if f.rootDir == "/" {

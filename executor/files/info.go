@@ -128,6 +128,7 @@ func (f *FS) info(name, abs string, fi fs.FileInfo) *executorv1.FileInfo {
 		Mode:          archive.UnixMode(fi.Mode()),
 		MtimeUnixNano: fi.ModTime().UnixNano(),
 	}
+	f.setOwner(info, fi)
 	switch {
 	case fi.Mode().IsRegular():
 		info.Type = executorv1.FileType_FILE_TYPE_FILE

@@ -51,6 +51,8 @@ type Info struct {
 	Tag     string
 	Key     string
 	PTY     bool
+	Env     []string // the variables its starter gave
+	Cwd     string   // inside the sandbox
 	Started time.Time
 	Exit    *Exit // nil while running
 }
@@ -68,6 +70,8 @@ type Process struct {
 	argv    []string
 	tag     string
 	key     string
+	env     []string
+	cwd     string
 	pty     bool
 	started time.Duration // monoNow() when it started
 
@@ -141,7 +145,7 @@ func (p *Process) Exit() *Exit {
 func (p *Process) Info() Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Info{Pid: p.pid, Argv: p.argv, Tag: p.tag, Key: p.key, PTY: p.pty, Started: WallTime(p.started), Exit: p.exit}
+	return Info{Pid: p.pid, Argv: p.argv, Tag: p.tag, Key: p.key, PTY: p.pty, Env: p.env, Cwd: p.cwd, Started: WallTime(p.started), Exit: p.exit}
 }
 
 // pump copies one output stream into its ring until EOF (or until the

@@ -78,6 +78,10 @@ type Spec struct {
 	Timeout time.Duration // 0: none
 	Key     string        // idempotency key
 	Tag     string
+	// GivenEnv and Cwd are shown by listings: the variables the caller
+	// gave (Env without the base environment) and Dir inside the sandbox.
+	GivenEnv []string
+	Cwd      string
 	// Foreground: the starter streams the output with Mode Owner, and the
 	// process waits for it (backpressure) instead of losing output.
 	Foreground bool
@@ -218,7 +222,7 @@ func (t *Table) start(spec Spec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{t: t, argv: spec.Argv, tag: spec.Tag, key: spec.Key, pty: spec.PTY, done: make(chan struct{})}
+	p := &Process{t: t, argv: spec.Argv, tag: spec.Tag, key: spec.Key, pty: spec.PTY, env: spec.GivenEnv, cwd: spec.Cwd, done: make(chan struct{})}
 	p.out[Stdout].max, p.out[Stderr].max = t.opts.RingBytes, t.opts.RingBytes
 	p.gateWait.L = &p.mu
 	if spec.Foreground {

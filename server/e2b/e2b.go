@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/errdefs"
@@ -42,6 +43,11 @@ type Handler struct {
 	tokens  envdTokens
 	control *http.ServeMux // control.go registers its routes here
 	data    *http.ServeMux // envd's routes: process, filesystem, /files, /health
+	// sandboxFor, when set, stands in for sandboxClient (tests of the
+	// data plane built before its authentication).
+	sandboxFor func(r *http.Request) (*client.Client, *client.Sandbox, error)
+	homes      sync.Map // sandbox id and home made (envd.go's home)
+	watchers   watchers // filesystem.go's CreateWatcher
 }
 
 // New makes the handler.

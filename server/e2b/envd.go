@@ -1,10 +1,149 @@
 package e2b
 
-import "net/http"
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
 
-// routeData registers envd's routes (the data plane).
+	"connectrpc.com/connect"
+
+	"github.com/reinsdev/reins/api/e2b/envd/filesystem/filesystemconnect"
+	"github.com/reinsdev/reins/api/e2b/envd/process/processconnect"
+	"github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
+)
+
+// routeData registers envd's routes (the data plane): the Connect services
+// process.Process and filesystem.Filesystem, GET and POST /files, GET
+// /health. Every route but /health first finds the caller's sandbox
+// (sandboxClient), so a call for a sandbox that is not the caller's is
+// answered like one for a missing sandbox before anything else is read.
 func (h *Handler) routeData() {
+	errs := &errdefs.Interceptor{Prepare: func(ctx context.Context, _ string, err error) error {
+		return errdefs.Redact(err)
+	}}
+	opts := []connect.HandlerOption{
+		connect.WithInterceptors(errs),
+		// envd's messages are small but for SendInput's data and a
+		// listing's answer: refuse larger requests in words.
+		connect.WithReadMaxBytes(maxMessage),
+	}
+	errw := connect.NewErrorWriter(opts...)
+	connectRoute := func(pattern string, hh http.Handler) {
+		h.data.Handle(pattern, h.withSandbox(hh, func(w http.ResponseWriter, r *http.Request, err error) {
+			errw.Write(w, r, errs.Error(r.Context(), r.URL.Path, err))
+		}))
+	}
+	connectRoute(processconnect.NewProcessHandler(&processService{h: h}, opts...))
+	connectRoute(filesystemconnect.NewFilesystemHandler(&filesystemService{h: h}, opts...))
+	filesErr := func(w http.ResponseWriter, r *http.Request, err error) { writeFilesError(w, err) }
+	h.data.Handle("GET /files", h.withSandbox(http.HandlerFunc(h.getFile), filesErr))
+	h.data.Handle("POST /files", h.withSandbox(http.HandlerFunc(h.postFiles), filesErr))
+	h.data.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
 	h.data.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "reins does not implement the envd call "+r.Method+" "+r.URL.Path)
 	})
+}
+
+// maxMessage bounds an envd Connect request (SendInput's data is the
+// largest) and an answer's listing.
+const maxMessage = 4 << 20
+
+// call is what withSandbox found for a request: the caller's client and
+// sandbox.
+type call struct {
+	c  *client.Client
+	sb *client.Sandbox
+}
+
+type callKey struct{}
+
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+// withSandbox finds the request's sandbox as its caller (sandboxFor, or
+// sandboxClient) and hands it to next in the context; a failure is
+// answered by fail.
+func (h *Handler) withSandbox(next http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		find := h.sandboxClient
+		if h.sandboxFor != nil {
+			find = h.sandboxFor
+		}
+		c, sb, err := find(r)
+		if err != nil {
+			if errdefs.Kind(err) == nil {
+				err = errdefs.WithMessage(errdefs.ErrUnauthenticated, err.Error())
+			}
+			fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, &call{c: c, sb: sb})))
+	})
+}
+
+// account is who an envd call acts as: E2B's user "user" (the default)
+// or "root".
+type account struct {
+	name string
+	home string
+}
+
+// execUser is the account to give ExecRequest.user. Until the executor
+// runs commands as another account (ExecRequest.user), "user" runs as the
+// executor's own account with user's HOME and USER
+// (docs/decisions/0050-envd-data-plane.md).
+func (a account) execUser() string { return "" }
+
+// env is the account's variables, which a call's own come after.
+func (a account) env() []string {
+	return []string{"HOME=" + a.home, "USER=" + a.name, "LOGNAME=" + a.name}
+}
+
+// abs makes p absolute: a relative path is under the account's home, as
+// envd has it.
+func (a account) abs(p string) string {
+	if p == "" || path.IsAbs(p) {
+		return p
+	}
+	return path.Join(a.home, p)
+}
+
+// accountNamed returns the account name stands for ("": the default).
+func accountNamed(name string) (account, error) {
+	switch name {
+	case "", "user":
+		return account{name: "user", home: "/home/user"}, nil
+	case "root":
+		return account{name: "root", home: "/root"}, nil
+	}
+	return account{}, errdefs.WithMessage(errdefs.ErrUnauthenticated,
+		fmt.Sprintf("the sandbox has no user %q: use \"user\" (the default) or \"root\"", name))
+}
+
+// accountOf reads the account of a Connect call: envd's SDKs name it in
+// "Authorization: Basic base64(user:)".
+func accountOf(hdr http.Header) (account, error) {
+	v := hdr.Get("Authorization")
+	if v == "" {
+		return accountNamed("")
+	}
+	b64, ok := strings.CutPrefix(v, "Basic ")
+	if !ok || len(b64) > 1024 {
+		return account{}, errdefs.WithMessage(errdefs.ErrUnauthenticated,
+			"the Authorization header is not \"Basic base64(user:)\", the form envd takes a user in")
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return account{}, errdefs.WithMessage(errdefs.ErrUnauthenticated, "the Authorization header's user is not base64")
+	}
+	name, _, _ := strings.Cut(string(raw), ":")
+	return accountNamed(name)
 }

@@ -30,6 +30,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ChangeOp int32
+
+const (
+	ChangeOp_CHANGE_OP_UNSPECIFIED ChangeOp = 0
+	ChangeOp_CHANGE_OP_CREATE      ChangeOp = 1
+	ChangeOp_CHANGE_OP_WRITE       ChangeOp = 2
+	ChangeOp_CHANGE_OP_REMOVE      ChangeOp = 3
+	ChangeOp_CHANGE_OP_RENAME      ChangeOp = 4 // moved away (its new name, if watched, comes as a create)
+	ChangeOp_CHANGE_OP_CHMOD       ChangeOp = 5 // attributes changed
+)
+
+// Enum value maps for ChangeOp.
+var (
+	ChangeOp_name = map[int32]string{
+		0: "CHANGE_OP_UNSPECIFIED",
+		1: "CHANGE_OP_CREATE",
+		2: "CHANGE_OP_WRITE",
+		3: "CHANGE_OP_REMOVE",
+		4: "CHANGE_OP_RENAME",
+		5: "CHANGE_OP_CHMOD",
+	}
+	ChangeOp_value = map[string]int32{
+		"CHANGE_OP_UNSPECIFIED": 0,
+		"CHANGE_OP_CREATE":      1,
+		"CHANGE_OP_WRITE":       2,
+		"CHANGE_OP_REMOVE":      3,
+		"CHANGE_OP_RENAME":      4,
+		"CHANGE_OP_CHMOD":       5,
+	}
+)
+
+func (x ChangeOp) Enum() *ChangeOp {
+	p := new(ChangeOp)
+	*p = x
+	return p
+}
+
+func (x ChangeOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChangeOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_reins_executor_v1_executor_proto_enumTypes[0].Descriptor()
+}
+
+func (ChangeOp) Type() protoreflect.EnumType {
+	return &file_reins_executor_v1_executor_proto_enumTypes[0]
+}
+
+func (x ChangeOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChangeOp.Descriptor instead.
+func (ChangeOp) EnumDescriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{0}
+}
+
 type FileType int32
 
 const (
@@ -69,11 +127,11 @@ func (x FileType) String() string {
 }
 
 func (FileType) Descriptor() protoreflect.EnumDescriptor {
-	return file_reins_executor_v1_executor_proto_enumTypes[0].Descriptor()
+	return file_reins_executor_v1_executor_proto_enumTypes[1].Descriptor()
 }
 
 func (FileType) Type() protoreflect.EnumType {
-	return &file_reins_executor_v1_executor_proto_enumTypes[0]
+	return &file_reins_executor_v1_executor_proto_enumTypes[1]
 }
 
 func (x FileType) Number() protoreflect.EnumNumber {
@@ -82,7 +140,7 @@ func (x FileType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FileType.Descriptor instead.
 func (FileType) EnumDescriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{0}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{1}
 }
 
 // Point is a position on the screen, in pixels from the top left.
@@ -1794,6 +1852,8 @@ type ProcessInfo struct {
 	StartedUnixNano int64                  `protobuf:"varint,6,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
 	Pty             bool                   `protobuf:"varint,7,opt,name=pty,proto3" json:"pty,omitempty"`
 	IdempotencyKey  string                 `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	Env             []string               `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty"`  // the variables its Exec gave (K=V), not the base environment
+	Cwd             string                 `protobuf:"bytes,10,opt,name=cwd,proto3" json:"cwd,omitempty"` // its working directory, inside the sandbox
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1884,6 +1944,258 @@ func (x *ProcessInfo) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *ProcessInfo) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ProcessInfo) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+type WatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`            // a directory
+	Recursive     bool                   `protobuf:"varint,2,opt,name=recursive,proto3" json:"recursive,omitempty"` // also every directory under it, made later included
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *WatchRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetRecursive() bool {
+	if x != nil {
+		return x.Recursive
+	}
+	return false
+}
+
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchEvent_Started
+	//	*WatchEvent_Change
+	//	*WatchEvent_Dropped
+	Event         isWatchEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *WatchEvent) GetEvent() isWatchEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetStarted() *WatchStarted {
+	if x != nil {
+		if x, ok := x.Event.(*WatchEvent_Started); ok {
+			return x.Started
+		}
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetChange() *FileChange {
+	if x != nil {
+		if x, ok := x.Event.(*WatchEvent_Change); ok {
+			return x.Change
+		}
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetDropped() uint64 {
+	if x != nil {
+		if x, ok := x.Event.(*WatchEvent_Dropped); ok {
+			return x.Dropped
+		}
+	}
+	return 0
+}
+
+type isWatchEvent_Event interface {
+	isWatchEvent_Event()
+}
+
+type WatchEvent_Started struct {
+	Started *WatchStarted `protobuf:"bytes,1,opt,name=started,proto3,oneof"`
+}
+
+type WatchEvent_Change struct {
+	Change *FileChange `protobuf:"bytes,2,opt,name=change,proto3,oneof"`
+}
+
+type WatchEvent_Dropped struct {
+	Dropped uint64 `protobuf:"varint,3,opt,name=dropped,proto3,oneof"` // events lost since the last one sent
+}
+
+func (*WatchEvent_Started) isWatchEvent_Event() {}
+
+func (*WatchEvent_Change) isWatchEvent_Event() {}
+
+func (*WatchEvent_Dropped) isWatchEvent_Event() {}
+
+type WatchStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchStarted) Reset() {
+	*x = WatchStarted{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchStarted) ProtoMessage() {}
+
+func (x *WatchStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchStarted.ProtoReflect.Descriptor instead.
+func (*WatchStarted) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{30}
+}
+
+type FileChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"` // absolute, inside the sandbox
+	Op            ChangeOp               `protobuf:"varint,2,opt,name=op,proto3,enum=reins.executor.v1.ChangeOp" json:"op,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileChange) Reset() {
+	*x = FileChange{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileChange) ProtoMessage() {}
+
+func (x *FileChange) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileChange.ProtoReflect.Descriptor instead.
+func (*FileChange) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FileChange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileChange) GetOp() ChangeOp {
+	if x != nil {
+		return x.Op
+	}
+	return ChangeOp_CHANGE_OP_UNSPECIFIED
+}
+
 type FileInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"` // absolute path inside the sandbox
@@ -1893,13 +2205,17 @@ type FileInfo struct {
 	Mode          uint32                 `protobuf:"varint,5,opt,name=mode,proto3" json:"mode,omitempty"` // permission bits
 	MtimeUnixNano int64                  `protobuf:"varint,6,opt,name=mtime_unix_nano,json=mtimeUnixNano,proto3" json:"mtime_unix_nano,omitempty"`
 	SymlinkTarget string                 `protobuf:"bytes,7,opt,name=symlink_target,json=symlinkTarget,proto3" json:"symlink_target,omitempty"`
+	Uid           uint32                 `protobuf:"varint,8,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid           uint32                 `protobuf:"varint,9,opt,name=gid,proto3" json:"gid,omitempty"`
+	Owner         string                 `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"` // uid's name in the sandbox's /etc/passwd ("" when it has none)
+	Group         string                 `protobuf:"bytes,11,opt,name=group,proto3" json:"group,omitempty"` // gid's name in its /etc/group
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2227,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[28]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2240,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{28}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FileInfo) GetPath() string {
@@ -1976,6 +2292,34 @@ func (x *FileInfo) GetSymlinkTarget() string {
 	return ""
 }
 
+func (x *FileInfo) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *FileInfo) GetGid() uint32 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
+func (x *FileInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *FileInfo) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 type StatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1985,7 +2329,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2341,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[29]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2354,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{29}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatRequest) GetPath() string {
@@ -2029,7 +2373,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2385,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[30]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2398,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{30}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatResponse) GetInfo() *FileInfo {
@@ -2075,7 +2419,7 @@ type ListDirRequest struct {
 
 func (x *ListDirRequest) Reset() {
 	*x = ListDirRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2431,7 @@ func (x *ListDirRequest) String() string {
 func (*ListDirRequest) ProtoMessage() {}
 
 func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[31]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2444,7 @@ func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirRequest.ProtoReflect.Descriptor instead.
 func (*ListDirRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{31}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListDirRequest) GetPath() string {
@@ -2134,7 +2478,7 @@ type ListDirResponse struct {
 
 func (x *ListDirResponse) Reset() {
 	*x = ListDirResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2490,7 @@ func (x *ListDirResponse) String() string {
 func (*ListDirResponse) ProtoMessage() {}
 
 func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[32]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2503,7 @@ func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirResponse.ProtoReflect.Descriptor instead.
 func (*ListDirResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{32}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListDirResponse) GetEntries() []*FileInfo {
@@ -2187,7 +2531,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2543,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[33]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2556,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{33}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReadFileRequest) GetPath() string {
@@ -2247,7 +2591,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2603,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[34]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2616,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{34}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReadFileResponse) GetData() []byte {
@@ -2308,7 +2652,7 @@ type ReadLinesRequest struct {
 
 func (x *ReadLinesRequest) Reset() {
 	*x = ReadLinesRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2664,7 @@ func (x *ReadLinesRequest) String() string {
 func (*ReadLinesRequest) ProtoMessage() {}
 
 func (x *ReadLinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[35]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2677,7 @@ func (x *ReadLinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLinesRequest.ProtoReflect.Descriptor instead.
 func (*ReadLinesRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{35}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReadLinesRequest) GetPath() string {
@@ -2376,7 +2720,7 @@ type ReadLinesResponse struct {
 
 func (x *ReadLinesResponse) Reset() {
 	*x = ReadLinesResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2732,7 @@ func (x *ReadLinesResponse) String() string {
 func (*ReadLinesResponse) ProtoMessage() {}
 
 func (x *ReadLinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[36]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2745,7 @@ func (x *ReadLinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadLinesResponse.ProtoReflect.Descriptor instead.
 func (*ReadLinesResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{36}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReadLinesResponse) GetLines() []*Line {
@@ -2442,7 +2786,7 @@ type Line struct {
 
 func (x *Line) Reset() {
 	*x = Line{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2798,7 @@ func (x *Line) String() string {
 func (*Line) ProtoMessage() {}
 
 func (x *Line) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[37]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2811,7 @@ func (x *Line) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Line.ProtoReflect.Descriptor instead.
 func (*Line) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{37}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Line) GetText() []byte {
@@ -2496,7 +2840,7 @@ type WriteFileRequest struct {
 
 func (x *WriteFileRequest) Reset() {
 	*x = WriteFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2852,7 @@ func (x *WriteFileRequest) String() string {
 func (*WriteFileRequest) ProtoMessage() {}
 
 func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[38]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2865,7 @@ func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileRequest.ProtoReflect.Descriptor instead.
 func (*WriteFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{38}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WriteFileRequest) GetPath() string {
@@ -2561,7 +2905,7 @@ type WriteFileResponse struct {
 
 func (x *WriteFileResponse) Reset() {
 	*x = WriteFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2917,7 @@ func (x *WriteFileResponse) String() string {
 func (*WriteFileResponse) ProtoMessage() {}
 
 func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[39]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2930,7 @@ func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileResponse.ProtoReflect.Descriptor instead.
 func (*WriteFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{39}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WriteFileResponse) GetSize() uint64 {
@@ -2608,7 +2952,7 @@ type EditFileRequest struct {
 
 func (x *EditFileRequest) Reset() {
 	*x = EditFileRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2964,7 @@ func (x *EditFileRequest) String() string {
 func (*EditFileRequest) ProtoMessage() {}
 
 func (x *EditFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[40]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2977,7 @@ func (x *EditFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditFileRequest.ProtoReflect.Descriptor instead.
 func (*EditFileRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{40}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *EditFileRequest) GetPath() string {
@@ -2673,7 +3017,7 @@ type EditFileResponse struct {
 
 func (x *EditFileResponse) Reset() {
 	*x = EditFileResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +3029,7 @@ func (x *EditFileResponse) String() string {
 func (*EditFileResponse) ProtoMessage() {}
 
 func (x *EditFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[41]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +3042,7 @@ func (x *EditFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditFileResponse.ProtoReflect.Descriptor instead.
 func (*EditFileResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{41}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EditFileResponse) GetReplacements() uint32 {
@@ -2719,7 +3063,7 @@ type MakeDirRequest struct {
 
 func (x *MakeDirRequest) Reset() {
 	*x = MakeDirRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +3075,7 @@ func (x *MakeDirRequest) String() string {
 func (*MakeDirRequest) ProtoMessage() {}
 
 func (x *MakeDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[42]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +3088,7 @@ func (x *MakeDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirRequest.ProtoReflect.Descriptor instead.
 func (*MakeDirRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{42}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MakeDirRequest) GetPath() string {
@@ -2776,7 +3120,7 @@ type MakeDirResponse struct {
 
 func (x *MakeDirResponse) Reset() {
 	*x = MakeDirResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3132,7 @@ func (x *MakeDirResponse) String() string {
 func (*MakeDirResponse) ProtoMessage() {}
 
 func (x *MakeDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[43]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3145,7 @@ func (x *MakeDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MakeDirResponse.ProtoReflect.Descriptor instead.
 func (*MakeDirResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{43}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{47}
 }
 
 type RemoveRequest struct {
@@ -2814,7 +3158,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3170,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[44]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3183,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{44}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RemoveRequest) GetPath() string {
@@ -2864,7 +3208,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +3220,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[45]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3233,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{45}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{49}
 }
 
 type MoveRequest struct {
@@ -2903,7 +3247,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3259,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[46]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3272,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{46}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MoveRequest) GetSrc() string {
@@ -2960,7 +3304,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3316,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[47]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3329,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{47}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{51}
 }
 
 type GlobRequest struct {
@@ -2999,7 +3343,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3355,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[48]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3368,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{48}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -3058,7 +3402,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3414,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[49]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3427,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{49}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GlobResponse) GetPaths() []string {
@@ -3113,7 +3457,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3469,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[50]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3482,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{50}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -3186,7 +3530,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3542,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[51]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3555,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{51}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GrepResponse) GetMatches() []*GrepMatch {
@@ -3239,7 +3583,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3251,7 +3595,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[52]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3608,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{52}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -3301,7 +3645,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3657,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[53]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +3670,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{53}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UploadRequest) GetMsg() isUploadRequest_Msg {
@@ -3379,7 +3723,7 @@ type UploadHeader struct {
 
 func (x *UploadHeader) Reset() {
 	*x = UploadHeader{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3735,7 @@ func (x *UploadHeader) String() string {
 func (*UploadHeader) ProtoMessage() {}
 
 func (x *UploadHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[54]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3748,7 @@ func (x *UploadHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
 func (*UploadHeader) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{54}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UploadHeader) GetDir() string {
@@ -3425,7 +3769,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3781,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[55]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3794,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{55}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UploadResponse) GetFiles() uint32 {
@@ -3484,7 +3828,7 @@ type StageRequest struct {
 
 func (x *StageRequest) Reset() {
 	*x = StageRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3840,7 @@ func (x *StageRequest) String() string {
 func (*StageRequest) ProtoMessage() {}
 
 func (x *StageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[56]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3853,7 @@ func (x *StageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageRequest.ProtoReflect.Descriptor instead.
 func (*StageRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{56}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *StageRequest) GetPath() string {
@@ -3537,7 +3881,7 @@ type StageResponse struct {
 
 func (x *StageResponse) Reset() {
 	*x = StageResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3549,7 +3893,7 @@ func (x *StageResponse) String() string {
 func (*StageResponse) ProtoMessage() {}
 
 func (x *StageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[57]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3562,7 +3906,7 @@ func (x *StageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageResponse.ProtoReflect.Descriptor instead.
 func (*StageResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{57}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *StageResponse) GetSize() uint64 {
@@ -3597,7 +3941,7 @@ type PlaceRequest struct {
 
 func (x *PlaceRequest) Reset() {
 	*x = PlaceRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3953,7 @@ func (x *PlaceRequest) String() string {
 func (*PlaceRequest) ProtoMessage() {}
 
 func (x *PlaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[58]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3966,7 @@ func (x *PlaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceRequest.ProtoReflect.Descriptor instead.
 func (*PlaceRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{58}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PlaceRequest) GetName() string {
@@ -3655,7 +3999,7 @@ type PlaceResponse struct {
 
 func (x *PlaceResponse) Reset() {
 	*x = PlaceResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3667,7 +4011,7 @@ func (x *PlaceResponse) String() string {
 func (*PlaceResponse) ProtoMessage() {}
 
 func (x *PlaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[59]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3680,7 +4024,7 @@ func (x *PlaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceResponse.ProtoReflect.Descriptor instead.
 func (*PlaceResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{59}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PlaceResponse) GetSize() uint64 {
@@ -3699,7 +4043,7 @@ type DownloadRequest struct {
 
 func (x *DownloadRequest) Reset() {
 	*x = DownloadRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[60]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +4055,7 @@ func (x *DownloadRequest) String() string {
 func (*DownloadRequest) ProtoMessage() {}
 
 func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[60]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +4068,7 @@ func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadRequest.ProtoReflect.Descriptor instead.
 func (*DownloadRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{60}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DownloadRequest) GetPath() string {
@@ -3744,7 +4088,7 @@ type DownloadResponse struct {
 
 func (x *DownloadResponse) Reset() {
 	*x = DownloadResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[61]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +4100,7 @@ func (x *DownloadResponse) String() string {
 func (*DownloadResponse) ProtoMessage() {}
 
 func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[61]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +4113,7 @@ func (x *DownloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadResponse.ProtoReflect.Descriptor instead.
 func (*DownloadResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{61}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DownloadResponse) GetData() []byte {
@@ -3797,7 +4141,7 @@ type SetDefaultsRequest struct {
 
 func (x *SetDefaultsRequest) Reset() {
 	*x = SetDefaultsRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[62]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +4153,7 @@ func (x *SetDefaultsRequest) String() string {
 func (*SetDefaultsRequest) ProtoMessage() {}
 
 func (x *SetDefaultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[62]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +4166,7 @@ func (x *SetDefaultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDefaultsRequest.ProtoReflect.Descriptor instead.
 func (*SetDefaultsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{62}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetDefaultsRequest) GetEnv() []string {
@@ -3854,7 +4198,7 @@ type SetDefaultsResponse struct {
 
 func (x *SetDefaultsResponse) Reset() {
 	*x = SetDefaultsResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[63]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3866,7 +4210,7 @@ func (x *SetDefaultsResponse) String() string {
 func (*SetDefaultsResponse) ProtoMessage() {}
 
 func (x *SetDefaultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[63]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3879,7 +4223,7 @@ func (x *SetDefaultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDefaultsResponse.ProtoReflect.Descriptor instead.
 func (*SetDefaultsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{63}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{67}
 }
 
 var File_reins_executor_v1_executor_proto protoreflect.FileDescriptor
@@ -4010,7 +4354,7 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x0eSignalResponse\"\x16\n" +
 	"\x14ListProcessesRequest\"U\n" +
 	"\x15ListProcessesResponse\x12<\n" +
-	"\tprocesses\x18\x01 \x03(\v2\x1e.reins.executor.v1.ProcessInfoR\tprocesses\"\xf9\x01\n" +
+	"\tprocesses\x18\x01 \x03(\v2\x1e.reins.executor.v1.ProcessInfoR\tprocesses\"\x9d\x02\n" +
 	"\vProcessInfo\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x12\n" +
 	"\x04argv\x18\x02 \x03(\tR\x04argv\x12\x10\n" +
@@ -4019,7 +4363,24 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x06exited\x18\x05 \x01(\v2\x19.reins.executor.v1.ExitedR\x06exited\x12*\n" +
 	"\x11started_unix_nano\x18\x06 \x01(\x03R\x0fstartedUnixNano\x12\x10\n" +
 	"\x03pty\x18\a \x01(\bR\x03pty\x12'\n" +
-	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\"\xda\x01\n" +
+	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x12\x10\n" +
+	"\x03env\x18\t \x03(\tR\x03env\x12\x10\n" +
+	"\x03cwd\x18\n" +
+	" \x01(\tR\x03cwd\"@\n" +
+	"\fWatchRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
+	"\trecursive\x18\x02 \x01(\bR\trecursive\"\xa7\x01\n" +
+	"\n" +
+	"WatchEvent\x12;\n" +
+	"\astarted\x18\x01 \x01(\v2\x1f.reins.executor.v1.WatchStartedH\x00R\astarted\x127\n" +
+	"\x06change\x18\x02 \x01(\v2\x1d.reins.executor.v1.FileChangeH\x00R\x06change\x12\x1a\n" +
+	"\adropped\x18\x03 \x01(\x04H\x00R\adroppedB\a\n" +
+	"\x05event\"\x0e\n" +
+	"\fWatchStarted\"M\n" +
+	"\n" +
+	"FileChange\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12+\n" +
+	"\x02op\x18\x02 \x01(\x0e2\x1b.reins.executor.v1.ChangeOpR\x02op\"\xaa\x02\n" +
 	"\bFileInfo\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
@@ -4027,7 +4388,12 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x04size\x18\x04 \x01(\x04R\x04size\x12\x12\n" +
 	"\x04mode\x18\x05 \x01(\rR\x04mode\x12&\n" +
 	"\x0fmtime_unix_nano\x18\x06 \x01(\x03R\rmtimeUnixNano\x12%\n" +
-	"\x0esymlink_target\x18\a \x01(\tR\rsymlinkTarget\"!\n" +
+	"\x0esymlink_target\x18\a \x01(\tR\rsymlinkTarget\x12\x10\n" +
+	"\x03uid\x18\b \x01(\rR\x03uid\x12\x10\n" +
+	"\x03gid\x18\t \x01(\rR\x03gid\x12\x14\n" +
+	"\x05owner\x18\n" +
+	" \x01(\tR\x05owner\x12\x14\n" +
+	"\x05group\x18\v \x01(\tR\x05group\"!\n" +
 	"\vStatRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"?\n" +
 	"\fStatResponse\x12/\n" +
@@ -4144,13 +4510,20 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x03env\x18\x01 \x03(\tR\x03env\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12#\n" +
 	"\rforget_exited\x18\x03 \x01(\bR\fforgetExited\"\x15\n" +
-	"\x13SetDefaultsResponse*x\n" +
+	"\x13SetDefaultsResponse*\x91\x01\n" +
+	"\bChangeOp\x12\x19\n" +
+	"\x15CHANGE_OP_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10CHANGE_OP_CREATE\x10\x01\x12\x13\n" +
+	"\x0fCHANGE_OP_WRITE\x10\x02\x12\x14\n" +
+	"\x10CHANGE_OP_REMOVE\x10\x03\x12\x14\n" +
+	"\x10CHANGE_OP_RENAME\x10\x04\x12\x13\n" +
+	"\x0fCHANGE_OP_CHMOD\x10\x05*x\n" +
 	"\bFileType\x12\x19\n" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x11\n" +
 	"\rFILE_TYPE_DIR\x10\x02\x12\x15\n" +
 	"\x11FILE_TYPE_SYMLINK\x10\x03\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\x042\x98\x11\n" +
+	"\x0fFILE_TYPE_OTHER\x10\x042\xe3\x11\n" +
 	"\bExecutor\x12J\n" +
 	"\x05Hello\x12\x1f.reins.executor.v1.HelloRequest\x1a .reins.executor.v1.HelloResponse\x12M\n" +
 	"\x06Health\x12 .reins.executor.v1.HealthRequest\x1a!.reins.executor.v1.HealthResponse\x12J\n" +
@@ -4162,7 +4535,8 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"WriteStdin\x12$.reins.executor.v1.WriteStdinRequest\x1a%.reins.executor.v1.WriteStdinResponse\x12V\n" +
 	"\tResizePTY\x12#.reins.executor.v1.ResizePTYRequest\x1a$.reins.executor.v1.ResizePTYResponse\x12M\n" +
 	"\x06Signal\x12 .reins.executor.v1.SignalRequest\x1a!.reins.executor.v1.SignalResponse\x12b\n" +
-	"\rListProcesses\x12'.reins.executor.v1.ListProcessesRequest\x1a(.reins.executor.v1.ListProcessesResponse\x12G\n" +
+	"\rListProcesses\x12'.reins.executor.v1.ListProcessesRequest\x1a(.reins.executor.v1.ListProcessesResponse\x12I\n" +
+	"\x05Watch\x12\x1f.reins.executor.v1.WatchRequest\x1a\x1d.reins.executor.v1.WatchEvent0\x01\x12G\n" +
 	"\x04Stat\x12\x1e.reins.executor.v1.StatRequest\x1a\x1f.reins.executor.v1.StatResponse\x12P\n" +
 	"\aListDir\x12!.reins.executor.v1.ListDirRequest\x1a\".reins.executor.v1.ListDirResponse\x12S\n" +
 	"\bReadFile\x12\".reins.executor.v1.ReadFileRequest\x1a#.reins.executor.v1.ReadFileResponse\x12V\n" +
@@ -4193,150 +4567,160 @@ func file_reins_executor_v1_executor_proto_rawDescGZIP() []byte {
 	return file_reins_executor_v1_executor_proto_rawDescData
 }
 
-var file_reins_executor_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_reins_executor_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_reins_executor_v1_executor_proto_goTypes = []any{
-	(FileType)(0),                 // 0: reins.executor.v1.FileType
-	(*Point)(nil),                 // 1: reins.executor.v1.Point
-	(*ComputerRequest)(nil),       // 2: reins.executor.v1.ComputerRequest
-	(*ComputerResponse)(nil),      // 3: reins.executor.v1.ComputerResponse
-	(*Display)(nil),               // 4: reins.executor.v1.Display
-	(*ErrorDetail)(nil),           // 5: reins.executor.v1.ErrorDetail
-	(*HelloRequest)(nil),          // 6: reins.executor.v1.HelloRequest
-	(*HelloResponse)(nil),         // 7: reins.executor.v1.HelloResponse
-	(*HealthRequest)(nil),         // 8: reins.executor.v1.HealthRequest
-	(*HealthResponse)(nil),        // 9: reins.executor.v1.HealthResponse
-	(*SyncRequest)(nil),           // 10: reins.executor.v1.SyncRequest
-	(*SyncResponse)(nil),          // 11: reins.executor.v1.SyncResponse
-	(*UsageRequest)(nil),          // 12: reins.executor.v1.UsageRequest
-	(*UsageResponse)(nil),         // 13: reins.executor.v1.UsageResponse
-	(*ExecRequest)(nil),           // 14: reins.executor.v1.ExecRequest
-	(*ExecEvent)(nil),             // 15: reins.executor.v1.ExecEvent
-	(*Started)(nil),               // 16: reins.executor.v1.Started
-	(*Exited)(nil),                // 17: reins.executor.v1.Exited
-	(*Dropped)(nil),               // 18: reins.executor.v1.Dropped
-	(*AttachRequest)(nil),         // 19: reins.executor.v1.AttachRequest
-	(*WriteStdinRequest)(nil),     // 20: reins.executor.v1.WriteStdinRequest
-	(*WriteStdinResponse)(nil),    // 21: reins.executor.v1.WriteStdinResponse
-	(*ResizePTYRequest)(nil),      // 22: reins.executor.v1.ResizePTYRequest
-	(*ResizePTYResponse)(nil),     // 23: reins.executor.v1.ResizePTYResponse
-	(*SignalRequest)(nil),         // 24: reins.executor.v1.SignalRequest
-	(*SignalResponse)(nil),        // 25: reins.executor.v1.SignalResponse
-	(*ListProcessesRequest)(nil),  // 26: reins.executor.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil), // 27: reins.executor.v1.ListProcessesResponse
-	(*ProcessInfo)(nil),           // 28: reins.executor.v1.ProcessInfo
-	(*FileInfo)(nil),              // 29: reins.executor.v1.FileInfo
-	(*StatRequest)(nil),           // 30: reins.executor.v1.StatRequest
-	(*StatResponse)(nil),          // 31: reins.executor.v1.StatResponse
-	(*ListDirRequest)(nil),        // 32: reins.executor.v1.ListDirRequest
-	(*ListDirResponse)(nil),       // 33: reins.executor.v1.ListDirResponse
-	(*ReadFileRequest)(nil),       // 34: reins.executor.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),      // 35: reins.executor.v1.ReadFileResponse
-	(*ReadLinesRequest)(nil),      // 36: reins.executor.v1.ReadLinesRequest
-	(*ReadLinesResponse)(nil),     // 37: reins.executor.v1.ReadLinesResponse
-	(*Line)(nil),                  // 38: reins.executor.v1.Line
-	(*WriteFileRequest)(nil),      // 39: reins.executor.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),     // 40: reins.executor.v1.WriteFileResponse
-	(*EditFileRequest)(nil),       // 41: reins.executor.v1.EditFileRequest
-	(*EditFileResponse)(nil),      // 42: reins.executor.v1.EditFileResponse
-	(*MakeDirRequest)(nil),        // 43: reins.executor.v1.MakeDirRequest
-	(*MakeDirResponse)(nil),       // 44: reins.executor.v1.MakeDirResponse
-	(*RemoveRequest)(nil),         // 45: reins.executor.v1.RemoveRequest
-	(*RemoveResponse)(nil),        // 46: reins.executor.v1.RemoveResponse
-	(*MoveRequest)(nil),           // 47: reins.executor.v1.MoveRequest
-	(*MoveResponse)(nil),          // 48: reins.executor.v1.MoveResponse
-	(*GlobRequest)(nil),           // 49: reins.executor.v1.GlobRequest
-	(*GlobResponse)(nil),          // 50: reins.executor.v1.GlobResponse
-	(*GrepRequest)(nil),           // 51: reins.executor.v1.GrepRequest
-	(*GrepResponse)(nil),          // 52: reins.executor.v1.GrepResponse
-	(*GrepMatch)(nil),             // 53: reins.executor.v1.GrepMatch
-	(*UploadRequest)(nil),         // 54: reins.executor.v1.UploadRequest
-	(*UploadHeader)(nil),          // 55: reins.executor.v1.UploadHeader
-	(*UploadResponse)(nil),        // 56: reins.executor.v1.UploadResponse
-	(*StageRequest)(nil),          // 57: reins.executor.v1.StageRequest
-	(*StageResponse)(nil),         // 58: reins.executor.v1.StageResponse
-	(*PlaceRequest)(nil),          // 59: reins.executor.v1.PlaceRequest
-	(*PlaceResponse)(nil),         // 60: reins.executor.v1.PlaceResponse
-	(*DownloadRequest)(nil),       // 61: reins.executor.v1.DownloadRequest
-	(*DownloadResponse)(nil),      // 62: reins.executor.v1.DownloadResponse
-	(*SetDefaultsRequest)(nil),    // 63: reins.executor.v1.SetDefaultsRequest
-	(*SetDefaultsResponse)(nil),   // 64: reins.executor.v1.SetDefaultsResponse
+	(ChangeOp)(0),                 // 0: reins.executor.v1.ChangeOp
+	(FileType)(0),                 // 1: reins.executor.v1.FileType
+	(*Point)(nil),                 // 2: reins.executor.v1.Point
+	(*ComputerRequest)(nil),       // 3: reins.executor.v1.ComputerRequest
+	(*ComputerResponse)(nil),      // 4: reins.executor.v1.ComputerResponse
+	(*Display)(nil),               // 5: reins.executor.v1.Display
+	(*ErrorDetail)(nil),           // 6: reins.executor.v1.ErrorDetail
+	(*HelloRequest)(nil),          // 7: reins.executor.v1.HelloRequest
+	(*HelloResponse)(nil),         // 8: reins.executor.v1.HelloResponse
+	(*HealthRequest)(nil),         // 9: reins.executor.v1.HealthRequest
+	(*HealthResponse)(nil),        // 10: reins.executor.v1.HealthResponse
+	(*SyncRequest)(nil),           // 11: reins.executor.v1.SyncRequest
+	(*SyncResponse)(nil),          // 12: reins.executor.v1.SyncResponse
+	(*UsageRequest)(nil),          // 13: reins.executor.v1.UsageRequest
+	(*UsageResponse)(nil),         // 14: reins.executor.v1.UsageResponse
+	(*ExecRequest)(nil),           // 15: reins.executor.v1.ExecRequest
+	(*ExecEvent)(nil),             // 16: reins.executor.v1.ExecEvent
+	(*Started)(nil),               // 17: reins.executor.v1.Started
+	(*Exited)(nil),                // 18: reins.executor.v1.Exited
+	(*Dropped)(nil),               // 19: reins.executor.v1.Dropped
+	(*AttachRequest)(nil),         // 20: reins.executor.v1.AttachRequest
+	(*WriteStdinRequest)(nil),     // 21: reins.executor.v1.WriteStdinRequest
+	(*WriteStdinResponse)(nil),    // 22: reins.executor.v1.WriteStdinResponse
+	(*ResizePTYRequest)(nil),      // 23: reins.executor.v1.ResizePTYRequest
+	(*ResizePTYResponse)(nil),     // 24: reins.executor.v1.ResizePTYResponse
+	(*SignalRequest)(nil),         // 25: reins.executor.v1.SignalRequest
+	(*SignalResponse)(nil),        // 26: reins.executor.v1.SignalResponse
+	(*ListProcessesRequest)(nil),  // 27: reins.executor.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil), // 28: reins.executor.v1.ListProcessesResponse
+	(*ProcessInfo)(nil),           // 29: reins.executor.v1.ProcessInfo
+	(*WatchRequest)(nil),          // 30: reins.executor.v1.WatchRequest
+	(*WatchEvent)(nil),            // 31: reins.executor.v1.WatchEvent
+	(*WatchStarted)(nil),          // 32: reins.executor.v1.WatchStarted
+	(*FileChange)(nil),            // 33: reins.executor.v1.FileChange
+	(*FileInfo)(nil),              // 34: reins.executor.v1.FileInfo
+	(*StatRequest)(nil),           // 35: reins.executor.v1.StatRequest
+	(*StatResponse)(nil),          // 36: reins.executor.v1.StatResponse
+	(*ListDirRequest)(nil),        // 37: reins.executor.v1.ListDirRequest
+	(*ListDirResponse)(nil),       // 38: reins.executor.v1.ListDirResponse
+	(*ReadFileRequest)(nil),       // 39: reins.executor.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),      // 40: reins.executor.v1.ReadFileResponse
+	(*ReadLinesRequest)(nil),      // 41: reins.executor.v1.ReadLinesRequest
+	(*ReadLinesResponse)(nil),     // 42: reins.executor.v1.ReadLinesResponse
+	(*Line)(nil),                  // 43: reins.executor.v1.Line
+	(*WriteFileRequest)(nil),      // 44: reins.executor.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),     // 45: reins.executor.v1.WriteFileResponse
+	(*EditFileRequest)(nil),       // 46: reins.executor.v1.EditFileRequest
+	(*EditFileResponse)(nil),      // 47: reins.executor.v1.EditFileResponse
+	(*MakeDirRequest)(nil),        // 48: reins.executor.v1.MakeDirRequest
+	(*MakeDirResponse)(nil),       // 49: reins.executor.v1.MakeDirResponse
+	(*RemoveRequest)(nil),         // 50: reins.executor.v1.RemoveRequest
+	(*RemoveResponse)(nil),        // 51: reins.executor.v1.RemoveResponse
+	(*MoveRequest)(nil),           // 52: reins.executor.v1.MoveRequest
+	(*MoveResponse)(nil),          // 53: reins.executor.v1.MoveResponse
+	(*GlobRequest)(nil),           // 54: reins.executor.v1.GlobRequest
+	(*GlobResponse)(nil),          // 55: reins.executor.v1.GlobResponse
+	(*GrepRequest)(nil),           // 56: reins.executor.v1.GrepRequest
+	(*GrepResponse)(nil),          // 57: reins.executor.v1.GrepResponse
+	(*GrepMatch)(nil),             // 58: reins.executor.v1.GrepMatch
+	(*UploadRequest)(nil),         // 59: reins.executor.v1.UploadRequest
+	(*UploadHeader)(nil),          // 60: reins.executor.v1.UploadHeader
+	(*UploadResponse)(nil),        // 61: reins.executor.v1.UploadResponse
+	(*StageRequest)(nil),          // 62: reins.executor.v1.StageRequest
+	(*StageResponse)(nil),         // 63: reins.executor.v1.StageResponse
+	(*PlaceRequest)(nil),          // 64: reins.executor.v1.PlaceRequest
+	(*PlaceResponse)(nil),         // 65: reins.executor.v1.PlaceResponse
+	(*DownloadRequest)(nil),       // 66: reins.executor.v1.DownloadRequest
+	(*DownloadResponse)(nil),      // 67: reins.executor.v1.DownloadResponse
+	(*SetDefaultsRequest)(nil),    // 68: reins.executor.v1.SetDefaultsRequest
+	(*SetDefaultsResponse)(nil),   // 69: reins.executor.v1.SetDefaultsResponse
 }
 var file_reins_executor_v1_executor_proto_depIdxs = []int32{
-	1,  // 0: reins.executor.v1.ComputerRequest.coordinate:type_name -> reins.executor.v1.Point
-	1,  // 1: reins.executor.v1.ComputerRequest.start_coordinate:type_name -> reins.executor.v1.Point
-	1,  // 2: reins.executor.v1.ComputerResponse.cursor:type_name -> reins.executor.v1.Point
-	4,  // 3: reins.executor.v1.HelloResponse.display:type_name -> reins.executor.v1.Display
-	16, // 4: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
-	17, // 5: reins.executor.v1.ExecEvent.exited:type_name -> reins.executor.v1.Exited
-	18, // 6: reins.executor.v1.ExecEvent.dropped:type_name -> reins.executor.v1.Dropped
-	28, // 7: reins.executor.v1.ListProcessesResponse.processes:type_name -> reins.executor.v1.ProcessInfo
-	17, // 8: reins.executor.v1.ProcessInfo.exited:type_name -> reins.executor.v1.Exited
-	0,  // 9: reins.executor.v1.FileInfo.type:type_name -> reins.executor.v1.FileType
-	29, // 10: reins.executor.v1.StatResponse.info:type_name -> reins.executor.v1.FileInfo
-	29, // 11: reins.executor.v1.ListDirResponse.entries:type_name -> reins.executor.v1.FileInfo
-	38, // 12: reins.executor.v1.ReadLinesResponse.lines:type_name -> reins.executor.v1.Line
-	53, // 13: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
-	55, // 14: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
-	6,  // 15: reins.executor.v1.Executor.Hello:input_type -> reins.executor.v1.HelloRequest
-	8,  // 16: reins.executor.v1.Executor.Health:input_type -> reins.executor.v1.HealthRequest
-	12, // 17: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
-	10, // 18: reins.executor.v1.Executor.Sync:input_type -> reins.executor.v1.SyncRequest
-	14, // 19: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
-	19, // 20: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
-	20, // 21: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
-	22, // 22: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
-	24, // 23: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
-	26, // 24: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
-	30, // 25: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
-	32, // 26: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
-	34, // 27: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
-	36, // 28: reins.executor.v1.Executor.ReadLines:input_type -> reins.executor.v1.ReadLinesRequest
-	39, // 29: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
-	41, // 30: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
-	43, // 31: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
-	45, // 32: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
-	47, // 33: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
-	49, // 34: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
-	51, // 35: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
-	54, // 36: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
-	61, // 37: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
-	57, // 38: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
-	59, // 39: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
-	63, // 40: reins.executor.v1.Executor.SetDefaults:input_type -> reins.executor.v1.SetDefaultsRequest
-	2,  // 41: reins.executor.v1.Executor.Computer:input_type -> reins.executor.v1.ComputerRequest
-	7,  // 42: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
-	9,  // 43: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
-	13, // 44: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
-	11, // 45: reins.executor.v1.Executor.Sync:output_type -> reins.executor.v1.SyncResponse
-	15, // 46: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
-	15, // 47: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
-	21, // 48: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
-	23, // 49: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
-	25, // 50: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
-	27, // 51: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
-	31, // 52: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
-	33, // 53: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
-	35, // 54: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
-	37, // 55: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
-	40, // 56: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
-	42, // 57: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
-	44, // 58: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
-	46, // 59: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
-	48, // 60: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
-	50, // 61: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
-	52, // 62: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
-	56, // 63: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
-	62, // 64: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
-	58, // 65: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
-	60, // 66: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
-	64, // 67: reins.executor.v1.Executor.SetDefaults:output_type -> reins.executor.v1.SetDefaultsResponse
-	3,  // 68: reins.executor.v1.Executor.Computer:output_type -> reins.executor.v1.ComputerResponse
-	42, // [42:69] is the sub-list for method output_type
-	15, // [15:42] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	2,  // 0: reins.executor.v1.ComputerRequest.coordinate:type_name -> reins.executor.v1.Point
+	2,  // 1: reins.executor.v1.ComputerRequest.start_coordinate:type_name -> reins.executor.v1.Point
+	2,  // 2: reins.executor.v1.ComputerResponse.cursor:type_name -> reins.executor.v1.Point
+	5,  // 3: reins.executor.v1.HelloResponse.display:type_name -> reins.executor.v1.Display
+	17, // 4: reins.executor.v1.ExecEvent.started:type_name -> reins.executor.v1.Started
+	18, // 5: reins.executor.v1.ExecEvent.exited:type_name -> reins.executor.v1.Exited
+	19, // 6: reins.executor.v1.ExecEvent.dropped:type_name -> reins.executor.v1.Dropped
+	29, // 7: reins.executor.v1.ListProcessesResponse.processes:type_name -> reins.executor.v1.ProcessInfo
+	18, // 8: reins.executor.v1.ProcessInfo.exited:type_name -> reins.executor.v1.Exited
+	32, // 9: reins.executor.v1.WatchEvent.started:type_name -> reins.executor.v1.WatchStarted
+	33, // 10: reins.executor.v1.WatchEvent.change:type_name -> reins.executor.v1.FileChange
+	0,  // 11: reins.executor.v1.FileChange.op:type_name -> reins.executor.v1.ChangeOp
+	1,  // 12: reins.executor.v1.FileInfo.type:type_name -> reins.executor.v1.FileType
+	34, // 13: reins.executor.v1.StatResponse.info:type_name -> reins.executor.v1.FileInfo
+	34, // 14: reins.executor.v1.ListDirResponse.entries:type_name -> reins.executor.v1.FileInfo
+	43, // 15: reins.executor.v1.ReadLinesResponse.lines:type_name -> reins.executor.v1.Line
+	58, // 16: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
+	60, // 17: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
+	7,  // 18: reins.executor.v1.Executor.Hello:input_type -> reins.executor.v1.HelloRequest
+	9,  // 19: reins.executor.v1.Executor.Health:input_type -> reins.executor.v1.HealthRequest
+	13, // 20: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
+	11, // 21: reins.executor.v1.Executor.Sync:input_type -> reins.executor.v1.SyncRequest
+	15, // 22: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
+	20, // 23: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
+	21, // 24: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
+	23, // 25: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
+	25, // 26: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
+	27, // 27: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
+	30, // 28: reins.executor.v1.Executor.Watch:input_type -> reins.executor.v1.WatchRequest
+	35, // 29: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
+	37, // 30: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
+	39, // 31: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
+	41, // 32: reins.executor.v1.Executor.ReadLines:input_type -> reins.executor.v1.ReadLinesRequest
+	44, // 33: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
+	46, // 34: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
+	48, // 35: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
+	50, // 36: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
+	52, // 37: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
+	54, // 38: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
+	56, // 39: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
+	59, // 40: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
+	66, // 41: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
+	62, // 42: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
+	64, // 43: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
+	68, // 44: reins.executor.v1.Executor.SetDefaults:input_type -> reins.executor.v1.SetDefaultsRequest
+	3,  // 45: reins.executor.v1.Executor.Computer:input_type -> reins.executor.v1.ComputerRequest
+	8,  // 46: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
+	10, // 47: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
+	14, // 48: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
+	12, // 49: reins.executor.v1.Executor.Sync:output_type -> reins.executor.v1.SyncResponse
+	16, // 50: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
+	16, // 51: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
+	22, // 52: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
+	24, // 53: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
+	26, // 54: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
+	28, // 55: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
+	31, // 56: reins.executor.v1.Executor.Watch:output_type -> reins.executor.v1.WatchEvent
+	36, // 57: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
+	38, // 58: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
+	40, // 59: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
+	42, // 60: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
+	45, // 61: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
+	47, // 62: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
+	49, // 63: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
+	51, // 64: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
+	53, // 65: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
+	55, // 66: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
+	57, // 67: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
+	61, // 68: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
+	67, // 69: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
+	63, // 70: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
+	65, // 71: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
+	69, // 72: reins.executor.v1.Executor.SetDefaults:output_type -> reins.executor.v1.SetDefaultsResponse
+	4,  // 73: reins.executor.v1.Executor.Computer:output_type -> reins.executor.v1.ComputerResponse
+	46, // [46:74] is the sub-list for method output_type
+	18, // [18:46] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_reins_executor_v1_executor_proto_init() }
@@ -4351,7 +4735,12 @@ func file_reins_executor_v1_executor_proto_init() {
 		(*ExecEvent_Exited)(nil),
 		(*ExecEvent_Dropped)(nil),
 	}
-	file_reins_executor_v1_executor_proto_msgTypes[53].OneofWrappers = []any{
+	file_reins_executor_v1_executor_proto_msgTypes[29].OneofWrappers = []any{
+		(*WatchEvent_Started)(nil),
+		(*WatchEvent_Change)(nil),
+		(*WatchEvent_Dropped)(nil),
+	}
+	file_reins_executor_v1_executor_proto_msgTypes[57].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Data)(nil),
 	}
@@ -4360,8 +4749,8 @@ func file_reins_executor_v1_executor_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_executor_v1_executor_proto_rawDesc), len(file_reins_executor_v1_executor_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   64,
+			NumEnums:      2,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -62,6 +62,8 @@ const (
 	ExecutorSignalProcedure = "/reins.executor.v1.Executor/Signal"
 	// ExecutorListProcessesProcedure is the fully-qualified name of the Executor's ListProcesses RPC.
 	ExecutorListProcessesProcedure = "/reins.executor.v1.Executor/ListProcesses"
+	// ExecutorWatchProcedure is the fully-qualified name of the Executor's Watch RPC.
+	ExecutorWatchProcedure = "/reins.executor.v1.Executor/Watch"
 	// ExecutorStatProcedure is the fully-qualified name of the Executor's Stat RPC.
 	ExecutorStatProcedure = "/reins.executor.v1.Executor/Stat"
 	// ExecutorListDirProcedure is the fully-qualified name of the Executor's ListDir RPC.
@@ -127,6 +129,15 @@ type ExecutorClient interface {
 	// Signal sends a signal to a process's whole process group.
 	Signal(context.Context, *connect.Request[v1.SignalRequest]) (*connect.Response[v1.SignalResponse], error)
 	ListProcesses(context.Context, *connect.Request[v1.ListProcessesRequest]) (*connect.Response[v1.ListProcessesResponse], error)
+	// Watch reports changes in a directory (with recursive, in the tree
+	// under it) until the caller goes away; the first event is started,
+	// sent once the directory is watched. Events the caller has not read
+	// yet are buffered (a bounded number): the next event after a loss
+	// is dropped, counting the events lost. An executor keeps a bounded
+	// number of watches at once (resource_exhausted beyond) and of
+	// directories per watch (a recursive watch of a larger tree is
+	// resource_exhausted).
+	Watch(context.Context, *connect.Request[v1.WatchRequest]) (*connect.ServerStreamForClient[v1.WatchEvent], error)
 	Stat(context.Context, *connect.Request[v1.StatRequest]) (*connect.Response[v1.StatResponse], error)
 	ListDir(context.Context, *connect.Request[v1.ListDirRequest]) (*connect.Response[v1.ListDirResponse], error)
 	// ReadFile reads at most limit bytes from offset (max 16 MiB per call).
@@ -253,6 +264,12 @@ func NewExecutorClient(httpClient connect.HTTPClient, baseURL string, opts ...co
 			connect.WithSchema(executorMethods.ByName("ListProcesses")),
 			connect.WithClientOptions(opts...),
 		),
+		watch: connect.NewClient[v1.WatchRequest, v1.WatchEvent](
+			httpClient,
+			baseURL+ExecutorWatchProcedure,
+			connect.WithSchema(executorMethods.ByName("Watch")),
+			connect.WithClientOptions(opts...),
+		),
 		stat: connect.NewClient[v1.StatRequest, v1.StatResponse](
 			httpClient,
 			baseURL+ExecutorStatProcedure,
@@ -370,6 +387,7 @@ type executorClient struct {
 	resizePTY     *connect.Client[v1.ResizePTYRequest, v1.ResizePTYResponse]
 	signal        *connect.Client[v1.SignalRequest, v1.SignalResponse]
 	listProcesses *connect.Client[v1.ListProcessesRequest, v1.ListProcessesResponse]
+	watch         *connect.Client[v1.WatchRequest, v1.WatchEvent]
 	stat          *connect.Client[v1.StatRequest, v1.StatResponse]
 	listDir       *connect.Client[v1.ListDirRequest, v1.ListDirResponse]
 	readFile      *connect.Client[v1.ReadFileRequest, v1.ReadFileResponse]
@@ -437,6 +455,11 @@ func (c *executorClient) Signal(ctx context.Context, req *connect.Request[v1.Sig
 // ListProcesses calls reins.executor.v1.Executor.ListProcesses.
 func (c *executorClient) ListProcesses(ctx context.Context, req *connect.Request[v1.ListProcessesRequest]) (*connect.Response[v1.ListProcessesResponse], error) {
 	return c.listProcesses.CallUnary(ctx, req)
+}
+
+// Watch calls reins.executor.v1.Executor.Watch.
+func (c *executorClient) Watch(ctx context.Context, req *connect.Request[v1.WatchRequest]) (*connect.ServerStreamForClient[v1.WatchEvent], error) {
+	return c.watch.CallServerStream(ctx, req)
 }
 
 // Stat calls reins.executor.v1.Executor.Stat.
@@ -553,6 +576,15 @@ type ExecutorHandler interface {
 	// Signal sends a signal to a process's whole process group.
 	Signal(context.Context, *connect.Request[v1.SignalRequest]) (*connect.Response[v1.SignalResponse], error)
 	ListProcesses(context.Context, *connect.Request[v1.ListProcessesRequest]) (*connect.Response[v1.ListProcessesResponse], error)
+	// Watch reports changes in a directory (with recursive, in the tree
+	// under it) until the caller goes away; the first event is started,
+	// sent once the directory is watched. Events the caller has not read
+	// yet are buffered (a bounded number): the next event after a loss
+	// is dropped, counting the events lost. An executor keeps a bounded
+	// number of watches at once (resource_exhausted beyond) and of
+	// directories per watch (a recursive watch of a larger tree is
+	// resource_exhausted).
+	Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchEvent]) error
 	Stat(context.Context, *connect.Request[v1.StatRequest]) (*connect.Response[v1.StatResponse], error)
 	ListDir(context.Context, *connect.Request[v1.ListDirRequest]) (*connect.Response[v1.ListDirResponse], error)
 	// ReadFile reads at most limit bytes from offset (max 16 MiB per call).
@@ -673,6 +705,12 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 		ExecutorListProcessesProcedure,
 		svc.ListProcesses,
 		connect.WithSchema(executorMethods.ByName("ListProcesses")),
+		connect.WithHandlerOptions(opts...),
+	)
+	executorWatchHandler := connect.NewServerStreamHandler(
+		ExecutorWatchProcedure,
+		svc.Watch,
+		connect.WithSchema(executorMethods.ByName("Watch")),
 		connect.WithHandlerOptions(opts...),
 	)
 	executorStatHandler := connect.NewUnaryHandler(
@@ -799,6 +837,8 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 			executorSignalHandler.ServeHTTP(w, r)
 		case ExecutorListProcessesProcedure:
 			executorListProcessesHandler.ServeHTTP(w, r)
+		case ExecutorWatchProcedure:
+			executorWatchHandler.ServeHTTP(w, r)
 		case ExecutorStatProcedure:
 			executorStatHandler.ServeHTTP(w, r)
 		case ExecutorListDirProcedure:
@@ -880,6 +920,10 @@ func (UnimplementedExecutorHandler) Signal(context.Context, *connect.Request[v1.
 
 func (UnimplementedExecutorHandler) ListProcesses(context.Context, *connect.Request[v1.ListProcessesRequest]) (*connect.Response[v1.ListProcessesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.ListProcesses is not implemented"))
+}
+
+func (UnimplementedExecutorHandler) Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.Watch is not implemented"))
 }
 
 func (UnimplementedExecutorHandler) Stat(context.Context, *connect.Request[v1.StatRequest]) (*connect.Response[v1.StatResponse], error) {
