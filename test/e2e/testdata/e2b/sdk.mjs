@@ -2,14 +2,12 @@
 // SDK from npm (test/node/package.json pins it), as a user's program
 // would: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY point it at reins.
 // Every call's result is checked; the first that is wrong ends the script
-// with a non-zero exit and what failed. REINS_E2B_DATA=1 runs the data
-// plane's part too (commands, files, ports: envd's services);
-// REINS_PORT_ADDR is reins' API address, where port hosts are served, and
-// REINS_TOKEN the token port URLs need.
+// with a non-zero exit and what failed. REINS_PORT_ADDR is reins' API
+// address, where port hosts are served, and REINS_TOKEN the token port
+// URLs need.
 import http from 'node:http'
 import { AuthenticationError, CommandExitError, Sandbox, SandboxError, SandboxNotFoundError } from 'e2b'
 
-const data = process.env.REINS_E2B_DATA === '1'
 const portAddr = process.env.REINS_PORT_ADDR
 let step = ''
 
@@ -119,7 +117,7 @@ async function main() {
     check(e.message.includes('501') && e.message.includes('/snapshots'), `message ${e.message}`)
   })
 
-  if (data) await dataPlane()
+  await dataPlane()
 
   await run('pause', async () => {
     check((await sbx.pause()) === true, 'pause of a running sandbox')
@@ -137,10 +135,8 @@ async function main() {
     check(info.state === 'running', `state after connect ${info.state}`)
     const left = info.endAt - Date.now()
     check(left > 890_000, `${left} ms left after connect with 900 s`)
-    if (data) {
-      const r = await again.commands.run('cat /tmp/e2b-marker')
-      check(r.stdout === 'kept\n', `a file written before the pause: ${JSON.stringify(r.stdout)}`)
-    }
+    const r = await again.commands.run('cat /tmp/e2b-marker')
+    check(r.stdout === 'kept\n', `a file written before the pause: ${JSON.stringify(r.stdout)}`)
     sbx = again
   })
 
