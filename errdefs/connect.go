@@ -20,7 +20,7 @@ const ExitCodeHeader = "Reins-Exit-Code"
 
 var kindNames = map[error]string{
 	ErrNotFound: "not_found", ErrAlreadyExists: "already_exists",
-	ErrInvalidArgument: "invalid_argument", ErrPermissionDenied: "permission_denied",
+	ErrInvalidArgument: "invalid_argument", ErrIsDirectory: "is_directory", ErrPermissionDenied: "permission_denied",
 	ErrUnauthenticated: "unauthenticated", ErrTimeout: "timeout",
 	ErrTooLarge: "too_large", ErrNoSpace: "no_space",
 	ErrResourceExhausted: "resource_exhausted", ErrFailedPrecondition: "failed_precondition",
@@ -30,7 +30,7 @@ var kindNames = map[error]string{
 
 var kindCodes = map[error]connect.Code{
 	ErrNotFound: connect.CodeNotFound, ErrAlreadyExists: connect.CodeAlreadyExists,
-	ErrInvalidArgument: connect.CodeInvalidArgument, ErrPermissionDenied: connect.CodePermissionDenied,
+	ErrInvalidArgument: connect.CodeInvalidArgument, ErrIsDirectory: connect.CodeInvalidArgument, ErrPermissionDenied: connect.CodePermissionDenied,
 	ErrUnauthenticated: connect.CodeUnauthenticated, ErrTimeout: connect.CodeDeadlineExceeded,
 	ErrTooLarge: connect.CodeResourceExhausted, ErrNoSpace: connect.CodeResourceExhausted,
 	ErrResourceExhausted: connect.CodeResourceExhausted, ErrFailedPrecondition: connect.CodeFailedPrecondition,

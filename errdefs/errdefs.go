@@ -8,7 +8,10 @@
 // translated to wire codes only at the RPC edge (see connect.go).
 package errdefs
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	ErrNotFound           = errors.New("not found")
@@ -27,11 +30,15 @@ var (
 	// ErrUnimplemented: the other side (an older executor, say) does not
 	// have the call.
 	ErrUnimplemented = errors.New("not implemented")
+	// ErrIsDirectory: a call for a file named a directory. It is an
+	// invalid argument too (errors.Is answers both), so callers that
+	// test for that keep working; the wire carries it as is_directory.
+	ErrIsDirectory = fmt.Errorf("is a directory: %w", ErrInvalidArgument)
 )
 
 // kinds lists every kind, in the order Kind looks for them.
 var kinds = []error{
-	ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrPermissionDenied,
+	ErrNotFound, ErrAlreadyExists, ErrIsDirectory, ErrInvalidArgument, ErrPermissionDenied,
 	ErrUnauthenticated, ErrTimeout, ErrTooLarge, ErrNoSpace,
 	ErrResourceExhausted, ErrFailedPrecondition, ErrUnavailable, ErrCanceled,
 	ErrInternal, ErrUnimplemented,

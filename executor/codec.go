@@ -11,7 +11,7 @@ import (
 )
 
 // codec is Connect's binary protobuf codec, except that the data chunks of
-// Upload land in pooled buffers instead of a fresh allocation per message.
+// Upload and WriteStream land in pooled buffers instead of a fresh allocation per message.
 // Under gVisor fresh memory is expensive (each new page faults into the
 // sentry): allocating 100 MiB in 256 KiB pieces costs as much as writing
 // them to disk. Everything else goes through package proto unchanged.
@@ -48,6 +48,12 @@ func (codec) Unmarshal(b []byte, m any) error {
 	if u, ok := m.(*executorv1.UploadRequest); ok {
 		if data, ok := uploadData(b); ok {
 			u.Msg = &executorv1.UploadRequest_Data{Data: append(getChunk(len(data)), data...)}
+			return nil
+		}
+	}
+	if u, ok := m.(*executorv1.WriteStreamRequest); ok {
+		if data, ok := uploadData(b); ok { // data is field 2 there too
+			u.Msg = &executorv1.WriteStreamRequest_Data{Data: append(getChunk(len(data)), data...)}
 			return nil
 		}
 	}

@@ -57,10 +57,22 @@ func (s *Server) spec(m *executorv1.ExecRequest) (process.Spec, error) {
 	if m.Rows > 0xffff || m.Cols > 0xffff {
 		return process.Spec{}, errdefs.WithMessage(errdefs.ErrInvalidArgument, "rows and cols must fit in 16 bits")
 	}
-	if m.User != "" {
-		return process.Spec{}, errdefs.WithMessage(errdefs.ErrUnimplemented, "running as another user is not built yet")
-	}
+	env := *s.env.Load()
 	dir := s.fs.Workdir()
+	var cred *syscall.Credential
+	if m.User != "" {
+		a, err := lookupUser(s.fs, m.User)
+		if err != nil {
+			return process.Spec{}, err
+		}
+		if cred, err = a.credential(); err != nil {
+			return process.Spec{}, err
+		}
+		env = mergeEnv(env, a.env(m.Env))
+		if fi, err := s.fs.Stat(a.home); err == nil && fi.GetType() == executorv1.FileType_FILE_TYPE_DIR {
+			dir = fi.GetPath()
+		}
+	}
 	if m.Cwd != "" {
 		var err error
 		if dir, err = s.fs.Resolve(m.Cwd); err != nil {
@@ -68,19 +80,19 @@ func (s *Server) spec(m *executorv1.ExecRequest) (process.Spec, error) {
 		}
 	}
 	return process.Spec{
-		Argv:    m.Argv,
-		Env:     mergeEnv(*s.env.Load(), m.Env),
-		Dir:     s.fs.HostPath(dir),
-		Stdin:   m.Stdin,
-		PTY:     m.Pty,
-		Rows:    uint16(m.Rows),
-		Cols:    uint16(m.Cols),
-		Timeout: time.Duration(m.TimeoutMs) * time.Millisecond,
-		Key:     m.IdempotencyKey,
-		Tag:     m.Tag,
-
-		GivenEnv: m.Env,
-		Cwd:      dir,
+		Argv:       m.Argv,
+		Env:        mergeEnv(env, m.Env),
+		Dir:        s.fs.HostPath(dir),
+		Credential: cred,
+		Stdin:      m.Stdin,
+		PTY:        m.Pty,
+		Rows:       uint16(m.Rows),
+		Cols:       uint16(m.Cols),
+		Timeout:    time.Duration(m.TimeoutMs) * time.Millisecond,
+		Key:        m.IdempotencyKey,
+		Tag:        m.Tag,
+		GivenEnv:   m.Env,
+		Cwd:        dir,
 	}, nil
 }
 

@@ -95,13 +95,24 @@ func (s *Server) Glob(ctx context.Context, req *connect.Request[executorv1.GlobR
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&executorv1.GlobResponse{Paths: paths, Truncated: truncated}), nil
+	resp := &executorv1.GlobResponse{Paths: paths, Truncated: truncated}
+	if req.Msg.Info {
+		for _, p := range paths {
+			info, err := s.fs.Stat(p)
+			if err != nil {
+				// Gone since the walk saw it: its name alone.
+				info = &executorv1.FileInfo{Path: p, Name: path.Base(p)}
+			}
+			resp.Entries = append(resp.Entries, info)
+		}
+	}
+	return connect.NewResponse(resp), nil
 }
 
 func (s *Server) Grep(ctx context.Context, req *connect.Request[executorv1.GrepRequest]) (*connect.Response[executorv1.GrepResponse], error) {
 	m := req.Msg
 	matches, truncated, err := s.fs.Grep(ctx, m.Pattern, m.Path, files.GrepOptions{
-		Include: m.Include, IgnoreCase: m.IgnoreCase, Limit: int(m.Limit),
+		Include: m.Include, IgnoreCase: m.IgnoreCase, Literal: m.Literal, Limit: int(m.Limit),
 	})
 	if err != nil {
 		return nil, err

@@ -96,7 +96,7 @@ const (
 // pinned, so that a new version builds the image again.
 func agentsSource(pkgs []npmPackage) string {
 	var b strings.Builder
-	b.WriteString(debianSource + "; npm")
+	b.WriteString(debianImageSource + "; npm")
 	for _, p := range pkgs {
 		fmt.Fprintf(&b, " %s@%s=%s:%s->%s", p.Name, p.Version, p.Integrity, p.Sub, p.Dir)
 	}

@@ -164,6 +164,7 @@ func fakeDebianCache(t *testing.T, s *Store) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(root, "etc", "debian_version"), []byte("12.99 test\n"), 0o644)
+	fakeAccounts(t, root)
 }
 
 func toolPackage(name string) npmPackage {

@@ -64,7 +64,7 @@ func (s *Store) resolveBusybox(ctx context.Context, r *parsedRef, report func(Pr
 		}
 	}
 	// Rebuilt when the host's busybox changes.
-	source := fmt.Sprintf("%s size=%d mtime=%d", bb, fi.Size(), fi.ModTime().UnixNano())
+	source := fmt.Sprintf("%s size=%d mtime=%d", bb, fi.Size(), fi.ModTime().UnixNano()) + userRecipe
 	if img, ok := s.cached(r.key, source); ok {
 		return img, nil
 	}
@@ -82,7 +82,10 @@ func (s *Store) resolveBusybox(ctx context.Context, r *parsedRef, report func(Pr
 	cfg := v1.Config{Env: []string{DefaultPath}, Cmd: []string{"sh"}, WorkingDir: DefaultWorkingDir}
 	report(Progress{Phase: PhaseBuild, Message: "building busybox from the host's busybox"}) // no host path: progress reaches tenants
 	return s.build(ctx, r, source, cfg, report, func(ctx context.Context, root string) error {
-		return fillBusybox(root, bb, applets)
+		if err := fillBusybox(root, bb, applets); err != nil {
+			return err
+		}
+		return addUser(root, "/bin/sh")
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,12 +59,13 @@ func TestBusybox(t *testing.T) {
 			t.Errorf("%s -> %q, %v", applet, target, err)
 		}
 	}
-	if got := readFile(t, filepath.Join(root, "etc/passwd")); !strings.HasPrefix(got, "root:x:0:0:") {
-		t.Errorf("etc/passwd = %q", got)
+	if got := readFile(t, filepath.Join(root, "etc/passwd")); !strings.HasPrefix(got, "root:x:0:0:") || !strings.Contains(got, "\nuser:x:1000:1000:user:/home/user:/bin/sh\n") {
+		t.Errorf("etc/passwd = %q, want root and user", got)
 	}
-	if !strings.HasPrefix(readFile(t, filepath.Join(root, "etc/group")), "root:x:0:") {
-		t.Errorf("etc/group lacks root")
+	if got := readFile(t, filepath.Join(root, "etc/group")); !strings.HasPrefix(got, "root:x:0:") || !strings.Contains(got, "\nuser:x:1000:\n") {
+		t.Errorf("etc/group = %q, want root and user", got)
 	}
+	checkUserHome(t, root)
 	if got := readFile(t, filepath.Join(root, "etc/hosts")); got != string(HostsFile("")) {
 		t.Errorf("etc/hosts = %q", got)
 	}
@@ -322,6 +324,7 @@ func TestDebianFromBuildCache(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(root, "etc", "debian_version"), []byte("12.99 cached\n"), 0o644)
 	os.Symlink("debian_version", filepath.Join(root, "etc", "link"))
+	fakeAccounts(t, root)
 	img, err := s.Resolve(context.Background(), "debian", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -332,5 +335,51 @@ func TestDebianFromBuildCache(t *testing.T) {
 	}
 	if l, err := os.Readlink(filepath.Join(img.Layers[0], "etc", "link")); err != nil || l != "debian_version" {
 		t.Errorf("a symlink in the cached root came out as %q, %v", l, err)
+	}
+	// The account is added to the image, not to the cached root.
+	want := "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:user:/home/user:/bin/bash\n"
+	if got := readFile(t, filepath.Join(img.Layers[0], "etc/passwd")); got != want {
+		t.Errorf("the image's etc/passwd = %q, want %q", got, want)
+	}
+	if got := readFile(t, filepath.Join(img.Layers[0], "etc/shadow")); got != "root:*:19000:0:99999:7:::\nuser:!::0:99999:7:::\n" {
+		t.Errorf("the image's etc/shadow = %q", got)
+	}
+	if got := readFile(t, filepath.Join(img.Layers[0], "home/user/.profile")); got != "# skel\n" {
+		t.Errorf("home/user/.profile = %q, want /etc/skel's", got)
+	}
+	checkUserHome(t, img.Layers[0])
+	if got := readFile(t, filepath.Join(root, "etc/passwd")); strings.Contains(got, "user:") {
+		t.Errorf("the build cache's root got the account: %q", got)
+	}
+	// A second resolve of the same recipe is the cached image.
+	if img, err := s.Resolve(context.Background(), "debian", nil); err != nil || !img.Cached {
+		t.Errorf("resolving again: cached %v, %v", img != nil && img.Cached, err)
+	}
+}
+
+// fakeAccounts gives a fake Debian root the account files and skeleton
+// that addUser extends.
+func fakeAccounts(t *testing.T, root string) {
+	t.Helper()
+	os.MkdirAll(filepath.Join(root, "etc", "skel"), 0o755)
+	for name, text := range map[string]string{
+		"passwd": "root:x:0:0:root:/root:/bin/bash\n", "group": "root:x:0:\n",
+		"shadow": "root:*:19000:0:99999:7:::\n", "skel/.profile": "# skel\n",
+	} {
+		if err := os.WriteFile(filepath.Join(root, "etc", name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkUserHome: /home/user is the account's.
+func checkUserHome(t *testing.T, root string) {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(root, "home/user"))
+	if err != nil || !fi.IsDir() {
+		t.Fatalf("home/user: %v, %v", fi, err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 1000 || st.Gid != 1000 {
+		t.Errorf("home/user is owned by %d:%d, want 1000:1000", st.Uid, st.Gid)
 	}
 }

@@ -37,10 +37,13 @@ const (
 	// debianSource names the recipe, so a store built by an older one
 	// (minbase alone) builds the image again.
 	debianSource = "debootstrap --variant=minbase --include=" + debianPackages + " " + debianSuite + "; apt-get install " + debianAptPackages
+	// debianImageSource names the image's recipe: the build cache keeps
+	// debootstrap's root (debianSource), the account is added to a copy.
+	debianImageSource = debianSource + userRecipe
 )
 
 func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Progress)) (*Image, error) {
-	if img, ok := s.cached(r.key, debianSource); ok {
+	if img, ok := s.cached(r.key, debianImageSource); ok {
 		return img, nil
 	}
 	fail := func(kind error, format string, args ...any) error {
@@ -51,8 +54,11 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 	}
 	cfg := v1.Config{Env: []string{DefaultPath}, Cmd: []string{"bash"}, WorkingDir: DefaultWorkingDir}
 	if s.inBuildCache(debianSource) {
-		return s.build(ctx, r, debianSource, cfg, report, func(ctx context.Context, root string) error {
-			return s.fromBuildCache(ctx, debianSource, root, report)
+		return s.build(ctx, r, debianImageSource, cfg, report, func(ctx context.Context, root string) error {
+			if err := s.fromBuildCache(ctx, debianSource, root, report); err != nil {
+				return err
+			}
+			return addUser(root, "/bin/bash")
 		})
 	}
 	prog, err := exec.LookPath(cmp.Or(s.opts.debootstrap, "debootstrap"))
@@ -64,7 +70,7 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 		return nil, err
 	}
 	report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("%s from %s (a minute or more)", debianSource, mirror)})
-	return s.build(ctx, r, debianSource, cfg, report, func(ctx context.Context, root string) error {
+	return s.build(ctx, r, debianImageSource, cfg, report, func(ctx context.Context, root string) error {
 		if err := debootstrap(ctx, prog, mirror, root, report); err != nil {
 			return err
 		}
@@ -75,7 +81,7 @@ func (s *Store) resolveDebian(ctx context.Context, r *parsedRef, report func(Pro
 			return err
 		}
 		s.toBuildCache(ctx, debianSource, root)
-		return nil
+		return addUser(root, "/bin/bash")
 	})
 }
 

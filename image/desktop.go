@@ -89,8 +89,11 @@ func desktopSource() string {
 var desktopDropped = []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale"}
 
 func (s *Store) resolveDesktop(ctx context.Context, r *parsedRef, report func(Progress)) (*Image, error) {
+	// The build cache keeps the root under desktopSource; the image's
+	// recipe adds the account, to the copy.
 	source := desktopSource()
-	if img, ok := s.cached(r.key, source); ok {
+	imageSource := source + userRecipe
+	if img, ok := s.cached(r.key, imageSource); ok {
 		return img, nil
 	}
 	if os.Geteuid() != 0 {
@@ -103,8 +106,11 @@ func (s *Store) resolveDesktop(ctx context.Context, r *parsedRef, report func(Pr
 		Labels:     map[string]string{sandbox.DisplayLabel: sandbox.DefaultScreen},
 	}
 	if s.inBuildCache(source) {
-		return s.build(ctx, r, source, cfg, report, func(ctx context.Context, root string) error {
-			return s.fromBuildCache(ctx, source, root, report)
+		return s.build(ctx, r, imageSource, cfg, report, func(ctx context.Context, root string) error {
+			if err := s.fromBuildCache(ctx, source, root, report); err != nil {
+				return err
+			}
+			return addUser(root, "/bin/bash")
 		})
 	}
 	mirror, err := s.debianMirror(ctx, r)
@@ -117,7 +123,7 @@ func (s *Store) resolveDesktop(ctx context.Context, r *parsedRef, report func(Pr
 	}
 	defer release()
 	report(Progress{Phase: PhaseBuild, Message: fmt.Sprintf("installing %d packages from %s on the debian image (a minute or more)", len(desktopPackages), mirror)})
-	return s.build(ctx, r, source, cfg, report, func(ctx context.Context, root string) error {
+	return s.build(ctx, r, imageSource, cfg, report, func(ctx context.Context, root string) error {
 		if err := base(ctx, root); err != nil {
 			return err
 		}
@@ -131,7 +137,7 @@ func (s *Store) resolveDesktop(ctx context.Context, r *parsedRef, report func(Pr
 			return err
 		}
 		s.toBuildCache(ctx, source, root)
-		return nil
+		return addUser(root, "/bin/bash")
 	})
 }
 

@@ -77,28 +77,16 @@ type target struct {
 
 func (s *Server) exec(ctx context.Context, req *connect.Request[executorv1.ExecRequest], stream *connect.ServerStream[executorv1.ExecEvent]) error {
 	id, ex := s.executor(ctx)
-	// The OOM count before, read while the command starts (it is on the
-	// round trip of every exec).
-	before := make(chan int, 1)
+	var oom func() (uint32, int64)
 	if !req.Msg.Background {
-		go func() {
-			n, _, err := s.m.OOMKills(ctx, tenant(ctx), id)
-			if err != nil {
-				n = -1
-			}
-			before <- n
-		}()
+		oom = s.oomSince(ctx, id)
 	}
 	r := relay{stream: stream}
 	ctx, r.cancel = context.WithCancel(ctx)
 	defer r.cancel()
 	_, err := ex.Exec(ctx, req.Msg, func(ev *executorv1.ExecEvent) {
-		if x := ev.GetExited(); x != nil && !req.Msg.Background {
-			if b := <-before; b >= 0 {
-				if n, limit, err := s.m.OOMKills(ctx, tenant(ctx), id); err == nil && n > b {
-					x.OomKills, x.MemoryLimitBytes = uint32(n-b), limit
-				}
-			}
+		if x := ev.GetExited(); x != nil && oom != nil {
+			x.OomKills, x.MemoryLimitBytes = oom()
 		}
 		r.send(ev)
 	})
@@ -112,6 +100,29 @@ func (s *Server) attach(ctx context.Context, req *connect.Request[executorv1.Att
 	defer r.cancel()
 	_, err := ex.Attach(ctx, req.Msg.Pid, req.Msg.Follow, r.send)
 	return r.end(s.callEnded(ctx, id, err))
+}
+
+// oomSince reads sandbox id's OOM count now, while a command starts (off
+// the round trip of every exec), and returns a function that says how
+// many processes the memory limit killed since, and the limit (0, 0 when
+// none or unknown). Call it once, as the command exits.
+func (s *Server) oomSince(ctx context.Context, id string) func() (uint32, int64) {
+	before := make(chan int, 1)
+	go func() {
+		n, _, err := s.m.OOMKills(ctx, tenant(ctx), id)
+		if err != nil {
+			n = -1
+		}
+		before <- n
+	}()
+	return func() (uint32, int64) {
+		if b := <-before; b >= 0 {
+			if n, limit, err := s.m.OOMKills(ctx, tenant(ctx), id); err == nil && n > b {
+				return uint32(n - b), limit
+			}
+		}
+		return 0, 0
+	}
 }
 
 // executor returns the sandbox withExecutor found for the call.

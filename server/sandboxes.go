@@ -50,6 +50,13 @@ type Executor interface {
 	// writes the executor's tar stream of path to w and returns its sha256.
 	StagedDownload(ctx context.Context, path string) (r io.ReadCloser, ok bool, err error)
 	Download(ctx context.Context, path string, w io.Writer) (string, error)
+	// WriteStdin writes to a process's stdin (RunCommand's stdin).
+	WriteStdin(ctx context.Context, pid int32, data []byte, closeStdin bool) error
+	// OpenFile and WriteFileFrom move one file's raw bytes (the raw file
+	// routes, rawfile.go): staged through the host's view of the
+	// sandbox's root when they can be, streamed over the socket if not.
+	OpenFile(ctx context.Context, path string) (io.ReadCloser, *executorv1.FileInfo, error)
+	WriteFileFrom(ctx context.Context, path string, mode uint32, r io.Reader) (int64, error)
 	Token() string
 	Transport(procedure string) http.RoundTripper
 }

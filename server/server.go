@@ -127,6 +127,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.handleExec(mux)
 	s.handleDownload(mux)
+	s.handleRawFiles(mux)
 	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	api := s.auth(mux)

@@ -32,7 +32,7 @@ func execCmd() *cobra.Command {
 		detach, tty, interactive bool
 		timeout                  time.Duration
 		env                      kvFlag
-		workdir, tag             string
+		workdir, tag, user       string
 	)
 	c := &cobra.Command{
 		Use:   "exec [flags] ID -- CMD [ARG...]",
@@ -62,7 +62,7 @@ printing what it wrote.`,
 			defer cancel()
 			req := &executorv1.ExecRequest{
 				Argv: args[1:], Env: env.v, Cwd: workdir, TimeoutMs: timeout.Milliseconds(),
-				Background: detach, Tag: tag, Pty: tty, Stdin: interactive || tty,
+				Background: detach, Tag: tag, Pty: tty, Stdin: interactive || tty, User: user,
 			}
 			sb := cl.Sandbox(args[0])
 			if detach {
@@ -81,6 +81,7 @@ printing what it wrote.`,
 	f.Var(&env, "env", "environment variable K=V (repeatable)")
 	f.StringVarP(&workdir, "workdir", "w", "", "working directory (default the sandbox's)")
 	f.StringVar(&tag, "tag", "", "a name shown by ps")
+	f.StringVarP(&user, "user", "u", "", "run as this account of the sandbox's /etc/passwd, e.g. user (default the executor's, root)")
 	return c
 }
 

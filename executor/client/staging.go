@@ -193,33 +193,34 @@ func stagedName() string {
 	return hex.EncodeToString(b)
 }
 
-// stageOut stages the sandbox file p and returns a tar stream of it read
-// from the host, or ok false when it cannot be staged (a directory, an
-// executor without staging, another mount, a staging directory the
-// sandbox tampered with): then the caller downloads over the socket.
-func (c *Client) stageOut(ctx context.Context, p string) (r io.ReadCloser, ok bool, err error) {
+// stageFile stages the sandbox file p and opens it from the host, or says
+// ok false when it cannot be staged (a directory, an executor without
+// staging, another mount, a staging directory the sandbox tampered with):
+// then the caller reads it over the socket. The file is held (see hold):
+// release it.
+func (c *Client) stageFile(ctx context.Context, p string) (f *os.File, st *executorv1.StageResponse, ok bool) {
 	if c.hostRoot == "" {
-		return nil, false, nil
+		return nil, nil, false
 	}
 	base := path.Base(path.Clean(p))
 	if base == "." || base == "/" || strings.Contains(p, "..") {
-		return nil, false, nil // the tar path names it as the executor resolves it
+		return nil, nil, false // the socket path names it as the executor resolves it
 	}
 	// A host view without the staging directory (a runc sandbox's, whose
 	// root is mounted elsewhere; one the sandbox broke) reads nothing:
 	// then do not make the sandbox link (and perhaps copy up) the file.
 	dir, derr := openStagingDir(c.hostRoot)
 	if derr != nil {
-		return nil, false, nil
+		return nil, nil, false
 	}
 	unix.Close(dir)
 	name := stagedName()
 	resp, err := c.rpc.Stage(ctx, connect.NewRequest(&executorv1.StageRequest{Path: p, Name: name}))
 	if err != nil {
 		// Not a regular file, not there, an executor without staging, a
-		// staging directory the sandbox broke: the tar path does it, or
-		// says why not in its own words.
-		return nil, false, nil
+		// staging directory the sandbox broke: the socket path does it,
+		// or says why not in its own words.
+		return nil, nil, false
 	}
 	f, oerr := OpenStaged(c.hostRoot, name, int64(resp.Msg.Size))
 	// Unlinked as soon as we hold it (or failed to): the sandbox's disk
@@ -228,12 +229,22 @@ func (c *Client) stageOut(ctx context.Context, p string) (r io.ReadCloser, ok bo
 	// starts: it empties the staging directory.)
 	c.rpc.Remove(ctx, connect.NewRequest(&executorv1.RemoveRequest{Path: path.Join("/", stagingName, name)}))
 	if oerr != nil || !c.hold(f) {
-		return nil, false, nil // tampered with, gone, or closed: the socket it is
+		return nil, nil, false // tampered with, gone, or closed: the socket it is
+	}
+	return f, resp.Msg, true
+}
+
+// stageOut stages the sandbox file p and returns a tar stream of it read
+// from the host, or ok false when it cannot be staged (see stageFile).
+func (c *Client) stageOut(ctx context.Context, p string) (r io.ReadCloser, ok bool, err error) {
+	f, st, ok := c.stageFile(ctx, p)
+	if !ok {
+		return nil, false, nil
 	}
 	var hb bytes.Buffer
 	tw := tar.NewWriter(&hb)
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: base, Size: int64(resp.Msg.Size), Mode: int64(resp.Msg.Mode & 0o7777),
-		ModTime: time.Unix(0, resp.Msg.MtimeUnixNano)}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: path.Base(path.Clean(p)), Size: int64(st.Size), Mode: int64(st.Mode & 0o7777),
+		ModTime: time.Unix(0, st.MtimeUnixNano)}
 	if err := tw.WriteHeader(hdr); err != nil {
 		c.release(f)
 		return nil, false, err
@@ -281,10 +292,10 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// stageIn uploads the local regular file src as dir/<base of src> through
-// the staging directory, or says ok false when it cannot (no host root, a
-// staging directory the sandbox tampered with, an executor without
-// staging).
+// stageIn uploads the local regular file src as dir/<base of src>
+// through the staging directory, or says ok false when it cannot (no host
+// root, a staging directory the sandbox tampered with, an executor
+// without staging).
 func (c *Client) stageIn(ctx context.Context, src, dir string) (resp *executorv1.UploadResponse, ok bool, err error) {
 	if c.hostRoot == "" {
 		return nil, false, nil
@@ -298,23 +309,69 @@ func (c *Client) stageIn(ctx context.Context, src, dir string) (resp *executorv1
 	if err != nil || !fi.Mode().IsRegular() {
 		return nil, false, nil
 	}
-	name := stagedName()
+	mt := fi.ModTime()
+	name, n, ok, err := c.stageWrite(in, &mt)
+	if !ok || err != nil {
+		if err != nil {
+			err = fmt.Errorf("uploading %s to %s: %w", filepath.Base(src), dir, err)
+		}
+		return nil, ok, err
+	}
+	if dir == "" {
+		dir = "."
+	}
+	pr, err := c.rpc.Place(ctx, connect.NewRequest(&executorv1.PlaceRequest{
+		Name: name, Path: path.Join(dir, filepath.Base(src)), Mode: uint32(fi.Mode().Perm()),
+	}))
+	if err != nil {
+		removeStaged(c.hostRoot, name)
+		// Another mount (a tmpfs /tmp), an executor without staging:
+		// the tar path does it.
+		if placeElsewhere(err) {
+			return nil, false, nil
+		}
+		return nil, true, err
+	}
+	if pr.Msg.Size != uint64(n) {
+		return nil, true, errdefs.WithMessage(errdefs.ErrInternal, fmt.Sprintf(
+			"upload of %s: wrote %d bytes, the sandbox has %d", filepath.Base(src), n, pr.Msg.Size))
+	}
+	return &executorv1.UploadResponse{Files: 1, Bytes: uint64(n)}, true, nil
+}
+
+// placeElsewhere reports a Place the executor could not do by a rename
+// (another mount, an executor without staging): the socket path can.
+func placeElsewhere(err error) bool {
+	k := errdefs.Kind(err)
+	return k == errdefs.ErrUnimplemented || k == errdefs.ErrFailedPrecondition
+}
+
+// stageWrite writes what r yields into a new file of the staging
+// directory, from the host (with mtime as its time, when set), and
+// returns the file's name and size for Place. ok false: there is no
+// staging directory to write to, and nothing was read from r. On an
+// error nothing is left staged; a full disk is errdefs.ErrNoSpace.
+func (c *Client) stageWrite(r io.Reader, mtime *time.Time) (name string, n int64, ok bool, err error) {
+	if c.hostRoot == "" {
+		return "", 0, false, nil
+	}
+	name = stagedName()
 	out, err := CreateStaged(c.hostRoot, name)
 	if err != nil {
-		return nil, false, nil
+		return "", 0, false, nil
 	}
 	if !c.hold(out) {
 		removeStaged(c.hostRoot, name)
-		return nil, false, nil
+		return "", 0, false, nil
 	}
-	n, err := out.ReadFrom(in)
-	if err == nil { // the time the tar path would keep
+	n, err = out.ReadFrom(r)
+	if err == nil && mtime != nil { // the time the tar path would keep
 		// Through the file's own reference to its descriptor: Close
 		// (from another goroutine) cannot free and reuse the number
 		// under it.
 		var rc syscall.RawConn
 		if rc, err = out.SyscallConn(); err == nil {
-			mt := unix.NsecToTimeval(fi.ModTime().UnixNano())
+			mt := unix.NsecToTimeval(mtime.UnixNano())
 			var terr error
 			if err = rc.Control(func(fd uintptr) { terr = unix.Futimes(int(fd), []unix.Timeval{mt, mt}) }); err == nil {
 				err = terr
@@ -330,31 +387,12 @@ func (c *Client) stageIn(ctx context.Context, src, dir string) (resp *executorv1
 	if err != nil {
 		removeStaged(c.hostRoot, name)
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			return nil, true, errdefs.WithMessage(errdefs.ErrNoSpace, fmt.Sprintf(
-				"uploading %s to %s: the sandbox's disk is full; free space in the sandbox or create it with a larger disk", filepath.Base(src), dir))
+			return "", 0, true, errdefs.WithMessage(errdefs.ErrNoSpace,
+				"the sandbox's disk is full; free space in the sandbox or create it with a larger disk")
 		}
-		return nil, true, fmt.Errorf("uploading %s: %w", filepath.Base(src), err)
+		return "", 0, true, err
 	}
-	if dir == "" {
-		dir = "."
-	}
-	pr, err := c.rpc.Place(ctx, connect.NewRequest(&executorv1.PlaceRequest{
-		Name: name, Path: path.Join(dir, filepath.Base(src)), Mode: uint32(fi.Mode().Perm()),
-	}))
-	if err != nil {
-		removeStaged(c.hostRoot, name)
-		// Another mount (a tmpfs /tmp), an executor without staging:
-		// the tar path does it.
-		if k := errdefs.Kind(err); k == errdefs.ErrUnimplemented || k == errdefs.ErrFailedPrecondition {
-			return nil, false, nil
-		}
-		return nil, true, err
-	}
-	if pr.Msg.Size != uint64(n) {
-		return nil, true, errdefs.WithMessage(errdefs.ErrInternal, fmt.Sprintf(
-			"upload of %s: wrote %d bytes, the sandbox has %d", filepath.Base(src), n, pr.Msg.Size))
-	}
-	return &executorv1.UploadResponse{Files: 1, Bytes: uint64(n)}, true, nil
+	return name, n, true, nil
 }
 
 // copyStaged extracts a staged tar stream into dst.

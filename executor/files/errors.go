@@ -46,7 +46,7 @@ func pathError(abs string, err error) error {
 	case errors.Is(err, syscall.ENOTDIR):
 		kind, msg = errdefs.ErrInvalidArgument, "a component of the path is not a directory"
 	case errors.Is(err, syscall.EISDIR):
-		kind, msg = errdefs.ErrInvalidArgument, "it is a directory"
+		kind, msg = errdefs.ErrIsDirectory, "it is a directory"
 	case errors.Is(err, syscall.ELOOP):
 		kind, msg = errdefs.ErrInvalidArgument, "too many levels of symbolic links"
 	case errors.Is(err, syscall.ENOTEMPTY):
@@ -73,6 +73,11 @@ func describe(err error) string {
 		return le.Op + ": " + le.Err.Error()
 	}
 	return err.Error()
+}
+
+// isDirectory is the error for a file call that reached a directory.
+func isDirectory(format string, a ...any) error {
+	return errdefs.WithMessage(errdefs.ErrIsDirectory, fmt.Sprintf(format, a...))
 }
 
 func invalid(format string, a ...any) error {

@@ -31,13 +31,17 @@ var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<
 type GrepOptions struct {
 	Include    string // glob on file names, e.g. "*.go"; empty: every file
 	IgnoreCase bool
-	Limit      int // at most this many matches; 0: DefaultGrepLimit
+	Literal    bool // the pattern is a fixed string, not a regular expression
+	Limit      int  // at most this many matches; 0: DefaultGrepLimit
 }
 
 // Grep searches the file or directory p (recursively; symbolic links are not
 // entered, ".git" directories and binary files are skipped) for lines
 // matching the RE2 expression pattern.
 func (f *FS) Grep(ctx context.Context, pattern, p string, o GrepOptions) (matches []*executorv1.GrepMatch, truncated bool, err error) {
+	if o.Literal {
+		pattern = regexp.QuoteMeta(pattern)
+	}
 	if o.IgnoreCase {
 		pattern = "(?i)" + pattern
 	}

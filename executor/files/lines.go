@@ -57,7 +57,7 @@ func (f *FS) ReadLines(p string, first uint64, count, lineBytes int) (lines []Li
 	}
 	switch {
 	case fi.IsDir():
-		return nil, 0, 0, false, invalid("%s is a directory; use ListDir", abs)
+		return nil, 0, 0, false, isDirectory("%s is a directory; use ListDir", abs)
 	case !fi.Mode().IsRegular():
 		return nil, 0, 0, false, invalid("%s is not a regular file (a device, fifo or socket); only regular files can be read", abs)
 	}

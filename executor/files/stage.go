@@ -96,7 +96,7 @@ func (f *FS) Place(staged, dst string, mode uint32) (int64, error) {
 				"%s is on another mount than the staging directory; upload it as a tar stream", dabs))
 		}
 		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) {
-			return 0, invalid("%s is a directory; a file cannot replace it", dabs)
+			return 0, isDirectory("%s is a directory; a file cannot replace it", dabs)
 		}
 		return 0, pathError(dabs, err)
 	}

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path"
-	"strconv"
 	"syscall"
 
 	"github.com/reinsdev/reins/errdefs"
@@ -40,7 +38,7 @@ func (f *FS) ReadFile(p string, offset, limit uint64) (data []byte, size uint64,
 	}
 	switch {
 	case fi.IsDir():
-		return nil, 0, false, invalid("%s is a directory; use ListDir", abs)
+		return nil, 0, false, isDirectory("%s is a directory; use ListDir", abs)
 	case !fi.Mode().IsRegular():
 		return nil, 0, false, invalid("%s is not a regular file (a device, fifo or socket); only regular files can be read", abs)
 	}
@@ -190,51 +188,15 @@ func (f *FS) followLinks(name, abs string) (string, string, fs.FileInfo, error) 
 // writeAtomic writes data to a temporary file next to name and renames it
 // over name. old describes the file being replaced, if any.
 func (f *FS) writeAtomic(name, abs string, data []byte, mode uint32, makeParents bool, old fs.FileInfo) error {
-	if name == "." || (old != nil && old.IsDir()) {
-		return invalid("%s is a directory", abs)
-	}
-	perm := goMode(mode)
-	if mode == 0 {
-		perm = 0o644
-		if old != nil {
-			perm = old.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
-		}
-	}
-	dir := path.Dir(name)
-	tmp := path.Join(dir, ".reins-"+strconv.FormatUint(rand.Uint64(), 36)+".tmp")
-	file, err := f.tree.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm.Perm())
-	if errors.Is(err, fs.ErrNotExist) && makeParents {
-		if err = f.tree.MkdirAll(dir, 0o755); err == nil {
-			file, err = f.tree.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm.Perm())
-		}
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf(
-			"the parent directory of %s does not exist; set make_parents to create it", abs))
-	}
+	w, err := f.create(name, abs, mode, makeParents, old)
 	if err != nil {
-		return pathError(abs, err)
+		return err
 	}
-	_, err = file.Write(data)
-	if err == nil {
-		err = file.Chmod(perm) // the umask narrowed the mode OpenFile was given
+	if _, err := w.Write(data); err != nil {
+		w.Abort()
+		return err
 	}
-	if err == nil && old != nil && f.isRoot {
-		if st, ok := old.Sys().(*syscall.Stat_t); ok && (st.Uid != 0 || st.Gid != 0) {
-			err = file.Chown(int(st.Uid), int(st.Gid))
-		}
-	}
-	if cerr := file.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = f.tree.Rename(tmp, name)
-	}
-	if err != nil {
-		f.tree.Remove(tmp)
-		return pathError(abs, err)
-	}
-	return nil
+	return w.Commit()
 }
 
 func humanBytes(n uint64) string {

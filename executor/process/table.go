@@ -85,6 +85,8 @@ type Spec struct {
 	// Foreground: the starter streams the output with Mode Owner, and the
 	// process waits for it (backpressure) instead of losing output.
 	Foreground bool
+	// Credential: the uid, gid and groups to run as (nil: the executor's).
+	Credential *syscall.Credential
 }
 
 // Table is the set of processes an executor started.
@@ -272,6 +274,7 @@ func (t *Table) start(spec Spec) (*Process, error) {
 		attr.Files = []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])}
 		attr.Sys = &syscall.SysProcAttr{Setpgid: true}
 	}
+	attr.Sys.Credential = spec.Credential
 
 	t.mu.Lock()
 	closed := t.closed

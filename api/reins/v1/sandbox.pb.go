@@ -4419,6 +4419,60 @@ func (x *RunCommandResponse) GetOomKills() uint32 {
 	return 0
 }
 
+// WriteRawFileResponse answers PUT /v1/sandboxes/{id}/files?path= (a
+// whole file written from the request's raw body).
+type WriteRawFileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`                             // the file written, as the request named it
+	SizeBytes     int64                  `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"` // bytes written
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteRawFileResponse) Reset() {
+	*x = WriteRawFileResponse{}
+	mi := &file_reins_v1_sandbox_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteRawFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteRawFileResponse) ProtoMessage() {}
+
+func (x *WriteRawFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_sandbox_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteRawFileResponse.ProtoReflect.Descriptor instead.
+func (*WriteRawFileResponse) Descriptor() ([]byte, []int) {
+	return file_reins_v1_sandbox_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *WriteRawFileResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WriteRawFileResponse) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
 var File_reins_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_reins_v1_sandbox_proto_rawDesc = "" +
@@ -4722,7 +4776,11 @@ const file_reins_v1_sandbox_proto_rawDesc = "" +
 	"\ttruncated\x18\x05 \x01(\bR\ttruncated\x12\x1f\n" +
 	"\vduration_ms\x18\x06 \x01(\x03R\n" +
 	"durationMs\x12\x1b\n" +
-	"\toom_kills\x18\a \x01(\rR\boomKills*b\n" +
+	"\toom_kills\x18\a \x01(\rR\boomKills\"I\n" +
+	"\x14WriteRawFileResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes*b\n" +
 	"\fExpireAction\x12\x1d\n" +
 	"\x19EXPIRE_ACTION_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EXPIRE_ACTION_SUSPEND\x10\x01\x12\x18\n" +
@@ -4795,7 +4853,7 @@ func file_reins_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_reins_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_reins_v1_sandbox_proto_goTypes = []any{
 	(ExpireAction)(0),               // 0: reins.v1.ExpireAction
 	(NetworkMode)(0),                // 1: reins.v1.NetworkMode
@@ -4865,13 +4923,14 @@ var file_reins_v1_sandbox_proto_goTypes = []any{
 	(*SandboxLifecycleEvent)(nil),   // 65: reins.v1.SandboxLifecycleEvent
 	(*RunCommandRequest)(nil),       // 66: reins.v1.RunCommandRequest
 	(*RunCommandResponse)(nil),      // 67: reins.v1.RunCommandResponse
-	nil,                             // 68: reins.v1.SandboxSpec.LabelsEntry
-	nil,                             // 69: reins.v1.ListSandboxesRequest.LabelsEntry
+	(*WriteRawFileResponse)(nil),    // 68: reins.v1.WriteRawFileResponse
+	nil,                             // 69: reins.v1.SandboxSpec.LabelsEntry
+	nil,                             // 70: reins.v1.ListSandboxesRequest.LabelsEntry
 }
 var file_reins_v1_sandbox_proto_depIdxs = []int32{
 	19, // 0: reins.v1.BuildImageResponse.progress:type_name -> reins.v1.Progress
 	7,  // 1: reins.v1.BuildImageResponse.image:type_name -> reins.v1.ImageInfo
-	68, // 2: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
+	69, // 2: reins.v1.SandboxSpec.labels:type_name -> reins.v1.SandboxSpec.LabelsEntry
 	16, // 3: reins.v1.SandboxSpec.network:type_name -> reins.v1.Network
 	15, // 4: reins.v1.SandboxSpec.gateway:type_name -> reins.v1.ModelGateway
 	0,  // 5: reins.v1.SandboxSpec.on_expire:type_name -> reins.v1.ExpireAction
@@ -4886,7 +4945,7 @@ var file_reins_v1_sandbox_proto_depIdxs = []int32{
 	19, // 14: reins.v1.CreateSandboxResponse.progress:type_name -> reins.v1.Progress
 	18, // 15: reins.v1.CreateSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
 	18, // 16: reins.v1.GetSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
-	69, // 17: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
+	70, // 17: reins.v1.ListSandboxesRequest.labels:type_name -> reins.v1.ListSandboxesRequest.LabelsEntry
 	18, // 18: reins.v1.ListSandboxesResponse.sandboxes:type_name -> reins.v1.Sandbox
 	18, // 19: reins.v1.ExtendSandboxResponse.sandbox:type_name -> reins.v1.Sandbox
 	38, // 20: reins.v1.VersionResponse.backends:type_name -> reins.v1.Backend
@@ -4995,7 +5054,7 @@ func file_reins_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_sandbox_proto_rawDesc), len(file_reins_v1_sandbox_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   65,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -3337,6 +3337,7 @@ type GlobRequest struct {
 	Pattern       string                 `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"` // "**" matches any number of directories
 	Dir           string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`         // relative patterns start here; default workdir
 	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`    // default 1000
+	Info          bool                   `protobuf:"varint,4,opt,name=info,proto3" json:"info,omitempty"`      // also answer entries: each path's FileInfo
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3392,10 +3393,18 @@ func (x *GlobRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *GlobRequest) GetInfo() bool {
+	if x != nil {
+		return x.Info
+	}
+	return false
+}
+
 type GlobResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Paths         []string               `protobuf:"bytes,1,rep,name=paths,proto3" json:"paths,omitempty"`
 	Truncated     bool                   `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Entries       []*FileInfo            `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"` // with info: one per path, in the same order
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3444,13 +3453,21 @@ func (x *GlobResponse) GetTruncated() bool {
 	return false
 }
 
+func (x *GlobResponse) GetEntries() []*FileInfo {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 type GrepRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pattern       string                 `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"` // RE2 regular expression
 	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`       // file or directory (recursive)
 	Include       string                 `protobuf:"bytes,3,opt,name=include,proto3" json:"include,omitempty"` // optional glob on file names, e.g. "*.go"
 	IgnoreCase    bool                   `protobuf:"varint,4,opt,name=ignore_case,json=ignoreCase,proto3" json:"ignore_case,omitempty"`
-	Limit         uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"` // max matches; default 1000
+	Limit         uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`     // max matches; default 1000
+	Literal       bool                   `protobuf:"varint,6,opt,name=literal,proto3" json:"literal,omitempty"` // pattern is a fixed string, not a regular expression
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3518,6 +3535,13 @@ func (x *GrepRequest) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *GrepRequest) GetLiteral() bool {
+	if x != nil {
+		return x.Literal
+	}
+	return false
 }
 
 type GrepResponse struct {
@@ -4130,6 +4154,288 @@ func (x *DownloadResponse) GetSha256() string {
 	return ""
 }
 
+type ReadStreamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"` // a regular file (final symbolic links followed)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadStreamRequest) Reset() {
+	*x = ReadStreamRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadStreamRequest) ProtoMessage() {}
+
+func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
+func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ReadStreamRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type ReadStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Info          *FileInfo              `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"` // first message only
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"` // the file's bytes, in order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadStreamResponse) Reset() {
+	*x = ReadStreamResponse{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadStreamResponse) ProtoMessage() {}
+
+func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadStreamResponse.ProtoReflect.Descriptor instead.
+func (*ReadStreamResponse) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ReadStreamResponse) GetInfo() *FileInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *ReadStreamResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type WriteStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*WriteStreamRequest_Header
+	//	*WriteStreamRequest_Data
+	Msg           isWriteStreamRequest_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteStreamRequest) Reset() {
+	*x = WriteStreamRequest{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteStreamRequest) ProtoMessage() {}
+
+func (x *WriteStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteStreamRequest.ProtoReflect.Descriptor instead.
+func (*WriteStreamRequest) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *WriteStreamRequest) GetMsg() isWriteStreamRequest_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *WriteStreamRequest) GetHeader() *WriteStreamHeader {
+	if x != nil {
+		if x, ok := x.Msg.(*WriteStreamRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *WriteStreamRequest) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*WriteStreamRequest_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isWriteStreamRequest_Msg interface {
+	isWriteStreamRequest_Msg()
+}
+
+type WriteStreamRequest_Header struct {
+	Header *WriteStreamHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type WriteStreamRequest_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+func (*WriteStreamRequest_Header) isWriteStreamRequest_Msg() {}
+
+func (*WriteStreamRequest_Data) isWriteStreamRequest_Msg() {}
+
+type WriteStreamHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`  // a final symbolic link is followed: its target is replaced
+	Mode          uint32                 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"` // permission bits; 0 keeps the replaced file's (0644 for a new one)
+	MakeParents   bool                   `protobuf:"varint,3,opt,name=make_parents,json=makeParents,proto3" json:"make_parents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteStreamHeader) Reset() {
+	*x = WriteStreamHeader{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteStreamHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteStreamHeader) ProtoMessage() {}
+
+func (x *WriteStreamHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteStreamHeader.ProtoReflect.Descriptor instead.
+func (*WriteStreamHeader) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *WriteStreamHeader) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WriteStreamHeader) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *WriteStreamHeader) GetMakeParents() bool {
+	if x != nil {
+		return x.MakeParents
+	}
+	return false
+}
+
+type WriteStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Size          uint64                 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"` // bytes written
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteStreamResponse) Reset() {
+	*x = WriteStreamResponse{}
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteStreamResponse) ProtoMessage() {}
+
+func (x *WriteStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteStreamResponse.ProtoReflect.Descriptor instead.
+func (*WriteStreamResponse) Descriptor() ([]byte, []int) {
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *WriteStreamResponse) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 type SetDefaultsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Env           []string               `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty"`         // K=V: the whole environment, not added to it; none: unchanged
@@ -4141,7 +4447,7 @@ type SetDefaultsRequest struct {
 
 func (x *SetDefaultsRequest) Reset() {
 	*x = SetDefaultsRequest{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[66]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4459,7 @@ func (x *SetDefaultsRequest) String() string {
 func (*SetDefaultsRequest) ProtoMessage() {}
 
 func (x *SetDefaultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[66]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4472,7 @@ func (x *SetDefaultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDefaultsRequest.ProtoReflect.Descriptor instead.
 func (*SetDefaultsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{66}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SetDefaultsRequest) GetEnv() []string {
@@ -4198,7 +4504,7 @@ type SetDefaultsResponse struct {
 
 func (x *SetDefaultsResponse) Reset() {
 	*x = SetDefaultsResponse{}
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[67]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4516,7 @@ func (x *SetDefaultsResponse) String() string {
 func (*SetDefaultsResponse) ProtoMessage() {}
 
 func (x *SetDefaultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_executor_v1_executor_proto_msgTypes[67]
+	mi := &file_reins_executor_v1_executor_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4529,7 @@ func (x *SetDefaultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDefaultsResponse.ProtoReflect.Descriptor instead.
 func (*SetDefaultsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{67}
+	return file_reins_executor_v1_executor_proto_rawDescGZIP(), []int{72}
 }
 
 var File_reins_executor_v1_executor_proto protoreflect.FileDescriptor
@@ -4456,21 +4762,24 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x03src\x18\x01 \x01(\tR\x03src\x12\x10\n" +
 	"\x03dst\x18\x02 \x01(\tR\x03dst\x12\x1c\n" +
 	"\toverwrite\x18\x03 \x01(\bR\toverwrite\"\x0e\n" +
-	"\fMoveResponse\"O\n" +
+	"\fMoveResponse\"c\n" +
 	"\vGlobRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"B\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x12\n" +
+	"\x04info\x18\x04 \x01(\bR\x04info\"y\n" +
 	"\fGlobResponse\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\x12\x1c\n" +
-	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\x8c\x01\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x125\n" +
+	"\aentries\x18\x03 \x03(\v2\x1b.reins.executor.v1.FileInfoR\aentries\"\xa6\x01\n" +
 	"\vGrepRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
 	"\ainclude\x18\x03 \x01(\tR\ainclude\x12\x1f\n" +
 	"\vignore_case\x18\x04 \x01(\bR\n" +
 	"ignoreCase\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limit\"d\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\x12\x18\n" +
+	"\aliteral\x18\x06 \x01(\bR\aliteral\"d\n" +
 	"\fGrepResponse\x126\n" +
 	"\amatches\x18\x01 \x03(\v2\x1c.reins.executor.v1.GrepMatchR\amatches\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"G\n" +
@@ -4505,7 +4814,22 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\">\n" +
 	"\x10DownloadResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"e\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"'\n" +
+	"\x11ReadStreamRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"Y\n" +
+	"\x12ReadStreamResponse\x12/\n" +
+	"\x04info\x18\x01 \x01(\v2\x1b.reins.executor.v1.FileInfoR\x04info\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"q\n" +
+	"\x12WriteStreamRequest\x12>\n" +
+	"\x06header\x18\x01 \x01(\v2$.reins.executor.v1.WriteStreamHeaderH\x00R\x06header\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x05\n" +
+	"\x03msg\"^\n" +
+	"\x11WriteStreamHeader\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\rR\x04mode\x12!\n" +
+	"\fmake_parents\x18\x03 \x01(\bR\vmakeParents\")\n" +
+	"\x13WriteStreamResponse\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x04R\x04size\"e\n" +
 	"\x12SetDefaultsRequest\x12\x10\n" +
 	"\x03env\x18\x01 \x03(\tR\x03env\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12#\n" +
@@ -4523,7 +4847,7 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x11\n" +
 	"\rFILE_TYPE_DIR\x10\x02\x12\x15\n" +
 	"\x11FILE_TYPE_SYMLINK\x10\x03\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\x042\xe3\x11\n" +
+	"\x0fFILE_TYPE_OTHER\x10\x042\xa0\x13\n" +
 	"\bExecutor\x12J\n" +
 	"\x05Hello\x12\x1f.reins.executor.v1.HelloRequest\x1a .reins.executor.v1.HelloResponse\x12M\n" +
 	"\x06Health\x12 .reins.executor.v1.HealthRequest\x1a!.reins.executor.v1.HealthResponse\x12J\n" +
@@ -4549,7 +4873,10 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x04Glob\x12\x1e.reins.executor.v1.GlobRequest\x1a\x1f.reins.executor.v1.GlobResponse\x12G\n" +
 	"\x04Grep\x12\x1e.reins.executor.v1.GrepRequest\x1a\x1f.reins.executor.v1.GrepResponse\x12O\n" +
 	"\x06Upload\x12 .reins.executor.v1.UploadRequest\x1a!.reins.executor.v1.UploadResponse(\x01\x12U\n" +
-	"\bDownload\x12\".reins.executor.v1.DownloadRequest\x1a#.reins.executor.v1.DownloadResponse0\x01\x12J\n" +
+	"\bDownload\x12\".reins.executor.v1.DownloadRequest\x1a#.reins.executor.v1.DownloadResponse0\x01\x12[\n" +
+	"\n" +
+	"ReadStream\x12$.reins.executor.v1.ReadStreamRequest\x1a%.reins.executor.v1.ReadStreamResponse0\x01\x12^\n" +
+	"\vWriteStream\x12%.reins.executor.v1.WriteStreamRequest\x1a&.reins.executor.v1.WriteStreamResponse(\x01\x12J\n" +
 	"\x05Stage\x12\x1f.reins.executor.v1.StageRequest\x1a .reins.executor.v1.StageResponse\x12J\n" +
 	"\x05Place\x12\x1f.reins.executor.v1.PlaceRequest\x1a .reins.executor.v1.PlaceResponse\x12\\\n" +
 	"\vSetDefaults\x12%.reins.executor.v1.SetDefaultsRequest\x1a&.reins.executor.v1.SetDefaultsResponse\x12S\n" +
@@ -4568,7 +4895,7 @@ func file_reins_executor_v1_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_executor_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_reins_executor_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(ChangeOp)(0),                 // 0: reins.executor.v1.ChangeOp
 	(FileType)(0),                 // 1: reins.executor.v1.FileType
@@ -4638,8 +4965,13 @@ var file_reins_executor_v1_executor_proto_goTypes = []any{
 	(*PlaceResponse)(nil),         // 65: reins.executor.v1.PlaceResponse
 	(*DownloadRequest)(nil),       // 66: reins.executor.v1.DownloadRequest
 	(*DownloadResponse)(nil),      // 67: reins.executor.v1.DownloadResponse
-	(*SetDefaultsRequest)(nil),    // 68: reins.executor.v1.SetDefaultsRequest
-	(*SetDefaultsResponse)(nil),   // 69: reins.executor.v1.SetDefaultsResponse
+	(*ReadStreamRequest)(nil),     // 68: reins.executor.v1.ReadStreamRequest
+	(*ReadStreamResponse)(nil),    // 69: reins.executor.v1.ReadStreamResponse
+	(*WriteStreamRequest)(nil),    // 70: reins.executor.v1.WriteStreamRequest
+	(*WriteStreamHeader)(nil),     // 71: reins.executor.v1.WriteStreamHeader
+	(*WriteStreamResponse)(nil),   // 72: reins.executor.v1.WriteStreamResponse
+	(*SetDefaultsRequest)(nil),    // 73: reins.executor.v1.SetDefaultsRequest
+	(*SetDefaultsResponse)(nil),   // 74: reins.executor.v1.SetDefaultsResponse
 }
 var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	2,  // 0: reins.executor.v1.ComputerRequest.coordinate:type_name -> reins.executor.v1.Point
@@ -4658,69 +4990,76 @@ var file_reins_executor_v1_executor_proto_depIdxs = []int32{
 	34, // 13: reins.executor.v1.StatResponse.info:type_name -> reins.executor.v1.FileInfo
 	34, // 14: reins.executor.v1.ListDirResponse.entries:type_name -> reins.executor.v1.FileInfo
 	43, // 15: reins.executor.v1.ReadLinesResponse.lines:type_name -> reins.executor.v1.Line
-	58, // 16: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
-	60, // 17: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
-	7,  // 18: reins.executor.v1.Executor.Hello:input_type -> reins.executor.v1.HelloRequest
-	9,  // 19: reins.executor.v1.Executor.Health:input_type -> reins.executor.v1.HealthRequest
-	13, // 20: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
-	11, // 21: reins.executor.v1.Executor.Sync:input_type -> reins.executor.v1.SyncRequest
-	15, // 22: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
-	20, // 23: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
-	21, // 24: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
-	23, // 25: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
-	25, // 26: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
-	27, // 27: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
-	30, // 28: reins.executor.v1.Executor.Watch:input_type -> reins.executor.v1.WatchRequest
-	35, // 29: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
-	37, // 30: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
-	39, // 31: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
-	41, // 32: reins.executor.v1.Executor.ReadLines:input_type -> reins.executor.v1.ReadLinesRequest
-	44, // 33: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
-	46, // 34: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
-	48, // 35: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
-	50, // 36: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
-	52, // 37: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
-	54, // 38: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
-	56, // 39: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
-	59, // 40: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
-	66, // 41: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
-	62, // 42: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
-	64, // 43: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
-	68, // 44: reins.executor.v1.Executor.SetDefaults:input_type -> reins.executor.v1.SetDefaultsRequest
-	3,  // 45: reins.executor.v1.Executor.Computer:input_type -> reins.executor.v1.ComputerRequest
-	8,  // 46: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
-	10, // 47: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
-	14, // 48: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
-	12, // 49: reins.executor.v1.Executor.Sync:output_type -> reins.executor.v1.SyncResponse
-	16, // 50: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
-	16, // 51: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
-	22, // 52: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
-	24, // 53: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
-	26, // 54: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
-	28, // 55: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
-	31, // 56: reins.executor.v1.Executor.Watch:output_type -> reins.executor.v1.WatchEvent
-	36, // 57: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
-	38, // 58: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
-	40, // 59: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
-	42, // 60: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
-	45, // 61: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
-	47, // 62: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
-	49, // 63: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
-	51, // 64: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
-	53, // 65: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
-	55, // 66: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
-	57, // 67: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
-	61, // 68: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
-	67, // 69: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
-	63, // 70: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
-	65, // 71: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
-	69, // 72: reins.executor.v1.Executor.SetDefaults:output_type -> reins.executor.v1.SetDefaultsResponse
-	4,  // 73: reins.executor.v1.Executor.Computer:output_type -> reins.executor.v1.ComputerResponse
-	46, // [46:74] is the sub-list for method output_type
-	18, // [18:46] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	34, // 16: reins.executor.v1.GlobResponse.entries:type_name -> reins.executor.v1.FileInfo
+	58, // 17: reins.executor.v1.GrepResponse.matches:type_name -> reins.executor.v1.GrepMatch
+	60, // 18: reins.executor.v1.UploadRequest.header:type_name -> reins.executor.v1.UploadHeader
+	34, // 19: reins.executor.v1.ReadStreamResponse.info:type_name -> reins.executor.v1.FileInfo
+	71, // 20: reins.executor.v1.WriteStreamRequest.header:type_name -> reins.executor.v1.WriteStreamHeader
+	7,  // 21: reins.executor.v1.Executor.Hello:input_type -> reins.executor.v1.HelloRequest
+	9,  // 22: reins.executor.v1.Executor.Health:input_type -> reins.executor.v1.HealthRequest
+	13, // 23: reins.executor.v1.Executor.Usage:input_type -> reins.executor.v1.UsageRequest
+	11, // 24: reins.executor.v1.Executor.Sync:input_type -> reins.executor.v1.SyncRequest
+	15, // 25: reins.executor.v1.Executor.Exec:input_type -> reins.executor.v1.ExecRequest
+	20, // 26: reins.executor.v1.Executor.Attach:input_type -> reins.executor.v1.AttachRequest
+	21, // 27: reins.executor.v1.Executor.WriteStdin:input_type -> reins.executor.v1.WriteStdinRequest
+	23, // 28: reins.executor.v1.Executor.ResizePTY:input_type -> reins.executor.v1.ResizePTYRequest
+	25, // 29: reins.executor.v1.Executor.Signal:input_type -> reins.executor.v1.SignalRequest
+	27, // 30: reins.executor.v1.Executor.ListProcesses:input_type -> reins.executor.v1.ListProcessesRequest
+	30, // 31: reins.executor.v1.Executor.Watch:input_type -> reins.executor.v1.WatchRequest
+	35, // 32: reins.executor.v1.Executor.Stat:input_type -> reins.executor.v1.StatRequest
+	37, // 33: reins.executor.v1.Executor.ListDir:input_type -> reins.executor.v1.ListDirRequest
+	39, // 34: reins.executor.v1.Executor.ReadFile:input_type -> reins.executor.v1.ReadFileRequest
+	41, // 35: reins.executor.v1.Executor.ReadLines:input_type -> reins.executor.v1.ReadLinesRequest
+	44, // 36: reins.executor.v1.Executor.WriteFile:input_type -> reins.executor.v1.WriteFileRequest
+	46, // 37: reins.executor.v1.Executor.EditFile:input_type -> reins.executor.v1.EditFileRequest
+	48, // 38: reins.executor.v1.Executor.MakeDir:input_type -> reins.executor.v1.MakeDirRequest
+	50, // 39: reins.executor.v1.Executor.Remove:input_type -> reins.executor.v1.RemoveRequest
+	52, // 40: reins.executor.v1.Executor.Move:input_type -> reins.executor.v1.MoveRequest
+	54, // 41: reins.executor.v1.Executor.Glob:input_type -> reins.executor.v1.GlobRequest
+	56, // 42: reins.executor.v1.Executor.Grep:input_type -> reins.executor.v1.GrepRequest
+	59, // 43: reins.executor.v1.Executor.Upload:input_type -> reins.executor.v1.UploadRequest
+	66, // 44: reins.executor.v1.Executor.Download:input_type -> reins.executor.v1.DownloadRequest
+	68, // 45: reins.executor.v1.Executor.ReadStream:input_type -> reins.executor.v1.ReadStreamRequest
+	70, // 46: reins.executor.v1.Executor.WriteStream:input_type -> reins.executor.v1.WriteStreamRequest
+	62, // 47: reins.executor.v1.Executor.Stage:input_type -> reins.executor.v1.StageRequest
+	64, // 48: reins.executor.v1.Executor.Place:input_type -> reins.executor.v1.PlaceRequest
+	73, // 49: reins.executor.v1.Executor.SetDefaults:input_type -> reins.executor.v1.SetDefaultsRequest
+	3,  // 50: reins.executor.v1.Executor.Computer:input_type -> reins.executor.v1.ComputerRequest
+	8,  // 51: reins.executor.v1.Executor.Hello:output_type -> reins.executor.v1.HelloResponse
+	10, // 52: reins.executor.v1.Executor.Health:output_type -> reins.executor.v1.HealthResponse
+	14, // 53: reins.executor.v1.Executor.Usage:output_type -> reins.executor.v1.UsageResponse
+	12, // 54: reins.executor.v1.Executor.Sync:output_type -> reins.executor.v1.SyncResponse
+	16, // 55: reins.executor.v1.Executor.Exec:output_type -> reins.executor.v1.ExecEvent
+	16, // 56: reins.executor.v1.Executor.Attach:output_type -> reins.executor.v1.ExecEvent
+	22, // 57: reins.executor.v1.Executor.WriteStdin:output_type -> reins.executor.v1.WriteStdinResponse
+	24, // 58: reins.executor.v1.Executor.ResizePTY:output_type -> reins.executor.v1.ResizePTYResponse
+	26, // 59: reins.executor.v1.Executor.Signal:output_type -> reins.executor.v1.SignalResponse
+	28, // 60: reins.executor.v1.Executor.ListProcesses:output_type -> reins.executor.v1.ListProcessesResponse
+	31, // 61: reins.executor.v1.Executor.Watch:output_type -> reins.executor.v1.WatchEvent
+	36, // 62: reins.executor.v1.Executor.Stat:output_type -> reins.executor.v1.StatResponse
+	38, // 63: reins.executor.v1.Executor.ListDir:output_type -> reins.executor.v1.ListDirResponse
+	40, // 64: reins.executor.v1.Executor.ReadFile:output_type -> reins.executor.v1.ReadFileResponse
+	42, // 65: reins.executor.v1.Executor.ReadLines:output_type -> reins.executor.v1.ReadLinesResponse
+	45, // 66: reins.executor.v1.Executor.WriteFile:output_type -> reins.executor.v1.WriteFileResponse
+	47, // 67: reins.executor.v1.Executor.EditFile:output_type -> reins.executor.v1.EditFileResponse
+	49, // 68: reins.executor.v1.Executor.MakeDir:output_type -> reins.executor.v1.MakeDirResponse
+	51, // 69: reins.executor.v1.Executor.Remove:output_type -> reins.executor.v1.RemoveResponse
+	53, // 70: reins.executor.v1.Executor.Move:output_type -> reins.executor.v1.MoveResponse
+	55, // 71: reins.executor.v1.Executor.Glob:output_type -> reins.executor.v1.GlobResponse
+	57, // 72: reins.executor.v1.Executor.Grep:output_type -> reins.executor.v1.GrepResponse
+	61, // 73: reins.executor.v1.Executor.Upload:output_type -> reins.executor.v1.UploadResponse
+	67, // 74: reins.executor.v1.Executor.Download:output_type -> reins.executor.v1.DownloadResponse
+	69, // 75: reins.executor.v1.Executor.ReadStream:output_type -> reins.executor.v1.ReadStreamResponse
+	72, // 76: reins.executor.v1.Executor.WriteStream:output_type -> reins.executor.v1.WriteStreamResponse
+	63, // 77: reins.executor.v1.Executor.Stage:output_type -> reins.executor.v1.StageResponse
+	65, // 78: reins.executor.v1.Executor.Place:output_type -> reins.executor.v1.PlaceResponse
+	74, // 79: reins.executor.v1.Executor.SetDefaults:output_type -> reins.executor.v1.SetDefaultsResponse
+	4,  // 80: reins.executor.v1.Executor.Computer:output_type -> reins.executor.v1.ComputerResponse
+	51, // [51:81] is the sub-list for method output_type
+	21, // [21:51] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_reins_executor_v1_executor_proto_init() }
@@ -4744,13 +5083,17 @@ func file_reins_executor_v1_executor_proto_init() {
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Data)(nil),
 	}
+	file_reins_executor_v1_executor_proto_msgTypes[68].OneofWrappers = []any{
+		(*WriteStreamRequest_Header)(nil),
+		(*WriteStreamRequest_Data)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_executor_v1_executor_proto_rawDesc), len(file_reins_executor_v1_executor_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   68,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -90,6 +90,10 @@ const (
 	ExecutorUploadProcedure = "/reins.executor.v1.Executor/Upload"
 	// ExecutorDownloadProcedure is the fully-qualified name of the Executor's Download RPC.
 	ExecutorDownloadProcedure = "/reins.executor.v1.Executor/Download"
+	// ExecutorReadStreamProcedure is the fully-qualified name of the Executor's ReadStream RPC.
+	ExecutorReadStreamProcedure = "/reins.executor.v1.Executor/ReadStream"
+	// ExecutorWriteStreamProcedure is the fully-qualified name of the Executor's WriteStream RPC.
+	ExecutorWriteStreamProcedure = "/reins.executor.v1.Executor/WriteStream"
 	// ExecutorStageProcedure is the fully-qualified name of the Executor's Stage RPC.
 	ExecutorStageProcedure = "/reins.executor.v1.Executor/Stage"
 	// ExecutorPlaceProcedure is the fully-qualified name of the Executor's Place RPC.
@@ -161,6 +165,15 @@ type ExecutorClient interface {
 	// Download sends a tar stream of a file or directory; the last message
 	// carries the sha256 of the whole tar stream.
 	Download(context.Context, *connect.Request[v1.DownloadRequest]) (*connect.ServerStreamForClient[v1.DownloadResponse], error)
+	// ReadStream sends one regular file's bytes as they are (no tar, no
+	// size cap): the first message carries the file's info, then data
+	// chunks follow. A directory is refused with the is_directory kind.
+	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.ServerStreamForClient[v1.ReadStreamResponse], error)
+	// WriteStream receives one file's bytes (first message: header, then
+	// data chunks) into a temporary file beside path, renamed over path
+	// when the stream ends whole: readers see the old file or the new,
+	// and a broken stream or a full disk leaves no partial file.
+	WriteStream(context.Context) *connect.ClientStreamForClient[v1.WriteStreamRequest, v1.WriteStreamResponse]
 	// Stage hard-links the regular file at path (a final symbolic link
 	// followed) into the staging directory under name, for a host that sees
 	// the sandbox's root filesystem to read it there instead of receiving it
@@ -348,6 +361,18 @@ func NewExecutorClient(httpClient connect.HTTPClient, baseURL string, opts ...co
 			connect.WithSchema(executorMethods.ByName("Download")),
 			connect.WithClientOptions(opts...),
 		),
+		readStream: connect.NewClient[v1.ReadStreamRequest, v1.ReadStreamResponse](
+			httpClient,
+			baseURL+ExecutorReadStreamProcedure,
+			connect.WithSchema(executorMethods.ByName("ReadStream")),
+			connect.WithClientOptions(opts...),
+		),
+		writeStream: connect.NewClient[v1.WriteStreamRequest, v1.WriteStreamResponse](
+			httpClient,
+			baseURL+ExecutorWriteStreamProcedure,
+			connect.WithSchema(executorMethods.ByName("WriteStream")),
+			connect.WithClientOptions(opts...),
+		),
 		stage: connect.NewClient[v1.StageRequest, v1.StageResponse](
 			httpClient,
 			baseURL+ExecutorStageProcedure,
@@ -401,6 +426,8 @@ type executorClient struct {
 	grep          *connect.Client[v1.GrepRequest, v1.GrepResponse]
 	upload        *connect.Client[v1.UploadRequest, v1.UploadResponse]
 	download      *connect.Client[v1.DownloadRequest, v1.DownloadResponse]
+	readStream    *connect.Client[v1.ReadStreamRequest, v1.ReadStreamResponse]
+	writeStream   *connect.Client[v1.WriteStreamRequest, v1.WriteStreamResponse]
 	stage         *connect.Client[v1.StageRequest, v1.StageResponse]
 	place         *connect.Client[v1.PlaceRequest, v1.PlaceResponse]
 	setDefaults   *connect.Client[v1.SetDefaultsRequest, v1.SetDefaultsResponse]
@@ -527,6 +554,16 @@ func (c *executorClient) Download(ctx context.Context, req *connect.Request[v1.D
 	return c.download.CallServerStream(ctx, req)
 }
 
+// ReadStream calls reins.executor.v1.Executor.ReadStream.
+func (c *executorClient) ReadStream(ctx context.Context, req *connect.Request[v1.ReadStreamRequest]) (*connect.ServerStreamForClient[v1.ReadStreamResponse], error) {
+	return c.readStream.CallServerStream(ctx, req)
+}
+
+// WriteStream calls reins.executor.v1.Executor.WriteStream.
+func (c *executorClient) WriteStream(ctx context.Context) *connect.ClientStreamForClient[v1.WriteStreamRequest, v1.WriteStreamResponse] {
+	return c.writeStream.CallClientStream(ctx)
+}
+
 // Stage calls reins.executor.v1.Executor.Stage.
 func (c *executorClient) Stage(ctx context.Context, req *connect.Request[v1.StageRequest]) (*connect.Response[v1.StageResponse], error) {
 	return c.stage.CallUnary(ctx, req)
@@ -608,6 +645,15 @@ type ExecutorHandler interface {
 	// Download sends a tar stream of a file or directory; the last message
 	// carries the sha256 of the whole tar stream.
 	Download(context.Context, *connect.Request[v1.DownloadRequest], *connect.ServerStream[v1.DownloadResponse]) error
+	// ReadStream sends one regular file's bytes as they are (no tar, no
+	// size cap): the first message carries the file's info, then data
+	// chunks follow. A directory is refused with the is_directory kind.
+	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest], *connect.ServerStream[v1.ReadStreamResponse]) error
+	// WriteStream receives one file's bytes (first message: header, then
+	// data chunks) into a temporary file beside path, renamed over path
+	// when the stream ends whole: readers see the old file or the new,
+	// and a broken stream or a full disk leaves no partial file.
+	WriteStream(context.Context, *connect.ClientStream[v1.WriteStreamRequest]) (*connect.Response[v1.WriteStreamResponse], error)
 	// Stage hard-links the regular file at path (a final symbolic link
 	// followed) into the staging directory under name, for a host that sees
 	// the sandbox's root filesystem to read it there instead of receiving it
@@ -791,6 +837,18 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 		connect.WithSchema(executorMethods.ByName("Download")),
 		connect.WithHandlerOptions(opts...),
 	)
+	executorReadStreamHandler := connect.NewServerStreamHandler(
+		ExecutorReadStreamProcedure,
+		svc.ReadStream,
+		connect.WithSchema(executorMethods.ByName("ReadStream")),
+		connect.WithHandlerOptions(opts...),
+	)
+	executorWriteStreamHandler := connect.NewClientStreamHandler(
+		ExecutorWriteStreamProcedure,
+		svc.WriteStream,
+		connect.WithSchema(executorMethods.ByName("WriteStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	executorStageHandler := connect.NewUnaryHandler(
 		ExecutorStageProcedure,
 		svc.Stage,
@@ -865,6 +923,10 @@ func NewExecutorHandler(svc ExecutorHandler, opts ...connect.HandlerOption) (str
 			executorUploadHandler.ServeHTTP(w, r)
 		case ExecutorDownloadProcedure:
 			executorDownloadHandler.ServeHTTP(w, r)
+		case ExecutorReadStreamProcedure:
+			executorReadStreamHandler.ServeHTTP(w, r)
+		case ExecutorWriteStreamProcedure:
+			executorWriteStreamHandler.ServeHTTP(w, r)
 		case ExecutorStageProcedure:
 			executorStageHandler.ServeHTTP(w, r)
 		case ExecutorPlaceProcedure:
@@ -976,6 +1038,14 @@ func (UnimplementedExecutorHandler) Upload(context.Context, *connect.ClientStrea
 
 func (UnimplementedExecutorHandler) Download(context.Context, *connect.Request[v1.DownloadRequest], *connect.ServerStream[v1.DownloadResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.Download is not implemented"))
+}
+
+func (UnimplementedExecutorHandler) ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest], *connect.ServerStream[v1.ReadStreamResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.ReadStream is not implemented"))
+}
+
+func (UnimplementedExecutorHandler) WriteStream(context.Context, *connect.ClientStream[v1.WriteStreamRequest]) (*connect.Response[v1.WriteStreamResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("reins.executor.v1.Executor.WriteStream is not implemented"))
 }
 
 func (UnimplementedExecutorHandler) Stage(context.Context, *connect.Request[v1.StageRequest]) (*connect.Response[v1.StageResponse], error) {
