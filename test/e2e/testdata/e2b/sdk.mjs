@@ -191,8 +191,14 @@ async function dataPlane() {
     const list = await sbx.commands.list()
     check(list.some((p) => p.pid === h.pid), `list ${JSON.stringify(list)}`)
     check((await sbx.commands.kill(h.pid)) === true, 'kill')
-    const after = await sbx.commands.list()
-    check(!after.some((p) => p.pid === h.pid), `list after kill ${JSON.stringify(after)}`)
+    // The kill is a signal: the process leaves the list once it is reaped.
+    let after
+    for (let i = 0; i < 50; i++) {
+      after = await sbx.commands.list()
+      if (!after.some((p) => p.pid === h.pid)) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    check(!after.some((p) => p.pid === h.pid), `list 5 s after kill ${JSON.stringify(after)}`)
   })
 
   await run('a server in the sandbox, through getHost and the port proxy', async () => {
