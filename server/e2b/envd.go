@@ -103,6 +103,20 @@ func (a account) abs(p string) string {
 	return path.Join(a.home, p)
 }
 
+// makeParent makes p's directory as the account when it is missing, so
+// that directories a write makes are the account's, as envd's are.
+func (a account) makeParent(ctx context.Context, sb *client.Sandbox, p string) error {
+	if a.name == "root" {
+		return nil
+	}
+	dir := path.Dir(p)
+	_, err := client.Unary(ctx, sb, sb.RPC().Stat, &executorv1.StatRequest{Path: dir})
+	if errdefs.Kind(err) == errdefs.ErrNotFound {
+		return makeDir(ctx, sb, a, dir)
+	}
+	return err
+}
+
 // own gives the files at paths to the account, as envd's writes (made by
 // the user) are: the executor writes as root (docs/decisions/0050-envd-data-plane.md).
 func (a account) own(ctx context.Context, sb *client.Sandbox, paths ...string) error {

@@ -95,6 +95,9 @@ func (h *Handler) writeBody(r *http.Request, acct account, dest string) ([]writt
 		size = -1
 	}
 	sb := callOf(r.Context()).sb
+	if err := acct.makeParent(r.Context(), sb, dest); err != nil {
+		return nil, err
+	}
 	if err := sb.WriteRaw(r.Context(), dest, r.Body, size); err != nil {
 		return nil, err
 	}
@@ -131,6 +134,9 @@ func (h *Handler) writeParts(r *http.Request, acct account, dest, boundary strin
 		}
 		if p == "" {
 			return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "a file part names no path: give ?path= or the part's filename")
+		}
+		if err := acct.makeParent(r.Context(), callOf(r.Context()).sb, p); err != nil {
+			return nil, err
 		}
 		body := &readErr{r: part}
 		err = callOf(r.Context()).sb.WriteRaw(r.Context(), p, body, -1)

@@ -63,7 +63,7 @@ func TestFiles(t *testing.T) {
 		}
 	}
 	// Written as envd writes: the user's files, which its commands may change.
-	if out := e.sh("stat -c %U /home/user/raw.txt /home/user/new/a.txt && echo more >> /home/user/raw.txt && cat /home/user/raw.txt"); out != "user\nuser\nraw bytesmore\n" {
+	if out := e.sh("stat -c %U /home/user/raw.txt /home/user/new /home/user/new/a.txt && echo more >> /home/user/raw.txt && cat /home/user/raw.txt"); out != "user\nuser\nuser\nraw bytesmore\n" {
 		t.Errorf("the written files as user: %q", out)
 	}
 

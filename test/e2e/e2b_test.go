@@ -58,4 +58,4 @@ func TestE2BSDK(t *testing.T) {
 }
 
 // e2bData runs the script's data-plane part (envd's services).
-const e2bData = "0"
+const e2bData = "1"
