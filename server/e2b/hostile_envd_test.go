@@ -100,10 +100,13 @@ func TestHostileEnvd(t *testing.T) {
 		}
 		const missing = "sb-doesnotexist"
 		answer := func(id string) string {
-			proc, fs := e.clients(id, betaToken)
+			// beta's own key, sealed for the sandbox as a create reply
+			// would: what beta would hold had it guessed the id.
+			tok := e.h.tokens.seal(id, betaToken)
+			proc, fs := e.clients(id, tok)
 			_, err1 := fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/"}))
 			_, err2 := proc.List(ctx, connect.NewRequest(&process.ListRequest{}))
-			resp, err := e.rawGet(id, betaToken, "/files?path=/etc/hostname")
+			resp, err := e.rawGet(id, tok, "/files?path=/etc/hostname")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +184,7 @@ func TestHostileEnvd(t *testing.T) {
 	})
 }
 
-// rawGet GETs path on the data plane as token, for sandbox id, and
+// rawGet GETs path on the data plane with the access token, for sandbox id, and
 // answers "STATUS BODY".
 func (e *envd) rawGet(id, token, path string) (string, error) {
 	req, err := http.NewRequest("GET", e.url+path, nil)
