@@ -18,7 +18,7 @@ import (
 
 // routeControl registers the control plane's routes (X-API-KEY). Each
 // becomes calls of reins' API as the key's holder (decision
-// 0051-e2bctl-mapping.md has the mapping); every other call is answered
+// 0048-e2b-mapping.md has the mapping); every other call is answered
 // 501 naming it.
 func (h *Handler) routeControl() {
 	m := h.control

@@ -20,7 +20,7 @@ type Config struct {
 	// proxy (reins serve gives its --port-domain and its API's port).
 	Domain string
 	// Key seals the envd access tokens the create and connect replies
-	// carry (docs/decisions/0050-e2bctl-tokens.md): at least 32 bytes,
+	// carry (docs/decisions/0047-e2b-tokens.md): at least 32 bytes,
 	// kept across restarts so that a reconnecting SDK's token still
 	// opens. Empty: a random key of this process, whose tokens die with
 	// it.

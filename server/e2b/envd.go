@@ -118,7 +118,7 @@ func (a account) makeParent(ctx context.Context, sb *client.Sandbox, p string) e
 }
 
 // own gives the files at paths to the account, as envd's writes (made by
-// the user) are: the executor writes as root (docs/decisions/0050-envd-data-plane.md).
+// the user) are: the executor writes as root (docs/decisions/0049-envd-data-plane.md).
 func (a account) own(ctx context.Context, sb *client.Sandbox, paths ...string) error {
 	if a.name == "root" {
 		return nil

@@ -145,7 +145,7 @@ func envOf(vars map[string]string) ([]string, error) {
 }
 
 // specOf maps a create's body onto a reins spec (decision
-// 0051-e2bctl-mapping.md).
+// 0048-e2b-mapping.md).
 func (h *Handler) specOf(ctx context.Context, c *client.Client, b *newSandbox) (*reinsv1.SandboxSpec, error) {
 	for name, set := range map[string]bool{"mcp": b.MCP.set(), "iam": b.IAM.set(), "volumeMounts": b.VolumeMounts.set()} {
 		if set {
