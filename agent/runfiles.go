@@ -15,7 +15,7 @@ import (
 	"github.com/reinsdev/reins/tool/sandboxtool"
 )
 
-// A run's files cross the boundary twice (docs/decisions/0050-runfiles-design.md):
+// A run's files cross the boundary twice (docs/decisions/0054-run-files.md):
 // the uploads, a tar archive the client sent with the run, are unpacked
 // by the files sandbox's executor when the sandbox is made, before any
 // tool runs in it; the downloads, globs matched by the executor inside

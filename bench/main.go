@@ -77,7 +77,7 @@ func main() {
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
 	shim := flag.String("shim", "bin/reins-shim", "the built sandbox shim (\"\": this program re-executed)")
-	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,unary,idle,loop,steer,ledger,egress,egress-sandbox,gateway,gateway-sandbox,ports,fork,pool,checkpoint,pause,template,workspace,suspend,computer,view,json,workload); with -out, only a full run writes the file")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,unary,idle,loop,steer,ledger,egress,egress-sandbox,gateway,gateway-sandbox,ports,fork,pool,checkpoint,pause,template,workspace,suspend,computer,view,json,mcp,e2b,workload); with -out, only a full run writes the file")
 	flag.Parse()
 	if *only != "" && *out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
@@ -183,6 +183,7 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		{"view", func() error { return b.view(5, 20) }},
 		{"mcp", func() error { return b.mcpBench(execs) }},
 		{"json", func() error { return b.jsonShape(200) }},
+		{"e2b", func() error { return b.e2bEndpoint(execs, mib) }},
 	}
 	if *workloadOnly {
 		steps = steps[:0]

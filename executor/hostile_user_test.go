@@ -63,7 +63,7 @@ func TestHostileUserHugePasswd(t *testing.T) {
 
 // TestHostileUserIsRoot: an image may give "user" uid 0. The command
 // then runs as root, which is allowed: the sandbox is the boundary, not
-// the account (docs/decisions/0051-runfiles-exec-user.md).
+// the account (docs/decisions/0055-exec-user.md).
 func TestHostileUserIsRoot(t *testing.T) {
 	e := newEnv(t)
 	userRoot(t, e, "user:x:0:0::/home/user:/bin/sh\n", "")

@@ -20,7 +20,7 @@ import (
 // the host's /etc/passwd is refused) and bounded in size. What they say is
 // believed: an image or a command may make "user" uid 0, and then the
 // command runs as root. That is no escape, because the sandbox, not the
-// account, is the boundary (docs/decisions/0051-runfiles-exec-user.md).
+// account, is the boundary (docs/decisions/0055-exec-user.md).
 type account struct {
 	name   string
 	uid    uint32

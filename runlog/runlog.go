@@ -108,7 +108,7 @@ type Upload struct {
 	Dir  bool   `json:"dir,omitempty"`
 }
 
-// Bounds of a run's files (docs/decisions/0050-runfiles-design.md).
+// Bounds of a run's files (docs/decisions/0054-run-files.md).
 const (
 	MaxUploadBytes    = 12 << 20  // the tar archive, inline in the start call
 	MaxUploadEntries  = 10000     // files and directories in it

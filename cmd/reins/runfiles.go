@@ -22,7 +22,7 @@ import (
 )
 
 // A run's files (reins run --upload/--download/--out): see
-// docs/decisions/0050-runfiles-design.md.
+// docs/decisions/0054-run-files.md.
 
 // uploadDir is where an upload goes when its DEST is not given.
 const uploadDir = "/workspace"

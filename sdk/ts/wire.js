@@ -43,7 +43,7 @@ export function camel(key) {
 /** int64 reads a 64-bit integer sent as a number or a string as a
  * number. Past 2^53 a number is not exact: in reins only the *UnixNano
  * times get there, off by less than a microsecond, and each has its
- * *Time (RFC 3339) beside it. (docs/decisions/0050-tssdk-json-values.md) */
+ * *Time (RFC 3339) beside it. (docs/decisions/0052-typescript-client.md) */
 export function int64(v) {
   if (typeof v === "number") return v;
   if (typeof v !== "string" || !/^-?\d+$/.test(v)) return v;

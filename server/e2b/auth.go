@@ -55,7 +55,7 @@ func isHex(s string) bool {
 // envdTokens seals and opens envd access tokens: AES-256-GCM over the
 // sandbox's id and the caller's reins token, so that a token reaches
 // one sandbox only, as the tenant whose key made it, for as long as that
-// key is good (docs/decisions/0050-e2bctl-tokens.md). The token is never
+// key is good (docs/decisions/0047-e2b-tokens.md). The token is never
 // seen by the sandbox.
 type envdTokens struct {
 	aead cipher.AEAD

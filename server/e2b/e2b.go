@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/errdefs"
@@ -21,7 +20,7 @@ type Config struct {
 	// proxy (reins serve gives its --port-domain and its API's port).
 	Domain string
 	// Key seals the envd access tokens the create and connect replies
-	// carry (docs/decisions/0050-e2bctl-tokens.md): at least 32 bytes,
+	// carry (docs/decisions/0047-e2b-tokens.md): at least 32 bytes,
 	// kept across restarts so that a reconnecting SDK's token still
 	// opens. Empty: a random key of this process, whose tokens die with
 	// it.
@@ -39,15 +38,11 @@ const EnvdVersion = "0.5.7"
 // listener: a request naming a sandbox in E2b-Sandbox-Id is the data
 // plane, any other the control plane.
 type Handler struct {
-	cfg     Config
-	tokens  envdTokens
-	control *http.ServeMux // control.go registers its routes here
-	data    *http.ServeMux // envd's routes: process, filesystem, /files, /health
-	// sandboxFor, when set, stands in for sandboxClient (tests of the
-	// data plane built before its authentication).
-	sandboxFor func(r *http.Request) (*client.Client, *client.Sandbox, error)
-	homes      sync.Map // sandbox id and home made (envd.go's home)
-	watchers   watchers // filesystem.go's CreateWatcher
+	cfg      Config
+	tokens   envdTokens
+	control  *http.ServeMux // control.go registers its routes here
+	data     *http.ServeMux // envd's routes: process, filesystem, /files, /health
+	watchers watchers       // the polled watchers (watchers.go)
 }
 
 // New makes the handler.

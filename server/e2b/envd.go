@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/reinsdev/reins/api/e2b/envd/filesystem/filesystemconnect"
 	"github.com/reinsdev/reins/api/e2b/envd/process/processconnect"
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/errdefs"
 )
@@ -68,16 +70,11 @@ func callOf(ctx context.Context) *call {
 	return c
 }
 
-// withSandbox finds the request's sandbox as its caller (sandboxFor, or
-// sandboxClient) and hands it to next in the context; a failure is
-// answered by fail.
+// withSandbox finds the request's sandbox as its caller (sandboxClient)
+// and hands it to next in the context; a failure is answered by fail.
 func (h *Handler) withSandbox(next http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		find := h.sandboxClient
-		if h.sandboxFor != nil {
-			find = h.sandboxFor
-		}
-		c, sb, err := find(r)
+		c, sb, err := h.sandboxClient(r)
 		if err != nil {
 			if errdefs.Kind(err) == nil {
 				err = errdefs.WithMessage(errdefs.ErrUnauthenticated, err.Error())
@@ -90,21 +87,11 @@ func (h *Handler) withSandbox(next http.Handler, fail func(http.ResponseWriter, 
 }
 
 // account is who an envd call acts as: E2B's user "user" (the default)
-// or "root".
+// or "root", an account of the sandbox's /etc/passwd (ExecRequest.user:
+// the executor sets its uid, groups, HOME, USER and starts in its home).
 type account struct {
 	name string
 	home string
-}
-
-// execUser is the account to give ExecRequest.user. Until the executor
-// runs commands as another account (ExecRequest.user), "user" runs as the
-// executor's own account with user's HOME and USER
-// (docs/decisions/0050-envd-data-plane.md).
-func (a account) execUser() string { return "" }
-
-// env is the account's variables, which a call's own come after.
-func (a account) env() []string {
-	return []string{"HOME=" + a.home, "USER=" + a.name, "LOGNAME=" + a.name}
 }
 
 // abs makes p absolute: a relative path is under the account's home, as
@@ -114,6 +101,48 @@ func (a account) abs(p string) string {
 		return p
 	}
 	return path.Join(a.home, p)
+}
+
+// makeParent makes p's directory as the account when it is missing, so
+// that directories a write makes are the account's, as envd's are.
+func (a account) makeParent(ctx context.Context, sb *client.Sandbox, p string) error {
+	if a.name == "root" {
+		return nil
+	}
+	dir := path.Dir(p)
+	_, err := client.Unary(ctx, sb, sb.RPC().Stat, &executorv1.StatRequest{Path: dir})
+	if errdefs.Kind(err) == errdefs.ErrNotFound {
+		return makeDir(ctx, sb, a, dir)
+	}
+	return err
+}
+
+// own gives the files at paths to the account, as envd's writes (made by
+// the user) are: the executor writes as root (docs/decisions/0049-envd-data-plane.md).
+func (a account) own(ctx context.Context, sb *client.Sandbox, paths ...string) error {
+	if a.name == "root" {
+		return nil
+	}
+	if msg, err := runArgv(ctx, sb, "", append([]string{"chown", a.name + ":", "--"}, paths...)); err != nil || msg != "" {
+		return cmp.Or(err, errdefs.WithMessage(errdefs.ErrFailedPrecondition,
+			fmt.Sprintf("the file was written but could not be given to %s: %s", a.name, msg)))
+	}
+	return nil
+}
+
+// runArgv runs argv as user to its end: msg is its stderr (bounded) when it
+// failed, "" when it exited 0.
+func runArgv(ctx context.Context, sb *client.Sandbox, user string, argv []string) (msg string, err error) {
+	var stderr strings.Builder
+	x, err := sb.Exec(ctx, &executorv1.ExecRequest{Argv: argv, User: user}, func(ev *executorv1.ExecEvent) {
+		if stderr.Len() < 4096 {
+			stderr.Write(ev.GetStderr())
+		}
+	})
+	if err != nil || x.GetExitCode() == 0 {
+		return "", err
+	}
+	return cmp.Or(strings.TrimSpace(stderr.String()), fmt.Sprintf("%s exited %d", argv[0], x.GetExitCode())), nil
 }
 
 // accountNamed returns the account name stands for ("": the default).

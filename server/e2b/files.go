@@ -70,7 +70,7 @@ func (h *Handler) postFiles(w http.ResponseWriter, r *http.Request) {
 	case "multipart/form-data":
 		written, err = h.writeParts(r, acct, dest, params["boundary"])
 	case "application/octet-stream", "":
-		written, err = h.writeBody(r, dest)
+		written, err = h.writeBody(r, acct, dest)
 	default:
 		err = errdefs.WithMessage(errdefs.ErrInvalidArgument,
 			fmt.Sprintf("POST /files takes multipart/form-data or application/octet-stream, not %q", mt))
@@ -83,7 +83,7 @@ func (h *Handler) postFiles(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(written)
 }
 
-func (h *Handler) writeBody(r *http.Request, dest string) ([]writtenEntry, error) {
+func (h *Handler) writeBody(r *http.Request, acct account, dest string) ([]writtenEntry, error) {
 	if dest == "" {
 		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "the path query parameter is missing: POST /files?path=/abs/file")
 	}
@@ -94,7 +94,14 @@ func (h *Handler) writeBody(r *http.Request, dest string) ([]writtenEntry, error
 	if size < 0 {
 		size = -1
 	}
-	if err := callOf(r.Context()).sb.WriteRaw(r.Context(), dest, r.Body, size); err != nil {
+	sb := callOf(r.Context()).sb
+	if err := acct.makeParent(r.Context(), sb, dest); err != nil {
+		return nil, err
+	}
+	if err := sb.WriteRaw(r.Context(), dest, r.Body, size); err != nil {
+		return nil, err
+	}
+	if err := acct.own(r.Context(), sb, dest); err != nil {
 		return nil, err
 	}
 	return []writtenEntry{entryWritten(dest)}, nil
@@ -123,22 +130,63 @@ func (h *Handler) writeParts(r *http.Request, acct account, dest, boundary strin
 		}
 		p := dest
 		if p == "" {
-			p = acct.abs(part.FileName())
+			p = acct.abs(partFileName(part))
 		}
 		if p == "" {
 			return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "a file part names no path: give ?path= or the part's filename")
 		}
-		err = callOf(r.Context()).sb.WriteRaw(r.Context(), p, part, -1)
+		if err := acct.makeParent(r.Context(), callOf(r.Context()).sb, p); err != nil {
+			return nil, err
+		}
+		body := &readErr{r: part}
+		err = callOf(r.Context()).sb.WriteRaw(r.Context(), p, body, -1)
 		part.Close()
+		if body.err != nil && !errors.Is(body.err, io.EOF) {
+			// The body broke, not the write.
+			return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "the multipart/form-data body is malformed or cut short: "+body.err.Error())
+		}
 		if err != nil {
 			return nil, err
 		}
 		written = append(written, entryWritten(p))
 	}
+	if len(written) > 0 {
+		ps := make([]string, len(written))
+		for i, w := range written {
+			ps[i] = w.Path
+		}
+		if err := acct.own(r.Context(), callOf(r.Context()).sb, ps...); err != nil {
+			return nil, err
+		}
+	}
 	if len(written) == 0 {
 		return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "the multipart/form-data body has no part named \"file\"")
 	}
 	return written, nil
+}
+
+// partFileName is a part's filename as sent: the SDK names the file's
+// path there (Part.FileName keeps only its last element).
+func partFileName(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
+}
+
+// readErr remembers the error its reader returned.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 func entryWritten(p string) writtenEntry {
@@ -152,7 +200,7 @@ func writeFilesError(w http.ResponseWriter, err error) {
 	switch errdefs.Kind(err) {
 	case errdefs.ErrNotFound:
 		code = http.StatusNotFound
-	case errdefs.ErrInvalidArgument, errdefs.ErrAlreadyExists, errdefs.ErrFailedPrecondition:
+	case errdefs.ErrInvalidArgument, errdefs.ErrIsDirectory, errdefs.ErrAlreadyExists, errdefs.ErrFailedPrecondition:
 		code = http.StatusBadRequest
 	case errdefs.ErrUnauthenticated:
 		code = http.StatusUnauthorized

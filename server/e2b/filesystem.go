@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -107,9 +108,11 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 
 func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
 	sb, p := callOf(ctx).sb, req.Msg.Path
-	if err := paths(req.Header(), &p); err != nil {
+	acct, err := accountOf(req.Header())
+	if err != nil {
 		return nil, err
 	}
+	p = acct.abs(p)
 	// envd answers already_exists for an existing directory (the SDK's
 	// makeDir then says false); the executor's MakeDir with parents
 	// does not.
@@ -118,7 +121,7 @@ func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	} else if errdefs.Kind(err) != errdefs.ErrNotFound {
 		return nil, err
 	}
-	if _, err := client.Unary(ctx, sb, sb.RPC().MakeDir, &executorv1.MakeDirRequest{Path: p, Parents: true}); err != nil {
+	if err := makeDir(ctx, sb, acct, p); err != nil {
 		return nil, err
 	}
 	e, err := stat(ctx, sb, p)
@@ -126,6 +129,15 @@ func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 		return nil, err
 	}
 	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: e}), nil
+}
+
+// makeDir makes p and its parents as the account, as envd does: they
+// are the account's, and where it may not write it may not make them.
+func makeDir(ctx context.Context, sb *client.Sandbox, acct account, p string) error {
+	if msg, err := runArgv(ctx, sb, acct.name, []string{"mkdir", "-p", "--", p}); err != nil || msg != "" {
+		return cmp.Or(err, errdefs.WithMessage(errdefs.ErrPermissionDenied, fmt.Sprintf("cannot make %s as %s: %s", p, acct.name, msg)))
+	}
+	return nil
 }
 
 func (f *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {

@@ -37,7 +37,7 @@ func TestFilesystem(t *testing.T) {
 		}
 		en := resp.Msg.Entry
 		if en.Name != "a.txt" || en.Path != "/home/user/d/a.txt" || en.Type != filesystem.FileType_FILE_TYPE_FILE || en.Size != 5 ||
-			en.Mode != 0o640 || en.Permissions != "-rw-r-----" || en.Owner != "root" || en.Group != "root" ||
+			en.Mode != 0o640 || en.Permissions != "-rw-r-----" || en.Owner != "user" || en.Group != "user" ||
 			time.Since(en.ModifiedTime.AsTime()) > time.Hour {
 			t.Errorf("Stat = %v", en)
 		}

@@ -20,7 +20,6 @@ import (
 	"github.com/reinsdev/reins/api/e2b/envd/process/processconnect"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
-	"github.com/reinsdev/reins/errdefs"
 	"github.com/reinsdev/reins/internal/testenv"
 	"github.com/reinsdev/reins/sandbox/gvisor"
 )
@@ -139,42 +138,22 @@ func (s *service) stop() {
 // generated clients that reach one sandbox through it.
 type envd struct {
 	t       *testing.T
-	url     string // the Handler's
+	h       *Handler
+	url     string // h's
 	sandbox string
-	token   string // the access token the clients send
+	token   string // the access token the clients send (the create reply's envdAccessToken)
 	c       *client.Client
 	sb      *client.Sandbox
 	proc    processconnect.ProcessClient
 	fs      filesystemconnect.FilesystemClient
 }
 
-// testSandboxFor stands in for the data plane's authentication (until
-// it lands from control.go): the access token is the caller's reins
-// token, and the sandbox is found as that caller, so another tenant's is
-// not found.
-func testSandboxFor(cfg Config) func(*http.Request) (*client.Client, *client.Sandbox, error) {
-	return func(r *http.Request) (*client.Client, *client.Sandbox, error) {
-		tok := r.Header.Get(AccessTokenHeader)
-		if tok == "" {
-			return nil, nil, errdefs.WithMessage(errdefs.ErrUnauthenticated, "the X-Access-Token header is missing")
-		}
-		c := cfg.Client(tok)
-		id := r.Header.Get(SandboxIDHeader)
-		if _, err := c.Get(r.Context(), id); err != nil {
-			return nil, nil, err
-		}
-		return c, c.Sandbox(id), nil
-	}
-}
-
 // newHandler serves a Handler for the shared reins serve.
-func newHandler(t *testing.T, s *service) string {
-	cfg := Config{Client: func(tok string) *client.Client { return client.New(s.url, tok) }}
-	h := New(cfg)
-	h.sandboxFor = testSandboxFor(cfg)
+func newHandler(t *testing.T, s *service) (*Handler, string) {
+	h := New(Config{Client: func(tok string) *client.Client { return client.New(s.url, tok) }})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return h, srv.URL
 }
 
 // newEnvd makes a debian sandbox and clients of its data plane.
@@ -195,13 +174,14 @@ func newEnvd(t *testing.T) *envd {
 			t.Errorf("deleting sandbox %s: %v", sb.Id, err)
 		}
 	})
-	e := &envd{t: t, url: newHandler(t, s), sandbox: sb.Id, token: s.token, c: c, sb: c.Sandbox(sb.Id)}
-	e.proc, e.fs = e.clients(sb.Id, s.token)
+	h, url := newHandler(t, s)
+	e := &envd{t: t, h: h, url: url, sandbox: sb.Id, token: h.tokens.seal(sb.Id, s.token), c: c, sb: c.Sandbox(sb.Id)}
+	e.proc, e.fs = e.clients(sb.Id, e.token)
 	return e
 }
 
-// clients are the generated clients sending id and token as E2B's SDK
-// does (E2B_SANDBOX_URL: one URL, the sandbox named in headers).
+// clients are the generated clients sending id and the access token as
+// E2B's SDK does (E2B_SANDBOX_URL: one URL, the sandbox named in headers).
 func (e *envd) clients(id, token string) (processconnect.ProcessClient, filesystemconnect.FilesystemClient) {
 	hc := &http.Client{Transport: headers{rt: http.DefaultTransport, set: map[string]string{
 		SandboxIDHeader: id, PortHeader: "49983", AccessTokenHeader: token,

@@ -154,16 +154,11 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	}
 	er := &executorv1.ExecRequest{
 		Argv:  append([]string{cfg.Cmd}, cfg.Args...),
-		Env:   append(acct.env(), envList(cfg.Envs)...),
+		Env:   envList(cfg.Envs),
 		Cwd:   acct.abs(cfg.GetCwd()),
 		Stdin: m.Stdin == nil || *m.Stdin, // envd's default for older SDKs
 		Tag:   m.GetTag(),
-		User:  acct.execUser(),
-	}
-	if er.Cwd == "" {
-		if er.Cwd, err = p.h.home(ctx, cl.sb, acct); err != nil {
-			return err
-		}
+		User:  acct.name,
 	}
 	if m.Pty != nil {
 		er.Pty, er.Rows, er.Cols = true, m.Pty.GetSize().GetRows(), m.Pty.GetSize().GetCols()
@@ -172,20 +167,6 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	return relay(ctx, req.Header(), er.Pty, send, func(on func(*executorv1.ExecEvent)) (*executorv1.Exited, error) {
 		return cl.sb.Exec(ctx, er, on)
 	})
-}
-
-// home returns the account's home, made if the image has none (once per
-// sandbox and account).
-func (h *Handler) home(ctx context.Context, sb *client.Sandbox, acct account) (string, error) {
-	key := sb.ID + "\x00" + acct.home
-	if _, ok := h.homes.Load(key); ok {
-		return acct.home, nil
-	}
-	if _, err := client.Unary(ctx, sb, sb.RPC().MakeDir, &executorv1.MakeDirRequest{Path: acct.home, Parents: true}); err != nil {
-		return "", err
-	}
-	h.homes.Store(key, struct{}{})
-	return acct.home, nil
 }
 
 // envList is envs as K=V, in a stable order.
@@ -255,15 +236,11 @@ func (p *processService) List(ctx context.Context, req *connect.Request[process.
 	return connect.NewResponse(out), nil
 }
 
-// envMap is K=V variables as a map, without the account's (account.env).
+// envMap is K=V variables as a map.
 func envMap(env []string) map[string]string {
 	m := make(map[string]string, len(env))
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "HOME", "USER", "LOGNAME":
-			continue
-		}
 		m[k] = v
 	}
 	return m

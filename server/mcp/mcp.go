@@ -9,7 +9,7 @@
 // exactly what its token can do through the API, and another tenant's
 // sandbox is answered as a missing one.
 //
-// Two transports (docs/decisions/0050-mcp-tools.md):
+// Two transports (docs/decisions/0053-mcp-tools.md):
 //   - stdio (`reins mcp`): the server runs on the client's machine, so
 //     upload and download take local paths (Options.Local);
 //   - streamable HTTP at /mcp on reins serve (HTTP in http.go): there is no
