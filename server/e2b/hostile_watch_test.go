@@ -16,6 +16,8 @@ import (
 	"github.com/reinsdev/reins/api/e2b/envd/filesystem/filesystemconnect"
 	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	"github.com/reinsdev/reins/api/reins/executor/v1/executorv1connect"
+	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
+	"github.com/reinsdev/reins/api/reins/v1/reinsv1connect"
 	"github.com/reinsdev/reins/client"
 )
 
@@ -30,20 +32,30 @@ func (l *lyingWatcher) Watch(ctx context.Context, _ *connect.Request[executorv1.
 	return l.watch(ctx, s)
 }
 
+// oneSandbox is the service's answer about the one sandbox, running.
+type oneSandbox struct {
+	reinsv1connect.UnimplementedSandboxServiceHandler
+}
+
+func (oneSandbox) Get(ctx context.Context, req *connect.Request[reinsv1.GetSandboxRequest]) (*connect.Response[reinsv1.GetSandboxResponse], error) {
+	return connect.NewResponse(&reinsv1.GetSandboxResponse{Sandbox: &reinsv1.Sandbox{
+		Id: req.Msg.Id, State: reinsv1.SandboxState_SANDBOX_STATE_RUNNING}}), nil
+}
+
 // lyingEnvd serves a Handler whose one sandbox is behind the executor
 // watch; it answers a filesystem client of that sandbox.
 func lyingEnvd(t *testing.T, watch func(context.Context, *connect.ServerStream[executorv1.WatchEvent]) error) filesystemconnect.FilesystemClient {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(executorv1connect.NewExecutorHandler(&lyingWatcher{watch: watch}))
+	mux.Handle(reinsv1connect.NewSandboxServiceHandler(oneSandbox{}))
 	ex := httptest.NewServer(mux)
 	t.Cleanup(ex.Close)
 	c := client.NewWithHTTPClient(ex.URL, "reins_test", &http.Client{})
 	h := New(Config{Client: func(string) *client.Client { return c }})
-	h.sandboxFor = func(r *http.Request) (*client.Client, *client.Sandbox, error) { return c, c.Sandbox("sb1"), nil }
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	hc := &http.Client{Transport: headers{rt: http.DefaultTransport, set: map[string]string{SandboxIDHeader: "sb1"}}}
+	hc := &http.Client{Transport: headers{rt: http.DefaultTransport, set: map[string]string{SandboxIDHeader: "sb1", APIKeyHeader: "reins_test"}}}
 	return filesystemconnect.NewFilesystemClient(hc, srv.URL)
 }
 
