@@ -253,8 +253,15 @@ func (c *Client) Sandbox(id string) *Sandbox {
 	wt := c.http.Transport.(withToken)
 	wt.sandbox = id
 	hc := &http.Client{Transport: wt}
-	return &Sandbox{ID: id, c: c, hc: hc, rpc: executorv1connect.NewExecutorClient(hc, c.URL)}
+	return &Sandbox{ID: id, c: c, hc: hc, rpc: executorv1connect.NewExecutorClient(hc, c.URL, connect.WithReadMaxBytes(MaxExecutorAnswer))}
 }
+
+// MaxExecutorAnswer bounds one message read from a sandbox's executor (a
+// unary answer, a stream's message), as the service's own executor client
+// bounds it: a modified executor may send any size, and the service's MCP
+// and E2B front ends read it in the service's memory. The computer's
+// screenshots have their own bound (MaxComputerAnswer).
+const MaxExecutorAnswer = 64 << 20
 
 // Sandbox reaches inside one sandbox through the service.
 type Sandbox struct {
