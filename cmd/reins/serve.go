@@ -23,7 +23,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reinsdev/reins/agent"
-	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/egress"
 	"github.com/reinsdev/reins/egress/boundary"
 	"github.com/reinsdev/reins/egress/egresslog"
@@ -361,19 +360,21 @@ func serve(cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	self := newInProcess()
 	srv := &http.Server{
 		Handler: server.New(server.Over(m), token, log).WithVersion(version).WithTenants(tenants).WithSecrets(secrets).
 			WithNetworks(m).WithExpiries(m).WithSuspender(m).WithSnapshots(m).WithPausers(m).WithHolds(m).WithImages(m).
 			WithTemplates(&template.Builder{Store: templates, Sandboxes: manager.TemplateBuilds{M: m}}).WithEgressLogs(egressLog).WithRuns(&server.Runs{
 			Engine: engine, Store: st, DefaultModel: cfg.DefaultModel,
-		}).WithPorts(ports).WithHandler("/mcp", mcpHandler(ln.Addr(), log)).Handler(),
+		}).WithPorts(ports).WithHandler("/mcp", mcpHandler(self, log)).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		Protocols:         new(http.Protocols),
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
+	self.serve(srv.Handler)
 	if front != nil {
-		if err := front.serve(srv.Handler, cfg.DataDir, e2bDomain(cfg.E2BDomain, ports), log); err != nil {
+		if err := front.serve(self, cfg.DataDir, e2bDomain(cfg.E2BDomain, ports), log); err != nil {
 			return err
 		}
 	}
@@ -393,6 +394,7 @@ func serve(cfg serveConfig) error {
 	if front != nil {
 		front.shutdown(sctx)
 	}
+	self.shutdown(sctx)
 	<-poolDone
 	m.Close()
 	return nil
@@ -570,28 +572,13 @@ func noteRunSandbox(eng *atomic.Pointer[agent.Engine]) func(manager.LifecycleEve
 }
 
 // mcpHandler serves MCP's streamable HTTP transport at /mcp: each session's
-// tools call this service's own API on its listener, with the session's
+// tools call this service's own API through self, with the session's
 // token, so the API's checks hold for them as for any client.
-func mcpHandler(addr net.Addr, log *slog.Logger) http.Handler {
-	self := "http://" + loopback(addr)
+func mcpHandler(self *inProcess, log *slog.Logger) http.Handler {
 	return mcp.NewHTTP(mcp.HTTPConfig{
-		Client:  func(token string) *client.Client { return client.New(self, token) },
+		Client:  self.client,
 		Tenant:  server.RequestTenant,
 		Options: mcp.Options{Version: version},
 		Logger:  log.With("component", "mcp"),
 	})
-}
-
-// loopback is addr with an unspecified host (0.0.0.0, ::) made the
-// loopback address, so that the service can call itself.
-func loopback(addr net.Addr) string {
-	ta, ok := addr.(*net.TCPAddr)
-	if !ok || !ta.IP.IsUnspecified() {
-		return addr.String()
-	}
-	ip := net.IPv4(127, 0, 0, 1)
-	if ta.IP.To4() == nil {
-		ip = net.IPv6loopback
-	}
-	return net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
 }

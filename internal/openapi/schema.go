@@ -58,7 +58,7 @@ func (g *generator) field(fd protoreflect.FieldDescriptor) object {
 		}
 	case fd.IsList():
 		s = obj("type", "array", "items", g.single(fd))
-	case (fd.Message() != nil || fd.HasPresence()) && (fd.ContainingOneof() == nil || fd.ContainingOneof().IsSynthetic()):
+	case (wire.IsMessage(fd) || fd.HasPresence()) && (fd.ContainingOneof() == nil || fd.ContainingOneof().IsSynthetic()):
 		// Unset: null (an unset oneof member is left out instead).
 		s = obj("anyOf", []any{g.single(fd), obj("type", "null")})
 	default:

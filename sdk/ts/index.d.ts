@@ -301,7 +301,10 @@ export interface RunEvent {
 }
 
 export declare class Runs {
-  start(spec: RunSpec): Promise<Run>;
+  /** uploads: files put into the run's sandbox before its first tool
+   * call ({"/workspace/data.csv": data}; a name ending in "/" is a
+   * directory), at most 12 MiB in all. */
+  start(spec: RunSpec, opts?: { uploads?: Record<string, string | Uint8Array> }): Promise<Run>;
   get(id: string): Promise<Run>;
   list(opts?: { statuses?: RunStatus[]; limit?: number }): Promise<Run[]>;
   /** The run's log from afterSeq; with follow (the default) until it finishes. */

@@ -346,13 +346,19 @@ export class Runs {
   }
 
   /** start checks a spec and starts a run; a script given as an object
-   * is sent as its JSON. */
-  async start(spec) {
+   * is sent as its JSON. opts.uploads ({"/workspace/data.csv": bytes or
+   * text; a name ending in "/" a directory}) are put into the run's
+   * sandbox before its first tool call (at most 12 MiB as a tar); the
+   * spec's downloads (paths or globs) come back as the run's artifacts
+   * when it ends (docs/api.md, "Run files"). */
+  async start(spec, opts = {}) {
     const s = { ...spec };
     if (s.script && typeof s.script === "object") s.script = JSON.stringify(s.script);
     if (s.script && !s.model) s.model = "script:inline";
     if (s.network) s.network = encodeSpec({ network: s.network }).network;
-    return decode(await this.r.t.unary(RUN + "Start", { spec: s })).run;
+    const req = { spec: s };
+    if (opts.uploads) req.uploads = toBase64(tar(opts.uploads));
+    return decode(await this.r.t.unary(RUN + "Start", req)).run;
   }
 
   async get(id) {

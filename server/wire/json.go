@@ -117,7 +117,7 @@ func (e *jsonEncoder) message(m protoreflect.Message, depth int) error {
 		e.name(string(fd.Name())) // an identifier: valid UTF-8
 		var err error
 		switch {
-		case !has && fd.Cardinality() != protoreflect.Repeated && (fd.Message() != nil || fd.HasPresence()):
+		case !has && fd.Cardinality() != protoreflect.Repeated && (IsMessage(fd) || fd.HasPresence()):
 			e.buf = append(e.buf, "null"...)
 		default:
 			err = e.field(fd, m.Get(fd), depth)
@@ -445,3 +445,10 @@ const jsonHint = "check each field's type (64-bit integers are numbers or decima
 // (TestHostileJSONDeepNesting holds them to it), so a deeper body is
 // refused before it costs anything.
 const MaxJSONDepth = 64
+
+// IsMessage reports whether fd holds a message (or a group); unset, such
+// a field is null in the JSON shape.
+func IsMessage(fd protoreflect.FieldDescriptor) bool {
+	k := fd.Kind()
+	return k == protoreflect.MessageKind || k == protoreflect.GroupKind
+}

@@ -8,19 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/reinsdev/reins/internal/testenv"
 )
-
-// requireNodeClients fails (under CI) or skips unless the npm clients of
-// test/node are linked at the repository's root.
-func requireNodeClients(t *testing.T, pkg string) {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(repoRoot(), "node_modules", pkg, "package.json")); err != nil {
-		testenv.Missing(t, "the npm package %s is not in node_modules: run sh scripts/node-clients.sh", pkg)
-	}
-	testenv.RequiresBinary(t, "node", "nodejs")
-}
 
 // The unmodified e2b SDK from npm drives reins serve --e2b-addr as a
 // tenant, with its key in the form the SDK's key check accepts: create

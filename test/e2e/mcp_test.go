@@ -9,19 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/reinsdev/reins/internal/testenv"
 )
-
-// requireNodeClients stops a test whose machine lacks Node or the npm
-// clients of test/node (scripts/node-clients.sh links them at the root).
-func requireNodeClients(t *testing.T, pkg string) {
-	t.Helper()
-	testenv.RequiresBinary(t, "node", "nodejs")
-	if _, err := os.Stat(filepath.Join(repoRoot(), "node_modules", pkg, "package.json")); err != nil {
-		testenv.Missing(t, "the npm package %s in node_modules at the repository's root: run sh scripts/node-clients.sh", pkg)
-	}
-}
 
 // runNode runs a script of testdata with Node, env added, and answers its
 // stdout; it fails the test if the script fails.

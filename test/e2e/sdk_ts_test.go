@@ -72,14 +72,3 @@ func nodeTest(t *testing.T, env []string, files ...string) {
 	}
 	t.Logf("%s", out)
 }
-
-// requireNodeClients stops a test whose npm clients (test/node/package.json)
-// are not installed at the repository's root.
-func requireNodeClients(t *testing.T, pkgs ...string) {
-	t.Helper()
-	for _, p := range pkgs {
-		if _, err := os.Stat(filepath.Join(repoRoot(), "node_modules", p, "package.json")); err != nil {
-			testenv.Missing(t, "the npm clients (%s): run sh scripts/node-clients.sh", p)
-		}
-	}
-}

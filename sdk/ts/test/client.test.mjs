@@ -206,6 +206,25 @@ test("runs: start with a script model, follow its events", async () => {
   assert.ok((await r.runs.list({ statuses: ["succeeded"] })).some((x) => x.id === run.id));
 });
 
+test("runs: uploads go in before the first step, downloads come back as artifacts", async () => {
+  const run = await r.runs.start(
+    {
+      task: "summarize the upload",
+      downloads: ["/workspace/out/*.md"],
+      script: { turns: [{ tool_calls: [{ name: "bash", input: { command: "mkdir -p /workspace/out && wc -l < /workspace/in/data.csv > /workspace/out/report.md" } }] }, { text: "done" }] },
+    },
+    { uploads: { "/workspace/in/": "", "/workspace/in/data.csv": "a,b\n1,2\n3,4\n" } },
+  );
+  const done = await r.runs.wait(run.id);
+  assert.equal(done.status, "succeeded");
+  assert.ok(done.spec.uploads.some((u) => u.path === "/workspace/in/data.csv" && Number(u.size) === 12), JSON.stringify(done.spec.uploads));
+  const arts = await r.runs.artifacts(run.id);
+  const report = arts.find((a) => a.name === "/workspace/out/report.md");
+  assert.ok(report && !report.error, JSON.stringify(arts));
+  assert.equal(new TextDecoder().decode(await r.runs.artifact(run.id, report.name)).trim(), "3");
+  await assert.rejects(r.runs.start({ task: "x", script: { turns: [{ text: "no" }] } }, { uploads: { "../escape": "x" } }), TypeError);
+});
+
 test("runs: a cut output's whole text is fetched by its digest", async () => {
   const run = await r.runs.start({
     task: "count",
