@@ -36,15 +36,19 @@ func (h *Handler) routeControl() {
 	m.HandleFunc("POST /v2/sandboxes/{sandboxID}/connect", h.authed(h.connect))
 	m.HandleFunc("GET /sandboxes/{sandboxID}/metrics", h.authed(h.metrics))
 	m.HandleFunc("PUT /sandboxes/{sandboxID}/network", h.authed(h.updateNetwork))
-	m.HandleFunc("/", h.authed(func(w http.ResponseWriter, r *http.Request, _ *client.Client) {
-		writeError(w, http.StatusNotImplemented, fmt.Sprintf("reins does not implement the E2B call %s %.200s (docs/e2b.md lists what it does)", r.Method, r.URL.Path))
+	m.HandleFunc("/", h.authed(func(w http.ResponseWriter, r *http.Request, _ *client.Client) error {
+		return fmt.Errorf("reins does not implement the E2B call %s %.200s (docs/e2b.md lists what it does): %w", r.Method, r.URL.Path, errdefs.ErrUnimplemented)
 	}))
 }
+
+// handler is a control-plane call: it writes its answer, or returns the
+// error authed answers in E2B's shape.
+type handler func(w http.ResponseWriter, r *http.Request, c *client.Client) error
 
 // authed checks the request's API key with reins' API before the
 // handler runs, so that a bad key is answered 401 whatever else is wrong
 // with the request.
-func (h *Handler) authed(next func(http.ResponseWriter, *http.Request, *client.Client)) http.HandlerFunc {
+func (h *Handler) authed(next handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := apiKey(r)
 		if key == "" {
@@ -59,7 +63,9 @@ func (h *Handler) authed(next func(http.ResponseWriter, *http.Request, *client.C
 			fail(w, err)
 			return
 		}
-		next(w, r, c)
+		if err := next(w, r, c); err != nil {
+			fail(w, err)
+		}
 	}
 }
 
@@ -95,6 +101,17 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// sandboxIn reads r's JSON body into body (nil: none read) and finds
+// the caller's sandbox its path names.
+func sandboxIn(w http.ResponseWriter, r *http.Request, c *client.Client, body any) (*reinsv1.Sandbox, error) {
+	if body != nil {
+		if err := readJSON(w, r, body); err != nil {
+			return nil, err
+		}
+	}
+	return lookup(r.Context(), c, r.PathValue("sandboxID"))
+}
+
 // lookup is the caller's sandbox named in the path, not stopped.
 func lookup(ctx context.Context, c *client.Client, id string) (*reinsv1.Sandbox, error) {
 	if !goodID(id) {
@@ -123,23 +140,21 @@ func errStopped(sb *reinsv1.Sandbox) error {
 	return errdefs.WithMessage(errdefs.ErrNotFound, fmt.Sprintf("sandbox %s not found: it stopped (%s); create a new one", sb.Id, why))
 }
 
-func (h *Handler) create(w http.ResponseWriter, r *http.Request, c *client.Client) {
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, c *client.Client) error {
 	var body newSandbox
 	if err := readJSON(w, r, &body); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	spec, err := h.specOf(r.Context(), c, &body)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	sb, err := c.Create(r.Context(), spec, nil)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusCreated, h.reply(sb, apiKey(r)))
+	return nil
 }
 
 // reply is the create, resume and connect reply for sb, with a new
@@ -152,11 +167,10 @@ func (h *Handler) reply(sb *reinsv1.Sandbox, token string) sandboxReply {
 	}
 }
 
-func (h *Handler) get(w http.ResponseWriter, r *http.Request, c *client.Client) {
-	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, c *client.Client) error {
+	sb, err := sandboxIn(w, r, c, nil)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	domain := h.cfg.Domain
 	writeJSON(w, http.StatusOK, sandboxDetail{
@@ -164,64 +178,56 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, c *client.Client) 
 		AllowInternetAccess: allowsInternet(sb.GetSpec().GetNetwork()), Domain: &domain,
 		Lifecycle: lifecycle{OnTimeout: onTimeout(sb)},
 	})
+	return nil
 }
 
-func (h *Handler) kill(w http.ResponseWriter, r *http.Request, c *client.Client) {
+func (h *Handler) kill(w http.ResponseWriter, r *http.Request, c *client.Client) error {
 	id := r.PathValue("sandboxID")
 	if !goodID(id) {
-		fail(w, errNoSandbox(id))
-		return
+		return errNoSandbox(id)
 	}
 	err := c.Delete(r.Context(), id)
 	if errdefs.Kind(err) == errdefs.ErrNotFound {
-		err = errNoSandbox(id)
+		return errNoSandbox(id)
 	}
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, c *client.Client) {
+func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, c *client.Client) error {
 	var body timeoutBody
 	if err := readJSON(w, r, &body); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	ttl, err := timeoutOf(body.Timeout, false)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
-	if _, err := lookup(r.Context(), c, r.PathValue("sandboxID")); err != nil {
-		fail(w, err)
-		return
+	sb, err := sandboxIn(w, r, c, nil)
+	if err != nil {
+		return err
 	}
-	if _, err := c.Extend(r.Context(), r.PathValue("sandboxID"), ttl); err != nil {
-		fail(w, err)
-		return
+	if _, err := c.Extend(r.Context(), sb.Id, ttl); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // pause keeps memory (reins' pause; a backend that cannot, suspends),
 // or with memory false only the files (reins' suspend). A sandbox that
 // is paused already is 409, as E2B answers.
-func (h *Handler) pause(w http.ResponseWriter, r *http.Request, c *client.Client) {
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request, c *client.Client) error {
 	var body pauseBody
-	if err := readJSON(w, r, &body); err != nil {
-		fail(w, err)
-		return
-	}
-	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	sb, err := sandboxIn(w, r, c, &body)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	if !running(sb) {
-		writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %s is paused already", sb.Id))
-		return
+		return fmt.Errorf("sandbox %s is paused already: %w", sb.Id, errdefs.ErrFailedPrecondition)
 	}
 	if body.Memory != nil && !*body.Memory {
 		_, err = c.Suspend(r.Context(), sb.Id)
@@ -229,118 +235,106 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, c *client.Client
 		_, err = c.Pause(r.Context(), sb.Id, true)
 	}
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // resume is the deprecated resume: a running sandbox is 409.
-func (h *Handler) resume(w http.ResponseWriter, r *http.Request, c *client.Client) {
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request, c *client.Client) error {
 	var body timeoutBody
 	if err := readJSON(w, r, &body); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	ttl, err := timeoutOf(body.Timeout, true)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
-	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	sb, err := sandboxIn(w, r, c, nil)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	if running(sb) {
-		writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %s is running: there is nothing to resume", sb.Id))
-		return
+		return fmt.Errorf("sandbox %s is running: there is nothing to resume: %w", sb.Id, errdefs.ErrFailedPrecondition)
 	}
-	if sb, err = c.Resume(r.Context(), sb.Id); err == nil {
-		sb, err = c.Extend(r.Context(), sb.Id, ttl)
+	if sb, err = c.Resume(r.Context(), sb.Id); err != nil {
+		return err
 	}
-	if err != nil {
-		fail(w, err)
-		return
+	if sb, err = c.Extend(r.Context(), sb.Id, ttl); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusCreated, h.reply(sb, apiKey(r)))
+	return nil
 }
 
 // connect resumes a paused sandbox (201) or finds a running one (200),
 // and moves its end to timeout from now if that is later: E2B's connect
 // only extends.
-func (h *Handler) connect(w http.ResponseWriter, r *http.Request, c *client.Client) {
+func (h *Handler) connect(w http.ResponseWriter, r *http.Request, c *client.Client) error {
 	var body timeoutBody
 	if err := readJSON(w, r, &body); err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	var ttl time.Duration
 	if body.Timeout != nil {
 		var err error
 		if ttl, err = timeoutOf(body.Timeout, false); err != nil {
-			fail(w, err)
-			return
+			return err
 		}
 	}
-	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+	sb, err := sandboxIn(w, r, c, nil)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	code := http.StatusOK
 	if !running(sb) {
 		if sb, err = c.Resume(r.Context(), sb.Id); err != nil {
-			fail(w, err)
-			return
+			return err
 		}
 		code = http.StatusCreated
 	}
 	if ttl > 0 && (sb.ExpiresUnixNano == 0 || time.Now().Add(ttl).UnixNano() > sb.ExpiresUnixNano) {
 		if sb, err = c.Extend(r.Context(), sb.Id, ttl); err != nil {
-			fail(w, err)
-			return
+			return err
 		}
 	}
 	writeJSON(w, code, h.reply(sb, apiKey(r)))
+	return nil
 }
 
 // metrics is one sample, now, of what reins measures: memory in use and
 // the limits. A sandbox that is not running has none. reins measures no
 // CPU use nor disk use, which read 0.
-func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, c *client.Client) {
-	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, c *client.Client) error {
+	sb, err := sandboxIn(w, r, c, nil)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
-	q := r.URL.Query()
-	now := time.Now()
-	out := []metric{}
+	now := time.Now().Unix()
 	inRange := true
-	for name, after := range map[string]bool{"start": true, "end": false} {
-		v := q.Get(name)
+	for name, start := range map[string]bool{"start": true, "end": false} {
+		v := r.URL.Query().Get(name)
 		if v == "" {
 			continue
 		}
 		secs, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || secs < 0 {
-			fail(w, fmt.Errorf("%s %.40q: give unix seconds: %w", name, v, errdefs.ErrInvalidArgument))
-			return
+			return fmt.Errorf("%s %.40q: give unix seconds: %w", name, v, errdefs.ErrInvalidArgument)
 		}
-		if after && now.Unix() < secs || !after && now.Unix() > secs {
-			inRange = false
-		}
+		inRange = inRange && (start && now >= secs || !start && now <= secs)
 	}
+	out := []metric{}
 	if running(sb) && inRange {
 		spec := sb.GetSpec()
 		out = append(out, metric{
-			Timestamp: now.UTC().Format(time.RFC3339Nano), TimestampUnix: now.Unix(),
+			Timestamp: time.Unix(now, 0).UTC().Format(time.RFC3339), TimestampUnix: now,
 			CPUCount: listed(sb).CPUCount, MemUsed: int64(sb.MemoryBytes), MemTotal: spec.GetMemoryBytes(),
 			DiskTotal: spec.GetDiskBytes(),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // networkUpdate is PUT /sandboxes/{id}/network's body
@@ -353,21 +347,15 @@ type networkUpdate struct {
 
 // updateNetwork replaces a sandbox's network mode and allowed hosts and
 // addresses (its secrets stay), mapped as at create.
-func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, c *client.Client) {
+func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, c *client.Client) error {
 	var body networkUpdate
-	if err := readJSON(w, r, &body); err != nil {
-		fail(w, err)
-		return
+	sb, err := sandboxIn(w, r, c, &body)
+	if err != nil {
+		return err
 	}
 	n, err := networkOf(body.AllowInternetAccess, &body.networkConfig)
 	if err != nil {
-		fail(w, err)
-		return
-	}
-	sb, err := lookup(r.Context(), c, r.PathValue("sandboxID"))
-	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	_, err = c.UpdateNetwork(r.Context(), &reinsv1.UpdateNetworkRequest{
 		Id: sb.Id, Mode: n.Mode,
@@ -375,8 +363,8 @@ func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, c *clien
 		AllowCidrs: &reinsv1.StringList{Items: n.AllowCidrs},
 	})
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

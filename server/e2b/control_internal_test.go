@@ -56,9 +56,9 @@ func TestNetworkMapping(t *testing.T) {
 	}{
 		{nil, nil, reinsv1.NetworkMode_NETWORK_MODE_OPEN, nil, nil},
 		{&yes, nil, reinsv1.NetworkMode_NETWORK_MODE_OPEN, nil, nil},
-		{&no, nil, reinsv1.NetworkMode_NETWORK_MODE_NONE, nil, nil},
+		{&no, nil, reinsv1.NetworkMode_NETWORK_MODE_EGRESS, nil, nil},
 		{nil, &networkConfig{AllowOut: []string{"example.com"}}, reinsv1.NetworkMode_NETWORK_MODE_OPEN, nil, nil},
-		{nil, &networkConfig{DenyOut: []string{"0.0.0.0/0"}}, reinsv1.NetworkMode_NETWORK_MODE_NONE, nil, nil},
+		{nil, &networkConfig{DenyOut: []string{"0.0.0.0/0"}}, reinsv1.NetworkMode_NETWORK_MODE_EGRESS, nil, nil},
 		{nil, &networkConfig{DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{"*.github.com", "8.8.8.8", "1.1.1.0/24"}},
 			reinsv1.NetworkMode_NETWORK_MODE_EGRESS, []string{"*.github.com"}, []string{"8.8.8.8", "1.1.1.0/24"}},
 		{&no, &networkConfig{AllowOut: []string{"pypi.org"}}, reinsv1.NetworkMode_NETWORK_MODE_EGRESS, []string{"pypi.org"}, nil},

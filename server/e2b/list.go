@@ -127,26 +127,24 @@ func parseListQuery(q url.Values, v2 bool) (listQuery, error) {
 	return lq, nil
 }
 
-func (h *Handler) listV1(w http.ResponseWriter, r *http.Request, c *client.Client) {
-	h.list(w, r, c, false)
+func (h *Handler) listV1(w http.ResponseWriter, r *http.Request, c *client.Client) error {
+	return h.list(w, r, c, false)
 }
 
-func (h *Handler) listV2(w http.ResponseWriter, r *http.Request, c *client.Client) {
-	h.list(w, r, c, true)
+func (h *Handler) listV2(w http.ResponseWriter, r *http.Request, c *client.Client) error {
+	return h.list(w, r, c, true)
 }
 
 // list answers the caller's sandboxes that have not stopped, newest
 // first unless asked, a page at a time (X-Next-Token) for v2.
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *client.Client, v2 bool) {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *client.Client, v2 bool) error {
 	lq, err := parseListQuery(r.URL.Query(), v2)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	all, err := c.List(r.Context(), lq.metadata)
 	if err != nil {
-		fail(w, err)
-		return
+		return err
 	}
 	var sbs []*reinsv1.Sandbox
 	running := 0
@@ -191,6 +189,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *client.Client,
 		out = append(out, listed(sb))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func cmpCursor(a, b cursor) int {

@@ -192,9 +192,9 @@ func (h *Handler) specOf(ctx context.Context, c *client.Client, b *newSandbox) (
 }
 
 // networkOf maps allow_internet_access and network onto reins' modes:
-// E2B's default (the internet) is open; no internet is none; denyOut
-// 0.0.0.0/0 (or no internet) with allowOut is egress to the hosts and
-// addresses allowed. reins cannot deny some addresses and allow the rest.
+// E2B's default (the internet) is open; no internet, or denyOut
+// 0.0.0.0/0, is egress to the hosts and addresses of allowOut (none:
+// nothing leaves). reins cannot deny some addresses and allow the rest.
 func networkOf(internet *bool, n *networkConfig) (*reinsv1.Network, error) {
 	closed := internet != nil && !*internet
 	var allowHosts, allowCIDRs []string
@@ -224,11 +224,10 @@ func networkOf(internet *bool, n *networkConfig) (*reinsv1.Network, error) {
 			}
 		}
 	}
-	switch {
-	case !closed:
+	if !closed {
 		return &reinsv1.Network{Mode: reinsv1.NetworkMode_NETWORK_MODE_OPEN}, nil
-	case len(allowHosts)+len(allowCIDRs) == 0:
-		return &reinsv1.Network{Mode: reinsv1.NetworkMode_NETWORK_MODE_NONE}, nil
 	}
+	// Egress with nothing allowed, not none: a sandbox made with none
+	// has no interface, and E2B lets the internet be opened later.
 	return &reinsv1.Network{Mode: reinsv1.NetworkMode_NETWORK_MODE_EGRESS, AllowHosts: allowHosts, AllowCidrs: allowCIDRs}, nil
 }

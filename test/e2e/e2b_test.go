@@ -24,9 +24,13 @@ func requireNodeClients(t *testing.T, pkg string) {
 
 // The unmodified e2b SDK from npm drives reins serve --e2b-addr as a
 // tenant, with its key in the form the SDK's key check accepts: create
-// with metadata, envs and a timeout, getInfo, setTimeout, list with a
-// metadata filter and paging, metrics, getHost, a call reins does not
-// implement, pause, connect, kill and what a killed sandbox answers
+// with metadata, envs and a timeout, getInfo, setTimeout, updateNetwork,
+// list with a metadata filter and paging, metrics, getHost, a call reins
+// does not implement; commands with streaming callbacks, exit codes and
+// CommandExitError, files (write, read, list, exists, makeDir, rename,
+// remove), a background command listed and killed, a server in the
+// sandbox reached through getHost and the port proxy; pause, connect
+// (the files kept), kill and what a killed sandbox answers
 // (testdata/e2b/sdk.mjs checks every call).
 func TestE2BSDK(t *testing.T) {
 	requireSandboxes(t)
@@ -42,7 +46,7 @@ func TestE2BSDK(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"E2B_API_URL=http://"+e2bAddr, "E2B_SANDBOX_URL=http://"+e2bAddr,
 		"E2B_API_KEY=e2b_"+strings.TrimPrefix(tok, "reins_"),
-		"REINS_PORT_ADDR="+s.addr, "REINS_TOKEN="+tok, "REINS_E2B_DATA="+e2bData)
+		"REINS_PORT_ADDR="+s.addr, "REINS_TOKEN="+tok)
 	out, err := cmd.CombinedOutput()
 	t.Logf("sdk.mjs:\n%s", out)
 	if err != nil {
@@ -56,6 +60,3 @@ func TestE2BSDK(t *testing.T) {
 		t.Errorf("the startup log does not say where the E2B API listens:\n%s", log)
 	}
 }
-
-// e2bData runs the script's data-plane part (envd's services).
-const e2bData = "1"

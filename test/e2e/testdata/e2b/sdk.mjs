@@ -2,14 +2,12 @@
 // SDK from npm (test/node/package.json pins it), as a user's program
 // would: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY point it at reins.
 // Every call's result is checked; the first that is wrong ends the script
-// with a non-zero exit and what failed. REINS_E2B_DATA=1 runs the data
-// plane's part too (commands, files, ports: envd's services);
-// REINS_PORT_ADDR is reins' API address, where port hosts are served, and
-// REINS_TOKEN the token port URLs need.
+// with a non-zero exit and what failed. REINS_PORT_ADDR is reins' API
+// address, where port hosts are served, and REINS_TOKEN the token port
+// URLs need.
 import http from 'node:http'
 import { AuthenticationError, CommandExitError, Sandbox, SandboxError, SandboxNotFoundError } from 'e2b'
 
-const data = process.env.REINS_E2B_DATA === '1'
 const portAddr = process.env.REINS_PORT_ADDR
 let step = ''
 
@@ -95,6 +93,14 @@ async function main() {
     check(page.length === 1 && !pager.hasNext, `a page of 1 of 1: ${page.length}, hasNext ${pager.hasNext}`)
   })
 
+  await run('updateNetwork', async () => {
+    await sbx.updateNetwork({ allowInternetAccess: false })
+    const info = await sbx.getInfo()
+    check(info.allowInternetAccess === false, `allowInternetAccess after closing it: ${info.allowInternetAccess}`)
+    await sbx.updateNetwork({ allowInternetAccess: true })
+    check((await sbx.getInfo()).allowInternetAccess === true, 'allowInternetAccess after opening it')
+  })
+
   await run('getMetrics', async () => {
     const m = await sbx.getMetrics()
     check(m.length === 1, `${m.length} samples`)
@@ -111,7 +117,7 @@ async function main() {
     check(e.message.includes('501') && e.message.includes('/snapshots'), `message ${e.message}`)
   })
 
-  if (data) await dataPlane()
+  await dataPlane()
 
   await run('pause', async () => {
     check((await sbx.pause()) === true, 'pause of a running sandbox')
@@ -129,10 +135,8 @@ async function main() {
     check(info.state === 'running', `state after connect ${info.state}`)
     const left = info.endAt - Date.now()
     check(left > 890_000, `${left} ms left after connect with 900 s`)
-    if (data) {
-      const r = await again.commands.run('cat /tmp/e2b-marker')
-      check(r.stdout === 'kept\n', `a file written before the pause: ${JSON.stringify(r.stdout)}`)
-    }
+    const r = await again.commands.run('cat /tmp/e2b-marker')
+    check(r.stdout === 'kept\n', `a file written before the pause: ${JSON.stringify(r.stdout)}`)
     sbx = again
   })
 
@@ -187,8 +191,14 @@ async function dataPlane() {
     const list = await sbx.commands.list()
     check(list.some((p) => p.pid === h.pid), `list ${JSON.stringify(list)}`)
     check((await sbx.commands.kill(h.pid)) === true, 'kill')
-    const after = await sbx.commands.list()
-    check(!after.some((p) => p.pid === h.pid), `list after kill ${JSON.stringify(after)}`)
+    // The kill is a signal: the process leaves the list once it is reaped.
+    let after
+    for (let i = 0; i < 50; i++) {
+      after = await sbx.commands.list()
+      if (!after.some((p) => p.pid === h.pid)) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    check(!after.some((p) => p.pid === h.pid), `list 5 s after kill ${JSON.stringify(after)}`)
   })
 
   await run('a server in the sandbox, through getHost and the port proxy', async () => {
