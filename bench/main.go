@@ -20,8 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +43,6 @@ import (
 	"github.com/reinsdev/reins/sandbox/manager"
 	"github.com/reinsdev/reins/sandbox/oci"
 	"github.com/reinsdev/reins/sandbox/rootfs"
-	"github.com/reinsdev/reins/server"
 	"github.com/reinsdev/reins/store"
 	"github.com/reinsdev/reins/store/blob"
 	"github.com/reinsdev/reins/store/sqlite"
@@ -80,7 +77,7 @@ func main() {
 	mib := flag.Int("mib", 100, "MiB moved by the transfer benchmark")
 	executor := flag.String("executor", "bin/reins-executor", "the built executor")
 	shim := flag.String("shim", "bin/reins-shim", "the built sandbox shim (\"\": this program re-executed)")
-	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,idle,loop,steer,ledger,egress,egress-sandbox,gateway,gateway-sandbox,ports,fork,pool,checkpoint,pause,template,workspace,suspend,computer,view,e2b,workload); with -out, only a full run writes the file")
+	only := flag.String("only", "", "run only these steps (comma-separated: create,exec,transfer,unary,idle,loop,steer,ledger,egress,egress-sandbox,gateway,gateway-sandbox,ports,fork,pool,checkpoint,pause,template,workspace,suspend,computer,view,e2b,workload); with -out, only a full run writes the file")
 	flag.Parse()
 	if *only != "" && *out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -only and -out together would write a partial table; drop one")
@@ -162,6 +159,7 @@ func run(out, only, shim string, n, execs, idle, mib int, executorPath string) e
 		{"create", func() error { return b.create(n) }},
 		{"exec", func() error { return b.exec(execs) }},
 		{"transfer", func() error { return b.transfer(mib) }},
+		{"unary", func() error { return b.unary(execs/3, mib) }},
 		{"idle", func() error { return b.idleMemory(idle) }},
 		{"loop", func() error { return b.loop(200, 50, 40) }},
 		{"steer", func() error { return b.steer(5000, 20) }},
@@ -427,11 +425,7 @@ func (b *bench) exec(n int) error {
 		direct = append(direct, time.Since(t0))
 	}
 	throttled := cpuThrottled(rec.ID) - thr0
-	srv := httptest.NewUnstartedServer(server.New(server.Over(b.m), "t", nil).Handler())
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
+	srv := apiServer(b.m)
 	defer srv.Close()
 	sb := client.New(srv.URL, "t").Sandbox(rec.ID)
 	for i := 0; i < n; i++ {
@@ -572,11 +566,7 @@ func (b *bench) transfer(mib int) error {
 	}
 	// The same download through reins serve's API (the service reads the
 	// staged file and streams it).
-	srv := httptest.NewUnstartedServer(server.New(server.Over(b.m), "t", nil).Handler())
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
+	srv := apiServer(b.m)
 	defer srv.Close()
 	t0 = time.Now()
 	apiSum, err := tarFileSHA(func(w io.Writer) error {
@@ -840,14 +830,14 @@ func tarFileSHA(download func(io.Writer) error) (string, error) {
 	if _, err := tr.Next(); err != nil {
 		return "", err
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, tr); err != nil {
+	sum, err := readerSHA(tr)
+	if err != nil {
 		return "", err
 	}
 	if _, err := io.Copy(io.Discard, pr); err != nil {
 		return "", err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sum, nil
 }
 
 func fileSHA(p string) (string, error) {
@@ -856,8 +846,13 @@ func fileSHA(p string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	return readerSHA(f)
+}
+
+// readerSHA is the sha256 of what r yields.
+func readerSHA(r io.Reader) (string, error) {
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, r); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -72,7 +72,7 @@ func (s *Server) Place(ctx context.Context, req *connect.Request[executorv1.Plac
 	if err != nil {
 		return nil, err
 	}
-	n, err := s.fs.Place(src, req.Msg.Path, req.Msg.Mode)
+	n, err := s.fs.Place(src, req.Msg.Path, req.Msg.Mode, req.Msg.FollowLinks)
 	if err != nil {
 		return nil, err
 	}

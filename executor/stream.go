@@ -69,25 +69,33 @@ func (s *Server) WriteStream(ctx context.Context, stream *connect.ClientStream[e
 	}
 	s.memory.begin()
 	defer func() { s.memory.end(w.Size()) }()
+	ended := false
 	for stream.Receive() {
-		m := stream.Msg()
-		if m.GetHeader() != nil {
-			w.Abort()
-			return nil, errdefs.WithMessage(errdefs.ErrInvalidArgument, "the WriteStream stream has a second header; send only data after the first")
+		var err error
+		switch m := stream.Msg().Msg.(type) {
+		case *executorv1.WriteStreamRequest_Data:
+			if ended {
+				err = errdefs.WithMessage(errdefs.ErrInvalidArgument, "the WriteStream stream has data after its end")
+				break
+			}
+			_, err = w.Write(m.Data)
+			putChunk(m.Data)
+		case *executorv1.WriteStreamRequest_End:
+			ended = true
+		default:
+			err = errdefs.WithMessage(errdefs.ErrInvalidArgument, "the WriteStream stream has a second header; send only data after the first")
 		}
-		data := m.GetData()
-		_, err := w.Write(data)
-		putChunk(data)
 		if err != nil {
 			w.Abort()
 			return nil, err
 		}
 	}
-	if err := stream.Err(); err != nil {
+	err = stream.Err()
+	if err == nil && !ended || errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		err = errdefs.WithMessage(errdefs.ErrCanceled, "the write of "+hdr.Path+" was cut before its end; the file is unchanged")
+	}
+	if err != nil {
 		w.Abort()
-		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-			return nil, errdefs.WithMessage(errdefs.ErrCanceled, "the write of "+hdr.Path+" was cut before its end; the file is unchanged")
-		}
 		return nil, err
 	}
 	if err := w.Commit(); err != nil {

@@ -39,12 +39,7 @@ func (s *Server) handleRawFiles(mux *http.ServeMux) {
 const rawBuffer = 1 << 20
 
 func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) {
-	id, p, err := rawTarget(r)
-	if err != nil {
-		s.writeRawError(w, r, err)
-		return
-	}
-	ex, err := s.m.Executor(r.Context(), tenant(r.Context()), id)
+	id, p, ex, err := s.rawTarget(r)
 	if err != nil {
 		s.writeRawError(w, r, err)
 		return
@@ -82,17 +77,11 @@ func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request) {
-	id, p, err := rawTarget(r)
-	if err != nil {
-		s.writeRawError(w, r, err)
-		return
+	id, p, ex, err := s.rawTarget(r)
+	var mode uint32
+	if err == nil {
+		mode, err = rawMode(r.URL.Query().Get("mode"))
 	}
-	mode, err := rawMode(r.URL.Query().Get("mode"))
-	if err != nil {
-		s.writeRawError(w, r, err)
-		return
-	}
-	ex, err := s.m.Executor(r.Context(), tenant(r.Context()), id)
 	if err != nil {
 		s.writeRawError(w, r, err)
 		return
@@ -121,19 +110,24 @@ func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request) {
 	w.Write(b)
 }
 
-// rawTarget is the sandbox and the file a raw file call names.
-func rawTarget(r *http.Request) (id, p string, err error) {
+// rawTarget is the sandbox, its executor and the file a raw file call
+// names. The sandbox is found first, so another tenant's is answered as
+// a missing one whatever else the request says.
+func (s *Server) rawTarget(r *http.Request) (id, p string, ex Executor, err error) {
 	id = r.PathValue("id")
+	if ex, err = s.m.Executor(r.Context(), tenant(r.Context()), id); err != nil {
+		return "", "", nil, err
+	}
 	p = r.URL.Query().Get("path")
 	switch {
 	case p == "":
-		return "", "", errdefs.WithMessage(errdefs.ErrInvalidArgument, "name the file with ?path=/absolute/path/in/the/sandbox")
+		err = errdefs.WithMessage(errdefs.ErrInvalidArgument, "name the file with ?path=/absolute/path/in/the/sandbox")
 	case !path.IsAbs(p):
-		return "", "", errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf("path %.200q is relative: give an absolute path in the sandbox", p))
+		err = errdefs.WithMessage(errdefs.ErrInvalidArgument, fmt.Sprintf("path %.200q is relative: give an absolute path in the sandbox", p))
 	case strings.HasSuffix(p, "/") && p != "/":
-		return "", "", errdefs.WithMessage(errdefs.ErrIsDirectory, fmt.Sprintf("path %.200q ends with /: name a file", p))
+		err = errdefs.WithMessage(errdefs.ErrIsDirectory, fmt.Sprintf("path %.200q ends with \"/\", so it is a directory: name a file", p))
 	}
-	return id, p, nil
+	return id, p, ex, err
 }
 
 // rawMode parses ?mode= (octal permission bits; "" for the default).

@@ -128,7 +128,14 @@ func (s *Server) Handler() http.Handler {
 	s.handleExec(mux)
 	s.handleDownload(mux)
 	s.handleRawFiles(mux)
-	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(s.proxy))
+	jsonCalls := s.executorJSON()
+	mux.Handle("/"+executorv1connect.ExecutorName+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := jsonCalls[r.URL.Path]; ok && isJSON(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.proxy(w, r)
+	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	api := s.auth(mux)
 	// The live view authenticates itself: its page loads without a token

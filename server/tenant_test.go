@@ -570,6 +570,22 @@ func TestIsolation(t *testing.T) {
 	wantKind(t, "Stat through the client with beta's token", err, errdefs.ErrNotFound)
 	_, err = beta.Sandbox(sbx).Computer(ctx, &executorv1.ComputerRequest{Action: "screenshot"})
 	wantKind(t, "Computer through the client with beta's token", err, errdefs.ErrNotFound)
+	// The raw file routes beside the API (rawfile.go).
+	rawCalls := map[string]func(id string) error{
+		"GET /v1/sandboxes/{id}/files": func(id string) error {
+			r, err := beta.Sandbox(id).ReadRaw(ctx, "/etc/hostname")
+			if err == nil {
+				r.Close()
+			}
+			return err
+		},
+		"PUT /v1/sandboxes/{id}/files": func(id string) error {
+			return beta.Sandbox(id).WriteRaw(ctx, "/tmp/x", strings.NewReader("x"), 1)
+		},
+	}
+	for name, call := range rawCalls {
+		sameAsMissing(t, name, call(sbx), call(missingSbx), sbx, missingSbx)
+	}
 
 	// Templates: another tenant's is answered as a missing one, by
 	// every call that names one, and never listed.

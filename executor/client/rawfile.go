@@ -109,7 +109,7 @@ func (c *Client) WriteFileFrom(ctx context.Context, p string, mode uint32, r io.
 	if !ok {
 		return c.writeStream(ctx, p, mode, r)
 	}
-	pr, err := c.rpc.Place(ctx, connect.NewRequest(&executorv1.PlaceRequest{Name: name, Path: p, Mode: mode}))
+	pr, err := c.rpc.Place(ctx, connect.NewRequest(&executorv1.PlaceRequest{Name: name, Path: p, Mode: mode, FollowLinks: true}))
 	if err == nil {
 		if pr.Msg.Size != uint64(n) {
 			return 0, errdefs.WithMessage(errdefs.ErrInternal, fmt.Sprintf("writing %s: wrote %d bytes, the sandbox has %d", p, n, pr.Msg.Size))
@@ -161,6 +161,10 @@ func (c *Client) writeStream(ctx context.Context, p string, mode uint32, r io.Re
 			stream.CloseAndReceive()
 			return 0, fmt.Errorf("reading the bytes to write to %s: %w", p, rerr)
 		}
+	}
+	if err == nil {
+		// The bytes are complete: only now may the executor keep them.
+		err = stream.Send(&executorv1.WriteStreamRequest{Msg: &executorv1.WriteStreamRequest_End{End: true}})
 	}
 	// A Send error (io.EOF) means the executor ended the call: its answer
 	// says why.

@@ -55,9 +55,11 @@ func (f *FS) Link(p, dst string) (fs.FileInfo, error) {
 
 // Place moves the regular file staged (written by the host) to dst,
 // making dst's parents, replacing a file there, owned by the executor's
-// user and with mode's permission bits (0: 0644). It returns the file's
-// size.
-func (f *FS) Place(staged, dst string, mode uint32) (int64, error) {
+// user and with mode's permission bits (0: 0644). With follow, symbolic
+// links at dst's end are followed and their target is replaced (as
+// WriteFile does); without, a link there is replaced. It returns the
+// file's size.
+func (f *FS) Place(staged, dst string, mode uint32, follow bool) (int64, error) {
 	sname, sabs, err := f.resolve(staged)
 	if err != nil {
 		return 0, err
@@ -66,10 +68,27 @@ func (f *FS) Place(staged, dst string, mode uint32) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if follow {
+		var target fs.FileInfo
+		if dname, dabs, target, err = f.followLinks(dname, dabs); err != nil {
+			return 0, err
+		}
+		if target != nil && target.IsDir() {
+			return 0, isDirectory("%s is a directory; a file cannot replace it", dabs)
+		}
+	}
 	if dname == "." {
-		return 0, invalid("the sandbox's root directory cannot be replaced by a file")
+		return 0, isDirectory("/ is the sandbox's root directory; a file cannot replace it")
 	}
 	fi, err := f.tree.Lstat(sname)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The host wrote it, and this view of the directory does not
+		// show it: gVisor caches a directory that a process here has
+		// listed, and misses what the host adds to it after. The
+		// caller sends the bytes over the socket instead.
+		return 0, errdefs.WithMessage(errdefs.ErrFailedPrecondition, fmt.Sprintf(
+			"the staged file %s is not visible inside the sandbox; send it over the socket", sabs))
+	}
 	if err != nil {
 		return 0, pathError(sabs, err)
 	}

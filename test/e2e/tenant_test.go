@@ -381,6 +381,17 @@ func checkTenantIsolationAPI(t *testing.T, s *service, token, sbx, run, missingS
 	wantNotFound(t, "Computer", err)
 	_, err = cl.Sandbox(sbx).Exec(ctx, &executorv1.ExecRequest{Argv: []string{"true"}}, nil)
 	wantNotFound(t, "Exec", err)
+	// The raw file routes beside the API: neither read nor written.
+	readRaw := func(id string) error {
+		r, err := cl.Sandbox(id).ReadRaw(ctx, "/etc/hostname")
+		if err == nil {
+			r.Close()
+		}
+		return err
+	}
+	tenantSameAsMissing(t, "GET /v1/sandboxes/{id}/files", readRaw(sbx), readRaw(missingSbx), sbx, missingSbx)
+	writeRaw := func(id string) error { return cl.Sandbox(id).WriteRaw(ctx, "/tmp/x", strings.NewReader("x"), 1) }
+	tenantSameAsMissing(t, "PUT /v1/sandboxes/{id}/files", writeRaw(sbx), writeRaw(missingSbx), sbx, missingSbx)
 
 	tenantCalls := map[string]func() error{
 		"Create": func() error {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	reinsclient "github.com/reinsdev/reins/client"
+	"github.com/reinsdev/reins/errdefs"
 )
 
 // plain is a caller with no reins code: net/http, JSON, the token.
@@ -235,4 +237,89 @@ func patternSum(n int64) string {
 	h := sha256.New()
 	io.Copy(h, io.LimitReader(&pattern{}, n))
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestExecutorJSON: the executor's unary calls answer a plain JSON caller
+// in the API's JSON form: a range of lines as text, a literal grep, a
+// glob with each path's info, an edit; an error keeps its kind.
+func TestExecutorJSON(t *testing.T) {
+	s := startService(t)
+	sb := s.create("--backend", "gvisor")
+	p := plain{t, s.url, s.token}
+	call := func(method string, body any) (int, map[string]any) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		return p.do(http.MethodPost, "/reins.executor.v1.Executor/"+method, "application/json", bytes.NewReader(b), http.Header{"Reins-Sandbox": {sb}})
+	}
+	s.must("sandbox", "exec", sb, "--", "sh", "-c", "mkdir -p /w/sub && seq 1 100 > /w/n.txt && printf 'a.b\\naxb\\n' > /w/sub/dots.txt")
+
+	code, out := call("ReadLines", map[string]any{"path": "/w/n.txt", "first_line": 10, "max_lines": 3})
+	lines, _ := out["lines"].([]any)
+	if code != 200 || len(lines) != 3 || lines[0].(map[string]any)["text_utf8"] != "10" || lines[2].(map[string]any)["text_utf8"] != "12" {
+		t.Errorf("ReadLines 10-12: %d %v", code, out)
+	}
+	if tl := out["total_lines"]; tl != "100" && tl != 100.0 {
+		t.Errorf("total_lines = %v, want 100", tl)
+	}
+	code, out = call("Grep", map[string]any{"pattern": "a.b", "path": "/w/sub", "literal": true})
+	if m, _ := out["matches"].([]any); code != 200 || len(m) != 1 || m[0].(map[string]any)["text"] != "a.b" {
+		t.Errorf("literal grep of a.b: %d %v", code, out)
+	}
+	code, out = call("Grep", map[string]any{"pattern": "a.b", "path": "/w/sub"})
+	if m, _ := out["matches"].([]any); code != 200 || len(m) != 2 {
+		t.Errorf("regexp grep of a.b: %d %v", code, out)
+	}
+	code, out = call("Glob", map[string]any{"pattern": "/w/**/*.txt", "info": true})
+	entries, _ := out["entries"].([]any)
+	if code != 200 || len(entries) != 2 {
+		t.Fatalf("glob with info: %d %v", code, out)
+	}
+	e0 := entries[0].(map[string]any)
+	if e0["path"] != "/w/n.txt" || e0["type"] != "FILE_TYPE_FILE" || (e0["size"] != "292" && e0["size"] != 292.0) || e0["mtime_unix_nano"] == nil {
+		t.Errorf("glob entry: %v", e0)
+	}
+	code, out = call("EditFile", map[string]any{"path": "/w/sub/dots.txt", "old": "axb", "new": "edited"})
+	if code != 200 || out["replacements"] != 1.0 {
+		t.Errorf("EditFile: %d %v", code, out)
+	}
+	if got := s.must("sandbox", "exec", sb, "--", "cat", "/w/sub/dots.txt"); got != "a.b\nedited\n" {
+		t.Errorf("after the edit: %q", got)
+	}
+	code, out = call("ReadLines", map[string]any{"path": "/w/sub"})
+	if code != 400 || out["code"] != "invalid_argument" || !strings.Contains(out["message"].(string), "is a directory") {
+		t.Errorf("ReadLines of a directory: %d %v", code, out)
+	}
+	code, out = call("Stat", map[string]any{"path": "/w/none"})
+	if code != 404 || out["code"] != "not_found" {
+		t.Errorf("Stat of a missing file: %d %v", code, out)
+	}
+}
+
+// TestRunCommandOOM: a command past a memory-limited sandbox's limit. On
+// runc the kernel kills the hog inside and the sandbox lives: reason
+// oom_killed, exit 137, the kill counted. On gVisor the whole sandbox
+// dies: the call fails saying so (out of memory, exit code 137), never
+// with a bare broken stream.
+func TestRunCommandOOM(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s := startService(t)
+			sb := s.create("--backend", backend, "--memory", "64M")
+			c := reinsclient.New(s.url, s.token)
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			resp, err := c.Sandbox(sb).RunCommand(ctx, &reinsv1.RunCommandRequest{Command: "dd if=/dev/zero of=/dev/null bs=256M count=1"})
+			if err != nil {
+				code, _ := errdefs.ExitCode(err)
+				if backend == "runc" || !errors.Is(err, errdefs.ErrFailedPrecondition) || code != 137 || !strings.Contains(err.Error(), "out of memory") {
+					t.Fatalf("RunCommand of a memory hog: %v (exit code %d)", err, code)
+				}
+				return
+			}
+			if resp.Reason != "oom_killed" || resp.ExitCode != 137 || resp.OomKills < 1 {
+				t.Errorf("RunCommand of a memory hog: %+v, want reason oom_killed, exit 137, oom_kills >= 1", resp)
+			}
+		})
+	}
 }

@@ -2777,9 +2777,12 @@ func (x *ReadLinesResponse) GetBinary() bool {
 }
 
 type Line struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Text          []byte                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"` // without its newline
-	Cut           bool                   `protobuf:"varint,2,opt,name=cut,proto3" json:"cut,omitempty"`  // longer than max_line_bytes, cut there
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Text  []byte                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"` // without its newline
+	Cut   bool                   `protobuf:"varint,2,opt,name=cut,proto3" json:"cut,omitempty"`  // longer than max_line_bytes, cut there
+	// The line as text, invalid UTF-8 replaced: filled by reins serve for
+	// JSON callers (text is base64 there); the executor leaves it empty.
+	TextUtf8      string `protobuf:"bytes,3,opt,name=text_utf8,json=textUtf8,proto3" json:"text_utf8,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2826,6 +2829,13 @@ func (x *Line) GetCut() bool {
 		return x.Cut
 	}
 	return false
+}
+
+func (x *Line) GetTextUtf8() string {
+	if x != nil {
+		return x.TextUtf8
+	}
+	return ""
 }
 
 type WriteFileRequest struct {
@@ -3955,10 +3965,13 @@ func (x *StageResponse) GetMtimeUnixNano() int64 {
 }
 
 type PlaceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`  // as for Stage
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`  // where the file goes
-	Mode          uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"` // permission bits (0: 0644)
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`  // as for Stage
+	Path  string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`  // where the file goes
+	Mode  uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"` // permission bits (0: 0644)
+	// A symbolic link at path is followed, its target replaced (as
+	// WriteFile and WriteStream do); otherwise the link itself is.
+	FollowLinks   bool `protobuf:"varint,4,opt,name=follow_links,json=followLinks,proto3" json:"follow_links,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4012,6 +4025,13 @@ func (x *PlaceRequest) GetMode() uint32 {
 		return x.Mode
 	}
 	return 0
+}
+
+func (x *PlaceRequest) GetFollowLinks() bool {
+	if x != nil {
+		return x.FollowLinks
+	}
+	return false
 }
 
 type PlaceResponse struct {
@@ -4256,6 +4276,7 @@ type WriteStreamRequest struct {
 	//
 	//	*WriteStreamRequest_Header
 	//	*WriteStreamRequest_Data
+	//	*WriteStreamRequest_End
 	Msg           isWriteStreamRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4316,6 +4337,15 @@ func (x *WriteStreamRequest) GetData() []byte {
 	return nil
 }
 
+func (x *WriteStreamRequest) GetEnd() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*WriteStreamRequest_End); ok {
+			return x.End
+		}
+	}
+	return false
+}
+
 type isWriteStreamRequest_Msg interface {
 	isWriteStreamRequest_Msg()
 }
@@ -4328,9 +4358,18 @@ type WriteStreamRequest_Data struct {
 	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
 }
 
+type WriteStreamRequest_End struct {
+	// The last message: the bytes are complete. A stream that ends
+	// without it is a broken one (however cleanly it closed), and
+	// nothing is written.
+	End bool `protobuf:"varint,3,opt,name=end,proto3,oneof"`
+}
+
 func (*WriteStreamRequest_Header) isWriteStreamRequest_Msg() {}
 
 func (*WriteStreamRequest_Data) isWriteStreamRequest_Msg() {}
+
+func (*WriteStreamRequest_End) isWriteStreamRequest_Msg() {}
 
 type WriteStreamHeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4730,10 +4769,11 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\vtotal_lines\x18\x02 \x01(\x04R\n" +
 	"totalLines\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x16\n" +
-	"\x06binary\x18\x04 \x01(\bR\x06binary\",\n" +
+	"\x06binary\x18\x04 \x01(\bR\x06binary\"I\n" +
 	"\x04Line\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\fR\x04text\x12\x10\n" +
-	"\x03cut\x18\x02 \x01(\bR\x03cut\"q\n" +
+	"\x03cut\x18\x02 \x01(\bR\x03cut\x12\x1b\n" +
+	"\ttext_utf8\x18\x03 \x01(\tR\btextUtf8\"q\n" +
 	"\x10WriteFileRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
@@ -4803,11 +4843,12 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\rStageResponse\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12&\n" +
-	"\x0fmtime_unix_nano\x18\x03 \x01(\x03R\rmtimeUnixNano\"J\n" +
+	"\x0fmtime_unix_nano\x18\x03 \x01(\x03R\rmtimeUnixNano\"m\n" +
 	"\fPlaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
-	"\x04mode\x18\x03 \x01(\rR\x04mode\"#\n" +
+	"\x04mode\x18\x03 \x01(\rR\x04mode\x12!\n" +
+	"\ffollow_links\x18\x04 \x01(\bR\vfollowLinks\"#\n" +
 	"\rPlaceResponse\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x04R\x04size\"%\n" +
 	"\x0fDownloadRequest\x12\x12\n" +
@@ -4819,10 +4860,11 @@ const file_reins_executor_v1_executor_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"Y\n" +
 	"\x12ReadStreamResponse\x12/\n" +
 	"\x04info\x18\x01 \x01(\v2\x1b.reins.executor.v1.FileInfoR\x04info\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"q\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x85\x01\n" +
 	"\x12WriteStreamRequest\x12>\n" +
 	"\x06header\x18\x01 \x01(\v2$.reins.executor.v1.WriteStreamHeaderH\x00R\x06header\x12\x14\n" +
-	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x05\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12\x12\n" +
+	"\x03end\x18\x03 \x01(\bH\x00R\x03endB\x05\n" +
 	"\x03msg\"^\n" +
 	"\x11WriteStreamHeader\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
@@ -5086,6 +5128,7 @@ func file_reins_executor_v1_executor_proto_init() {
 	file_reins_executor_v1_executor_proto_msgTypes[68].OneofWrappers = []any{
 		(*WriteStreamRequest_Header)(nil),
 		(*WriteStreamRequest_Data)(nil),
+		(*WriteStreamRequest_End)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
