@@ -537,6 +537,8 @@ func (e *Engine) finish(ctx context.Context, r *run, status runlog.Status, text,
 	if r.st.finished != nil {
 		return
 	}
+	// The downloads, however the run ended, before its sandboxes go.
+	e.saveDownloads(ctx, r)
 	if status != runlog.StatusCancelled {
 		// The files as the run leaves them, for a fork at its end.
 		if err := e.checkpoints(ctx, r, true); err != nil {
@@ -718,6 +720,9 @@ func (e *Engine) OpenArtifact(ctx context.Context, tenant, id, nameOrDigest stri
 		return nil, runlog.Artifact{}, err
 	}
 	for _, a := range arts {
+		if a.Digest == "" {
+			continue // a download that was not saved: its error is in the list
+		}
 		if a.Name == nameOrDigest || a.Digest == nameOrDigest {
 			rc, err := e.cfg.Blobs.Open(ctx, a.Digest)
 			return rc, a, err

@@ -219,6 +219,9 @@ func (e *Engine) createSandbox(ctx context.Context, r *run, name string) (string
 	image := r.st.spec.Sandboxes[name]
 	if existing, ok := strings.CutPrefix(image, AttachPrefix); ok {
 		// A sandbox the user made (and filled) before the run.
+		if err := e.putUploads(ctx, r, name, existing); err != nil {
+			return "", err
+		}
 		return existing, e.append(ctx, r, "", typedEvent{runlog.EventSandboxCreated, runlog.SandboxEvent{Name: name, ID: existing, Image: image}})
 	}
 	if err := e.checkImage(r.tenant, image); err != nil {
@@ -240,6 +243,11 @@ func (e *Engine) createSandbox(ctx context.Context, r *run, name string) (string
 	id, err := e.cfg.Sandboxes.Create(ctx, r.id, name, image)
 	if err != nil {
 		return "", fmt.Errorf("creating sandbox %q (%s): %w", name, image, err)
+	}
+	// Before it is recorded: a crash in between makes another sandbox
+	// (the manager releases the run's unrecorded ones with the run).
+	if err := e.putUploads(ctx, r, name, id); err != nil {
+		return "", err
 	}
 	ev.ID = id
 	return id, e.append(ctx, r, "", typedEvent{runlog.EventSandboxCreated, ev})
@@ -277,6 +285,11 @@ func (e *Engine) replaceSandbox(ctx context.Context, r *run, name, oldID, why st
 		note = "its files could not be restored: it starts from the image " + image
 		if rep.Why != "" {
 			note += " (" + rep.Why + ")"
+		}
+		if err := e.putUploads(ctx, r, name, rep.ID); err != nil {
+			note += "; the run's uploads could not be put into it: " + errdefs.Public(err)
+		} else if len(r.st.spec.Uploads) > 0 && name == r.st.spec.FilesSandbox() {
+			note += ", with the run's uploads"
 		}
 	}
 	if err := e.append(ctx, r, "", typedEvent{runlog.EventSandboxReplaced, runlog.SandboxEvent{Name: name, ID: rep.ID, Previous: oldID,

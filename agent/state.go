@@ -94,7 +94,7 @@ func (s *state) apply(ev store.Event) error {
 			return bad(err)
 		}
 		s.spec, s.created = d.Spec, ev.Time
-		s.messages = []model.Message{{Role: model.RoleUser, Content: []model.Block{{Type: model.BlockText, Text: d.Spec.Task}}}}
+		s.messages = []model.Message{{Role: model.RoleUser, Content: []model.Block{{Type: model.BlockText, Text: d.Spec.Task + uploadsNote(d.Spec)}}}}
 	case runlog.EventModelResponse:
 		var d runlog.ModelResponse
 		if err := json.Unmarshal(ev.Data, &d); err != nil {

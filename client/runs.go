@@ -16,9 +16,16 @@ func (c *Client) runs() reinsv1connect.RunServiceClient {
 
 // StartRun starts an agent run.
 func (c *Client) StartRun(ctx context.Context, spec *reinsv1.RunSpec) (*reinsv1.Run, error) {
+	return c.StartRunWithUploads(ctx, spec, nil)
+}
+
+// StartRunWithUploads starts a run whose sandbox gets the files of the
+// tar archive uploads (names are sandbox paths without the leading "/",
+// at most 12 MiB) before its first step; see RunSpec.uploads.
+func (c *Client) StartRunWithUploads(ctx context.Context, spec *reinsv1.RunSpec, uploads []byte) (*reinsv1.Run, error) {
 	ctx, cancel := unaryDeadline(ctx)
 	defer cancel()
-	resp, err := c.runs().Start(ctx, connect.NewRequest(&reinsv1.StartRunRequest{Spec: spec}))
+	resp, err := c.runs().Start(ctx, connect.NewRequest(&reinsv1.StartRunRequest{Spec: spec, Uploads: uploads}))
 	if err != nil {
 		return nil, c.wrap(err)
 	}

@@ -73,6 +73,10 @@ func TestDesktop(t *testing.T) {
 			t.Errorf("%s was not dropped", p)
 		}
 	}
+	if got := readFile(t, filepath.Join(root, "etc/passwd")); !strings.Contains(got, "\nuser:x:1000:1000:user:/home/user:/bin/bash\n") {
+		t.Errorf("etc/passwd lacks the account user: %q", got)
+	}
+	checkUserHome(t, root)
 	if m, _ := filepath.Glob(filepath.Join(root, "var/lib/apt/lists/*_*")); len(m) != 0 {
 		t.Errorf("%d apt lists left", len(m))
 	}

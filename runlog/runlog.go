@@ -89,6 +89,65 @@ type Spec struct {
 	// a fork is offered the same tools; the computer tool is offered when
 	// it is not empty. A run has at most one screen.
 	Screens map[string]string `json:"screens,omitempty"`
+	// Uploads are what the run's files sandbox (FilesSandbox) gets
+	// before its first tool call, from the tar archive UploadsDigest, and
+	// what the model's first message lists. The service fills both from
+	// the archive a client sends with the run (docs/api.md, "Run files").
+	Uploads       []Upload `json:"uploads,omitempty"`
+	UploadsDigest string   `json:"uploads_digest,omitempty"`
+	// Downloads are absolute paths or globs in the files sandbox whose
+	// regular files are saved as artifacts, named by their paths, when
+	// the run ends, however it ends.
+	Downloads []string `json:"downloads,omitempty"`
+}
+
+// Upload is one file or directory of a run's uploads.
+type Upload struct {
+	Path string `json:"path"` // absolute, inside the sandbox
+	Size int64  `json:"size,omitempty"`
+	Dir  bool   `json:"dir,omitempty"`
+}
+
+// Bounds of a run's files (docs/decisions/0050-runfiles-design.md).
+const (
+	MaxUploadBytes    = 12 << 20  // the tar archive, inline in the start call
+	MaxUploadEntries  = 10000     // files and directories in it
+	MaxDownloadGlobs  = 32        // patterns in Downloads
+	MaxDownloadFiles  = 1000      // files saved at the end
+	MaxDownloadFile   = 256 << 20 // bytes of one file (save_artifact's bound)
+	MaxDownloadTotal  = 1 << 30   // bytes of all of them
+	maxDownloadGlobSz = 4096
+)
+
+// FilesSandbox is the sandbox a run's uploads go into and its downloads
+// come from: its only one, else the one called "default".
+func (s Spec) FilesSandbox() string {
+	if len(s.Sandboxes) == 1 {
+		for n := range s.Sandboxes {
+			return n
+		}
+	}
+	return DefaultSandbox
+}
+
+func (s *Spec) normalizeFiles() error {
+	if len(s.Downloads) > MaxDownloadGlobs {
+		return fmt.Errorf("%d downloads: a run takes at most %d paths or globs: %w", len(s.Downloads), MaxDownloadGlobs, errdefs.ErrInvalidArgument)
+	}
+	for _, d := range s.Downloads {
+		if !strings.HasPrefix(d, "/") || len(d) > maxDownloadGlobSz || strings.ContainsAny(d, "\x00\n") {
+			return fmt.Errorf("download %q: give an absolute path or glob inside the sandbox, e.g. /workspace/*.md: %w", d, errdefs.ErrInvalidArgument)
+		}
+	}
+	if (len(s.Uploads) > 0 || len(s.Downloads) > 0) && s.Agent != "" {
+		return fmt.Errorf("uploads and downloads are for reins' own loop, not yet for agent programs (--agent): copy files with reins sandbox cp: %w", errdefs.ErrInvalidArgument)
+	}
+	if len(s.Uploads) > 0 || len(s.Downloads) > 0 {
+		if _, ok := s.Sandboxes[s.FilesSandbox()]; !ok {
+			return fmt.Errorf("uploads and downloads go to the sandbox %q, which this run lacks: name one of its sandboxes so: %w", DefaultSandbox, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
 }
 
 // DefaultKeepScreenshots is how many screenshots a model is shown when
@@ -205,6 +264,9 @@ func (s *Spec) Normalize() error {
 	if s.CheckpointEvery == nil {
 		n := DefaultCheckpointEvery
 		s.CheckpointEvery = &n
+	}
+	if err := s.normalizeFiles(); err != nil {
+		return err
 	}
 	if n := *s.CheckpointEvery; n < 0 || n > MaxCheckpointEvery {
 		return fmt.Errorf("--checkpoint-every %d: give a number of mutating tool calls from 1 to %d, or 0 for no checkpoints: %w",
@@ -529,6 +591,9 @@ type Artifact struct {
 	Digest string `json:"digest"`
 	Size   int64  `json:"size"`
 	Source string `json:"source,omitempty"` // sandbox:path it came from
+	// Error says why a file the run's downloads named was not saved
+	// (Digest is then empty).
+	Error string `json:"error,omitempty"`
 }
 
 // EventArtifact records an artifact (Artifact).

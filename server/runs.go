@@ -39,6 +39,14 @@ func (r *Runs) Start(ctx context.Context, req *connect.Request[reinsv1.StartRunR
 	if spec.Network, err = normalizeNetwork(ctx, spec.Network); err != nil {
 		return nil, err
 	}
+	// Output only: the service fills them from the archive, and a digest
+	// a client named could be another tenant's blob.
+	spec.Uploads, spec.UploadsDigest = nil, ""
+	if len(req.Msg.Uploads) > 0 {
+		if spec.UploadsDigest, spec.Uploads, err = r.Engine.PutUploads(ctx, req.Msg.Uploads); err != nil {
+			return nil, err
+		}
+	}
 	if err := agent.CheckModelName(spec.Model); err != nil {
 		return nil, err
 	}

@@ -44,6 +44,8 @@ func runCmd() *cobra.Command {
 		network         *networkFlags
 		memory          sizeFlag
 		checkpointEvery int32
+		uploads         []string
+		outDir          string
 	)
 	c := &cobra.Command{
 		Use:   "run [flags] TASK",
@@ -121,6 +123,15 @@ none, each call goes to the provider of its wire as asked.`,
 			if spec.MemoryBytes != 0 && in != "" {
 				return usageError{errors.New("--memory sizes a new sandbox; --in works in one that has its limit already (reins sandbox create --memory)")}
 			}
+			var archive []byte
+			if len(uploads) > 0 {
+				if archive, err = packUploads(uploads); err != nil {
+					return err
+				}
+			}
+			if outDir != "" && len(spec.Downloads) == 0 {
+				return usageError{errors.New("--out is where --download's files go: add --download PATH")}
+			}
 			cl, ctx, cancel, err := dial()
 			if err != nil {
 				return err
@@ -129,7 +140,7 @@ none, each call goes to the provider of its wire as asked.`,
 			if err := prepareImages(ctx, cl, spec.Sandboxes); err != nil {
 				return err
 			}
-			run, err := cl.StartRun(ctx, &spec)
+			run, err := cl.StartRunWithUploads(ctx, &spec, archive)
 			if err != nil {
 				return err
 			}
@@ -140,7 +151,15 @@ none, each call goes to the provider of its wire as asked.`,
 				fmt.Fprintln(c.OutOrStdout(), run.Id)
 				return nil
 			}
-			return watchRun(ctx, cl, run.Id, c.OutOrStdout(), asJSON)
+			err = watchRun(ctx, cl, run.Id, c.OutOrStdout(), asJSON)
+			var ee exitError
+			if len(spec.Downloads) > 0 && (err == nil || errors.As(err, &ee) && ee.code != 130) {
+				// However the run ended, its downloads were saved.
+				if ferr := fetchDownloads(context.Background(), cl, run.Id, cmp.Or(outDir, filepath.Join("reins-out", run.Id)), asJSON); ferr != nil {
+					return ferr
+				}
+			}
+			return err
 		},
 	}
 	f := c.Flags()
@@ -161,6 +180,9 @@ none, each call goes to the provider of its wire as asked.`,
 	f.DurationVar(&timeout, "timeout", 0, "most wall time (default 1h)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the run id and return at once")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object at the end (with --detach: the id)")
+	f.StringArrayVar(&uploads, "upload", nil, "put a local file or directory into the run's sandbox before it starts: LOCAL[:DEST] (DEST default /workspace/NAME; repeatable; 12 MiB in all)")
+	f.StringArrayVar(&spec.Downloads, "download", nil, "bring this sandbox path or glob back when the run ends, however it ends (repeatable; saved as the run's artifacts)")
+	f.StringVar(&outDir, "out", "", "where --download's files go (default ./reins-out/RUN_ID)")
 	network = addNetworkFlags(f, true)
 	return c
 }
@@ -792,16 +814,23 @@ func runsArtifactsCmd() *cobra.Command {
 			}
 			defer cancel()
 			if get != "" {
-				w := c.OutOrStdout()
-				if out != "" && out != "-" {
-					f, err := os.Create(out)
-					if err != nil {
-						return err
-					}
-					defer f.Close()
-					w = f
+				if out == "" || out == "-" {
+					return cl.DownloadArtifact(ctx, args[0], get, c.OutOrStdout())
 				}
-				return cl.DownloadArtifact(ctx, args[0], get, w)
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				status := newStatusLine(os.Stderr)
+				defer status.Done()
+				err = cl.DownloadArtifact(ctx, args[0], get, &progressWriter{w: f, status: status, label: "downloading " + get})
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					os.Remove(out) // no half file left behind
+				}
+				return err
 			}
 			arts, err := cl.Artifacts(ctx, args[0])
 			if err != nil {
@@ -813,7 +842,11 @@ func runsArtifactsCmd() *cobra.Command {
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSIZE\tSOURCE\tDIGEST")
 			for _, a := range arts {
-				fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", a.Name, a.Size, a.Source, a.Digest)
+				digest := a.Digest
+				if a.Error != "" {
+					digest = "not saved: " + a.Error
+				}
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", a.Name, a.Size, a.Source, digest)
 			}
 			return w.Flush()
 		},

@@ -213,7 +213,7 @@ func EventPayload(pb *reinsv1.RunEvent) any {
 		return runlog.Forked{From: d.From, AtSeq: d.AtSeq, Model: d.Model, Message: d.Message, Snapshots: d.Snapshots}
 	case *reinsv1.RunEvent_Artifact:
 		d := p.Artifact
-		return runlog.Artifact{Name: d.Name, Digest: d.Digest, Size: d.Size, Source: d.Source}
+		return runlog.Artifact{Name: d.Name, Digest: d.Digest, Size: d.Size, Source: d.Source, Error: d.Error}
 	case *reinsv1.RunEvent_Egress:
 		d := p.Egress
 		out := runlog.Egress{Sandbox: d.Sandbox, ID: d.Id, AfterSeq: d.AfterSeq, LastSeq: d.LastSeq,
@@ -279,7 +279,11 @@ func Spec(s runlog.Spec) *reinsv1.RunSpec {
 		MaxSteps: int32(s.MaxSteps), MaxCostUsd: s.MaxCost, MaxTokens: s.MaxTokens,
 		TimeoutMs: time.Duration(s.Timeout).Milliseconds(), Tools: s.Tools, Policy: s.Policy, Script: s.Script,
 		Network: Network(s.Network), Agent: s.Agent, MemoryBytes: s.Memory,
-		KeepScreenshots: int32(min(s.KeepScreenshots, math.MaxInt32)), Screens: s.Screens}
+		KeepScreenshots: int32(min(s.KeepScreenshots, math.MaxInt32)), Screens: s.Screens,
+		UploadsDigest: s.UploadsDigest, Downloads: s.Downloads}
+	for _, u := range s.Uploads {
+		p.Uploads = append(p.Uploads, &reinsv1.RunUpload{Path: u.Path, Size: u.Size, Dir: u.Dir})
+	}
 	if s.CheckpointEvery != nil {
 		n := int32(min(*s.CheckpointEvery, math.MaxInt32))
 		p.CheckpointEvery = &n
@@ -299,7 +303,10 @@ func SpecFromProto(p *reinsv1.RunSpec) (runlog.Spec, error) {
 		MaxSteps: int(p.MaxSteps), MaxCost: p.MaxCostUsd, MaxTokens: p.MaxTokens,
 		Timeout: runlog.Duration(time.Duration(p.TimeoutMs) * time.Millisecond), Tools: p.Tools, Policy: p.Policy,
 		Script: p.Script, Network: network, Agent: p.Agent, Memory: p.MemoryBytes,
-		KeepScreenshots: int(p.KeepScreenshots), Screens: p.Screens}
+		KeepScreenshots: int(p.KeepScreenshots), Screens: p.Screens, Downloads: p.Downloads, UploadsDigest: p.UploadsDigest}
+	for _, u := range p.Uploads {
+		s.Uploads = append(s.Uploads, runlog.Upload{Path: u.Path, Size: u.Size, Dir: u.Dir})
+	}
 	if p.CheckpointEvery != nil {
 		n := int(*p.CheckpointEvery)
 		s.CheckpointEvery = &n
@@ -309,5 +316,5 @@ func SpecFromProto(p *reinsv1.RunSpec) (runlog.Spec, error) {
 
 // Artifact converts an artifact's description.
 func Artifact(a runlog.Artifact) *reinsv1.Artifact {
-	return &reinsv1.Artifact{Name: a.Name, Digest: a.Digest, Size: a.Size, Source: a.Source}
+	return &reinsv1.Artifact{Name: a.Name, Digest: a.Digest, Size: a.Size, Source: a.Source, Error: a.Error}
 }

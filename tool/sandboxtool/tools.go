@@ -442,27 +442,51 @@ func runSaveArtifact(ctx context.Context, sb Sandbox, input json.RawMessage) (to
 	if in.Name == "" {
 		in.Name = path.Base(in.Path)
 	}
-	// Streamed into the blob store a range at a time, counting what
-	// arrives (not what the executor says the size is): the service holds
-	// one range, whatever the sandbox sends.
 	if sb.Blobs == nil {
 		return tool.Result{}, errors.New("save_artifact: no blob store for artifacts")
 	}
-	src := &fileRanges{ctx: ctx, sb: sb, path: in.Path}
-	digest, size, err := sb.Blobs.Put(ctx, src)
+	a, err := SaveFile(ctx, sb, in.Path, in.Name)
+	var se *sandboxError
 	switch {
 	case errors.Is(err, errArtifactTooBig):
 		return tool.Result{IsError: true, Text: fmt.Sprintf("%s is over the %d MiB artifact limit", in.Path, maxArtifact>>20)}, nil
-	case src.err != nil:
-		return errResult(src.err)
+	case errors.As(err, &se):
+		return errResult(se.err)
 	case err != nil:
 		return tool.Result{}, err
 	}
-	return tool.Result{Text: fmt.Sprintf("saved %s (%d bytes) as artifact %q", in.Path, size, in.Name),
-		Artifacts: []tool.Artifact{{Name: in.Name, Digest: digest, Size: size, Source: sb.Name + ":" + in.Path}}}, nil
+	return tool.Result{Text: fmt.Sprintf("saved %s (%d bytes) as artifact %q", in.Path, a.Size, in.Name),
+		Artifacts: []tool.Artifact{a}}, nil
 }
 
-var errArtifactTooBig = errors.New("artifact too big")
+// SaveFile streams the sandbox file p into sb.Blobs as the artifact
+// name, a range at a time through the executor, counting what arrives
+// (not what the executor says the size is): the service holds one range,
+// whatever the sandbox sends, and at most 256 MiB in all. A file over
+// that is an error of kind too large; a failure of the executor's is
+// returned as it came.
+func SaveFile(ctx context.Context, sb Sandbox, p, name string) (tool.Artifact, error) {
+	src := &fileRanges{ctx: ctx, sb: sb, path: p}
+	digest, size, err := sb.Blobs.Put(ctx, src)
+	switch {
+	case errors.Is(err, errArtifactTooBig):
+		return tool.Artifact{}, errArtifactTooBig // not the blob store's wrapping
+	case src.err != nil:
+		return tool.Artifact{}, &sandboxError{src.err}
+	case err != nil:
+		return tool.Artifact{}, err
+	}
+	return tool.Artifact{Name: name, Digest: digest, Size: size, Source: sb.Name + ":" + p}, nil
+}
+
+var errArtifactTooBig = errdefs.WithMessage(errdefs.ErrTooLarge,
+	fmt.Sprintf("the file is over the %d MiB an artifact may be: not saved", maxArtifact>>20))
+
+// sandboxError is a failure of the executor's while a file was read.
+type sandboxError struct{ err error }
+
+func (e *sandboxError) Error() string { return e.err.Error() }
+func (e *sandboxError) Unwrap() error { return e.err }
 
 // fileRanges reads a sandbox file through ReadFile ranges, as an
 // io.Reader of at most maxArtifact bytes. err keeps a failure of the

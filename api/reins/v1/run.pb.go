@@ -421,7 +421,19 @@ type RunSpec struct {
 	// screens names the run's sandbox that has a display and its size
 	// ("1280x800"). Output only: the service fills it when the run starts,
 	// from the images; the computer tool is offered when it is set.
-	Screens       map[string]string `protobuf:"bytes,17,rep,name=screens,proto3" json:"screens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Screens map[string]string `protobuf:"bytes,17,rep,name=screens,proto3" json:"screens,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// uploads lists the files and directories put into the run's sandbox
+	// (its only one, or "default") before its first tool call, and named
+	// to the model in its first message. Output only: the service fills it
+	// from StartRunRequest.uploads (docs/api.md, "Run files").
+	Uploads []*RunUpload `protobuf:"bytes,18,rep,name=uploads,proto3" json:"uploads,omitempty"`
+	// uploads_digest is the blob of the uploaded tar archive (output only).
+	UploadsDigest string `protobuf:"bytes,19,opt,name=uploads_digest,json=uploadsDigest,proto3" json:"uploads_digest,omitempty"`
+	// downloads are absolute paths or globs inside the run's sandbox whose
+	// regular files are saved as run artifacts, named by their path, when
+	// the run ends, however it ends (at most 32 patterns, 1000 files,
+	// 256 MiB a file, 1 GiB in all).
+	Downloads     []string `protobuf:"bytes,20,rep,name=downloads,proto3" json:"downloads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -575,6 +587,88 @@ func (x *RunSpec) GetScreens() map[string]string {
 	return nil
 }
 
+func (x *RunSpec) GetUploads() []*RunUpload {
+	if x != nil {
+		return x.Uploads
+	}
+	return nil
+}
+
+func (x *RunSpec) GetUploadsDigest() string {
+	if x != nil {
+		return x.UploadsDigest
+	}
+	return ""
+}
+
+func (x *RunSpec) GetDownloads() []string {
+	if x != nil {
+		return x.Downloads
+	}
+	return nil
+}
+
+// RunUpload is one entry of a run's uploads.
+type RunUpload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`  // absolute, inside the sandbox
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"` // bytes (0 for a directory)
+	Dir           bool                   `protobuf:"varint,3,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunUpload) Reset() {
+	*x = RunUpload{}
+	mi := &file_reins_v1_run_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunUpload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunUpload) ProtoMessage() {}
+
+func (x *RunUpload) ProtoReflect() protoreflect.Message {
+	mi := &file_reins_v1_run_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunUpload.ProtoReflect.Descriptor instead.
+func (*RunUpload) Descriptor() ([]byte, []int) {
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RunUpload) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RunUpload) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *RunUpload) GetDir() bool {
+	if x != nil {
+		return x.Dir
+	}
+	return false
+}
+
 type Usage struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	InputTokens      int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
@@ -587,7 +681,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_reins_v1_run_proto_msgTypes[1]
+	mi := &file_reins_v1_run_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +693,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[1]
+	mi := &file_reins_v1_run_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +706,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{1}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -664,7 +758,7 @@ type Run struct {
 
 func (x *Run) Reset() {
 	*x = Run{}
-	mi := &file_reins_v1_run_proto_msgTypes[2]
+	mi := &file_reins_v1_run_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +770,7 @@ func (x *Run) String() string {
 func (*Run) ProtoMessage() {}
 
 func (x *Run) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[2]
+	mi := &file_reins_v1_run_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +783,7 @@ func (x *Run) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Run.ProtoReflect.Descriptor instead.
 func (*Run) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Run) GetId() string {
@@ -796,7 +890,7 @@ type PendingCall struct {
 
 func (x *PendingCall) Reset() {
 	*x = PendingCall{}
-	mi := &file_reins_v1_run_proto_msgTypes[3]
+	mi := &file_reins_v1_run_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +902,7 @@ func (x *PendingCall) String() string {
 func (*PendingCall) ProtoMessage() {}
 
 func (x *PendingCall) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[3]
+	mi := &file_reins_v1_run_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +915,7 @@ func (x *PendingCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingCall.ProtoReflect.Descriptor instead.
 func (*PendingCall) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PendingCall) GetCallId() string {
@@ -895,7 +989,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_reins_v1_run_proto_msgTypes[4]
+	mi := &file_reins_v1_run_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1001,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[4]
+	mi := &file_reins_v1_run_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1014,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunEvent) GetRunId() string {
@@ -1236,7 +1330,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1342,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[5]
+	mi := &file_reins_v1_run_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1355,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Checkpoint) GetSandbox() string {
@@ -1337,7 +1431,7 @@ type AgentProgram struct {
 
 func (x *AgentProgram) Reset() {
 	*x = AgentProgram{}
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1443,7 @@ func (x *AgentProgram) String() string {
 func (*AgentProgram) ProtoMessage() {}
 
 func (x *AgentProgram) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[6]
+	mi := &file_reins_v1_run_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1456,7 @@ func (x *AgentProgram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentProgram.ProtoReflect.Descriptor instead.
 func (*AgentProgram) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentProgram) GetSandbox() string {
@@ -1426,7 +1520,7 @@ type Egress struct {
 
 func (x *Egress) Reset() {
 	*x = Egress{}
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1532,7 @@ func (x *Egress) String() string {
 func (*Egress) ProtoMessage() {}
 
 func (x *Egress) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[7]
+	mi := &file_reins_v1_run_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1545,7 @@ func (x *Egress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Egress.ProtoReflect.Descriptor instead.
 func (*Egress) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{7}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Egress) GetSandbox() string {
@@ -1513,7 +1607,7 @@ type RunCreated struct {
 
 func (x *RunCreated) Reset() {
 	*x = RunCreated{}
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1619,7 @@ func (x *RunCreated) String() string {
 func (*RunCreated) ProtoMessage() {}
 
 func (x *RunCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[8]
+	mi := &file_reins_v1_run_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1632,7 @@ func (x *RunCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCreated.ProtoReflect.Descriptor instead.
 func (*RunCreated) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{8}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunCreated) GetSpec() *RunSpec {
@@ -1567,7 +1661,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1673,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[9]
+	mi := &file_reins_v1_run_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1686,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{9}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Block) GetType() BlockType {
@@ -1683,7 +1777,7 @@ type ModelResponse struct {
 
 func (x *ModelResponse) Reset() {
 	*x = ModelResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1789,7 @@ func (x *ModelResponse) String() string {
 func (*ModelResponse) ProtoMessage() {}
 
 func (x *ModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[10]
+	mi := &file_reins_v1_run_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1802,7 @@ func (x *ModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelResponse.ProtoReflect.Descriptor instead.
 func (*ModelResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{10}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ModelResponse) GetStep() int32 {
@@ -1783,7 +1877,7 @@ type GatewayCall struct {
 
 func (x *GatewayCall) Reset() {
 	*x = GatewayCall{}
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1889,7 @@ func (x *GatewayCall) String() string {
 func (*GatewayCall) ProtoMessage() {}
 
 func (x *GatewayCall) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[11]
+	mi := &file_reins_v1_run_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1902,7 @@ func (x *GatewayCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayCall.ProtoReflect.Descriptor instead.
 func (*GatewayCall) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{11}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GatewayCall) GetSandbox() string {
@@ -1909,7 +2003,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2015,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[12]
+	mi := &file_reins_v1_run_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2028,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{12}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolCall) GetStep() int32 {
@@ -1993,7 +2087,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2099,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[13]
+	mi := &file_reins_v1_run_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2112,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{13}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolResult) GetStep() int32 {
@@ -2126,7 +2220,7 @@ type SandboxEvent struct {
 
 func (x *SandboxEvent) Reset() {
 	*x = SandboxEvent{}
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2232,7 @@ func (x *SandboxEvent) String() string {
 func (*SandboxEvent) ProtoMessage() {}
 
 func (x *SandboxEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[14]
+	mi := &file_reins_v1_run_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2245,7 @@ func (x *SandboxEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxEvent.ProtoReflect.Descriptor instead.
 func (*SandboxEvent) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{14}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SandboxEvent) GetName() string {
@@ -2228,7 +2322,7 @@ type Waiting struct {
 
 func (x *Waiting) Reset() {
 	*x = Waiting{}
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2334,7 @@ func (x *Waiting) String() string {
 func (*Waiting) ProtoMessage() {}
 
 func (x *Waiting) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[15]
+	mi := &file_reins_v1_run_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2347,7 @@ func (x *Waiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiting.ProtoReflect.Descriptor instead.
 func (*Waiting) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{15}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Waiting) GetCallId() string {
@@ -2282,7 +2376,7 @@ type HumanAnswer struct {
 
 func (x *HumanAnswer) Reset() {
 	*x = HumanAnswer{}
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2388,7 @@ func (x *HumanAnswer) String() string {
 func (*HumanAnswer) ProtoMessage() {}
 
 func (x *HumanAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[16]
+	mi := &file_reins_v1_run_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2401,7 @@ func (x *HumanAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HumanAnswer.ProtoReflect.Descriptor instead.
 func (*HumanAnswer) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{16}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HumanAnswer) GetCallId() string {
@@ -2341,7 +2435,7 @@ type Note struct {
 
 func (x *Note) Reset() {
 	*x = Note{}
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2447,7 @@ func (x *Note) String() string {
 func (*Note) ProtoMessage() {}
 
 func (x *Note) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[17]
+	mi := &file_reins_v1_run_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2460,7 @@ func (x *Note) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Note.ProtoReflect.Descriptor instead.
 func (*Note) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{17}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Note) GetMessage() string {
@@ -2391,7 +2485,7 @@ type Finished struct {
 
 func (x *Finished) Reset() {
 	*x = Finished{}
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2497,7 @@ func (x *Finished) String() string {
 func (*Finished) ProtoMessage() {}
 
 func (x *Finished) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[18]
+	mi := &file_reins_v1_run_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2510,7 @@ func (x *Finished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finished.ProtoReflect.Descriptor instead.
 func (*Finished) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{18}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Finished) GetStatus() RunStatus {
@@ -2475,7 +2569,7 @@ type PolicyDecision struct {
 
 func (x *PolicyDecision) Reset() {
 	*x = PolicyDecision{}
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2581,7 @@ func (x *PolicyDecision) String() string {
 func (*PolicyDecision) ProtoMessage() {}
 
 func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[19]
+	mi := &file_reins_v1_run_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2594,7 @@ func (x *PolicyDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecision.ProtoReflect.Descriptor instead.
 func (*PolicyDecision) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{19}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PolicyDecision) GetCallId() string {
@@ -2552,7 +2646,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2658,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[20]
+	mi := &file_reins_v1_run_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2671,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{20}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApprovalRequested) GetCallId() string {
@@ -2630,7 +2724,7 @@ type ApprovalDecided struct {
 
 func (x *ApprovalDecided) Reset() {
 	*x = ApprovalDecided{}
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2736,7 @@ func (x *ApprovalDecided) String() string {
 func (*ApprovalDecided) ProtoMessage() {}
 
 func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[21]
+	mi := &file_reins_v1_run_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2749,7 @@ func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
 func (*ApprovalDecided) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{21}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ApprovalDecided) GetCallId() string {
@@ -2717,7 +2811,7 @@ type Forked struct {
 
 func (x *Forked) Reset() {
 	*x = Forked{}
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2823,7 @@ func (x *Forked) String() string {
 func (*Forked) ProtoMessage() {}
 
 func (x *Forked) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[22]
+	mi := &file_reins_v1_run_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2836,7 @@ func (x *Forked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forked.ProtoReflect.Descriptor instead.
 func (*Forked) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{22}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Forked) GetFrom() string {
@@ -2781,15 +2875,20 @@ func (x *Forked) GetSnapshots() map[string]string {
 }
 
 type StartRunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Spec          *RunSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Spec  *RunSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// uploads is a tar archive of files and directories, named by their
+	// absolute paths in the sandbox without the leading "/"
+	// ("workspace/data.csv"), at most 12 MiB; regular files and
+	// directories only. See RunSpec.uploads.
+	Uploads       []byte `protobuf:"bytes,2,opt,name=uploads,proto3" json:"uploads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartRunRequest) Reset() {
 	*x = StartRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +2900,7 @@ func (x *StartRunRequest) String() string {
 func (*StartRunRequest) ProtoMessage() {}
 
 func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[23]
+	mi := &file_reins_v1_run_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,12 +2913,19 @@ func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunRequest.ProtoReflect.Descriptor instead.
 func (*StartRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{23}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StartRunRequest) GetSpec() *RunSpec {
 	if x != nil {
 		return x.Spec
+	}
+	return nil
+}
+
+func (x *StartRunRequest) GetUploads() []byte {
+	if x != nil {
+		return x.Uploads
 	}
 	return nil
 }
@@ -2833,7 +2939,7 @@ type StartRunResponse struct {
 
 func (x *StartRunResponse) Reset() {
 	*x = StartRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +2951,7 @@ func (x *StartRunResponse) String() string {
 func (*StartRunResponse) ProtoMessage() {}
 
 func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[24]
+	mi := &file_reins_v1_run_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +2964,7 @@ func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunResponse.ProtoReflect.Descriptor instead.
 func (*StartRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{24}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StartRunResponse) GetRun() *Run {
@@ -2877,7 +2983,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +2995,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[25]
+	mi := &file_reins_v1_run_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3008,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{25}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetRunRequest) GetId() string {
@@ -2921,7 +3027,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3039,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[26]
+	mi := &file_reins_v1_run_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3052,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{26}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -2966,7 +3072,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +3084,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[27]
+	mi := &file_reins_v1_run_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +3097,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{27}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListRunsRequest) GetStatuses() []RunStatus {
@@ -3017,7 +3123,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3135,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[28]
+	mi := &file_reins_v1_run_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3148,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{28}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -3063,7 +3169,7 @@ type RunEventsRequest struct {
 
 func (x *RunEventsRequest) Reset() {
 	*x = RunEventsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3075,7 +3181,7 @@ func (x *RunEventsRequest) String() string {
 func (*RunEventsRequest) ProtoMessage() {}
 
 func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[29]
+	mi := &file_reins_v1_run_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3088,7 +3194,7 @@ func (x *RunEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEventsRequest.ProtoReflect.Descriptor instead.
 func (*RunEventsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{29}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RunEventsRequest) GetId() string {
@@ -3121,7 +3227,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3239,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[30]
+	mi := &file_reins_v1_run_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3252,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{30}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelRunRequest) GetId() string {
@@ -3164,7 +3270,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3282,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[31]
+	mi := &file_reins_v1_run_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3295,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{31}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
 }
 
 type AnswerRunRequest struct {
@@ -3202,7 +3308,7 @@ type AnswerRunRequest struct {
 
 func (x *AnswerRunRequest) Reset() {
 	*x = AnswerRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3320,7 @@ func (x *AnswerRunRequest) String() string {
 func (*AnswerRunRequest) ProtoMessage() {}
 
 func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[32]
+	mi := &file_reins_v1_run_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3227,7 +3333,7 @@ func (x *AnswerRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{32}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AnswerRunRequest) GetId() string {
@@ -3252,7 +3358,7 @@ type AnswerRunResponse struct {
 
 func (x *AnswerRunResponse) Reset() {
 	*x = AnswerRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3264,7 +3370,7 @@ func (x *AnswerRunResponse) String() string {
 func (*AnswerRunResponse) ProtoMessage() {}
 
 func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[33]
+	mi := &file_reins_v1_run_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3277,23 +3383,26 @@ func (x *AnswerRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRunResponse.ProtoReflect.Descriptor instead.
 func (*AnswerRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{33}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
 }
 
 // Artifact is a file a run saved out of a sandbox (or a large output).
 type Artifact struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Digest        string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
-	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Source        string                 `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"` // sandbox:path it came from
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Digest string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	Size   int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Source string                 `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"` // sandbox:path it came from
+	// error says why a file of RunSpec.downloads was not saved (digest
+	// and size are then empty).
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3414,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[34]
+	mi := &file_reins_v1_run_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3427,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{34}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Artifact) GetName() string {
@@ -3349,6 +3458,13 @@ func (x *Artifact) GetSource() string {
 	return ""
 }
 
+func (x *Artifact) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type ListArtifactsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -3358,7 +3474,7 @@ type ListArtifactsRequest struct {
 
 func (x *ListArtifactsRequest) Reset() {
 	*x = ListArtifactsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[35]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3486,7 @@ func (x *ListArtifactsRequest) String() string {
 func (*ListArtifactsRequest) ProtoMessage() {}
 
 func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[35]
+	mi := &file_reins_v1_run_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3499,7 @@ func (x *ListArtifactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsRequest.ProtoReflect.Descriptor instead.
 func (*ListArtifactsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{35}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListArtifactsRequest) GetId() string {
@@ -3402,7 +3518,7 @@ type ListArtifactsResponse struct {
 
 func (x *ListArtifactsResponse) Reset() {
 	*x = ListArtifactsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[36]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3530,7 @@ func (x *ListArtifactsResponse) String() string {
 func (*ListArtifactsResponse) ProtoMessage() {}
 
 func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[36]
+	mi := &file_reins_v1_run_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3543,7 @@ func (x *ListArtifactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListArtifactsResponse.ProtoReflect.Descriptor instead.
 func (*ListArtifactsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{36}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListArtifactsResponse) GetArtifacts() []*Artifact {
@@ -3447,7 +3563,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[37]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3459,7 +3575,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[37]
+	mi := &file_reins_v1_run_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3472,7 +3588,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{37}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetArtifactRequest) GetId() string {
@@ -3498,7 +3614,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[38]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3626,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[38]
+	mi := &file_reins_v1_run_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3639,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{38}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetArtifactResponse) GetData() []byte {
@@ -3545,7 +3661,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[39]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3673,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[39]
+	mi := &file_reins_v1_run_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3686,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{39}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ApproveRequest) GetId() string {
@@ -3609,7 +3725,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[40]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3737,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[40]
+	mi := &file_reins_v1_run_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3750,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{40}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{41}
 }
 
 type DenyRequest struct {
@@ -3648,7 +3764,7 @@ type DenyRequest struct {
 
 func (x *DenyRequest) Reset() {
 	*x = DenyRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[41]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3660,7 +3776,7 @@ func (x *DenyRequest) String() string {
 func (*DenyRequest) ProtoMessage() {}
 
 func (x *DenyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[41]
+	mi := &file_reins_v1_run_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3673,7 +3789,7 @@ func (x *DenyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
 func (*DenyRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{41}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DenyRequest) GetId() string {
@@ -3705,7 +3821,7 @@ type DenyResponse struct {
 
 func (x *DenyResponse) Reset() {
 	*x = DenyResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[42]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3717,7 +3833,7 @@ func (x *DenyResponse) String() string {
 func (*DenyResponse) ProtoMessage() {}
 
 func (x *DenyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[42]
+	mi := &file_reins_v1_run_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3730,7 +3846,7 @@ func (x *DenyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
 func (*DenyResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{42}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{43}
 }
 
 type PauseRunRequest struct {
@@ -3742,7 +3858,7 @@ type PauseRunRequest struct {
 
 func (x *PauseRunRequest) Reset() {
 	*x = PauseRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[43]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3754,7 +3870,7 @@ func (x *PauseRunRequest) String() string {
 func (*PauseRunRequest) ProtoMessage() {}
 
 func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[43]
+	mi := &file_reins_v1_run_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3767,7 +3883,7 @@ func (x *PauseRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunRequest.ProtoReflect.Descriptor instead.
 func (*PauseRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{43}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PauseRunRequest) GetId() string {
@@ -3785,7 +3901,7 @@ type PauseRunResponse struct {
 
 func (x *PauseRunResponse) Reset() {
 	*x = PauseRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[44]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3797,7 +3913,7 @@ func (x *PauseRunResponse) String() string {
 func (*PauseRunResponse) ProtoMessage() {}
 
 func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[44]
+	mi := &file_reins_v1_run_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3810,7 +3926,7 @@ func (x *PauseRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRunResponse.ProtoReflect.Descriptor instead.
 func (*PauseRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{44}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{45}
 }
 
 type ResumeRunRequest struct {
@@ -3822,7 +3938,7 @@ type ResumeRunRequest struct {
 
 func (x *ResumeRunRequest) Reset() {
 	*x = ResumeRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[45]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +3950,7 @@ func (x *ResumeRunRequest) String() string {
 func (*ResumeRunRequest) ProtoMessage() {}
 
 func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[45]
+	mi := &file_reins_v1_run_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +3963,7 @@ func (x *ResumeRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{45}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResumeRunRequest) GetId() string {
@@ -3865,7 +3981,7 @@ type ResumeRunResponse struct {
 
 func (x *ResumeRunResponse) Reset() {
 	*x = ResumeRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[46]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +3993,7 @@ func (x *ResumeRunResponse) String() string {
 func (*ResumeRunResponse) ProtoMessage() {}
 
 func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[46]
+	mi := &file_reins_v1_run_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +4006,7 @@ func (x *ResumeRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRunResponse.ProtoReflect.Descriptor instead.
 func (*ResumeRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{46}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{47}
 }
 
 type ForkRunRequest struct {
@@ -3905,7 +4021,7 @@ type ForkRunRequest struct {
 
 func (x *ForkRunRequest) Reset() {
 	*x = ForkRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[47]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4033,7 @@ func (x *ForkRunRequest) String() string {
 func (*ForkRunRequest) ProtoMessage() {}
 
 func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[47]
+	mi := &file_reins_v1_run_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +4046,7 @@ func (x *ForkRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunRequest.ProtoReflect.Descriptor instead.
 func (*ForkRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{47}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ForkRunRequest) GetId() string {
@@ -3970,7 +4086,7 @@ type ForkRunResponse struct {
 
 func (x *ForkRunResponse) Reset() {
 	*x = ForkRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[48]
+	mi := &file_reins_v1_run_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3982,7 +4098,7 @@ func (x *ForkRunResponse) String() string {
 func (*ForkRunResponse) ProtoMessage() {}
 
 func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[48]
+	mi := &file_reins_v1_run_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3995,7 +4111,7 @@ func (x *ForkRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkRunResponse.ProtoReflect.Descriptor instead.
 func (*ForkRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{48}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ForkRunResponse) GetRun() *Run {
@@ -4014,7 +4130,7 @@ type VerifyRunRequest struct {
 
 func (x *VerifyRunRequest) Reset() {
 	*x = VerifyRunRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[49]
+	mi := &file_reins_v1_run_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4026,7 +4142,7 @@ func (x *VerifyRunRequest) String() string {
 func (*VerifyRunRequest) ProtoMessage() {}
 
 func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[49]
+	mi := &file_reins_v1_run_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4039,7 +4155,7 @@ func (x *VerifyRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRunRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{49}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *VerifyRunRequest) GetId() string {
@@ -4058,7 +4174,7 @@ type VerifyRunResponse struct {
 
 func (x *VerifyRunResponse) Reset() {
 	*x = VerifyRunResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[50]
+	mi := &file_reins_v1_run_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4070,7 +4186,7 @@ func (x *VerifyRunResponse) String() string {
 func (*VerifyRunResponse) ProtoMessage() {}
 
 func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[50]
+	mi := &file_reins_v1_run_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4083,7 +4199,7 @@ func (x *VerifyRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRunResponse.ProtoReflect.Descriptor instead.
 func (*VerifyRunResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{50}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *VerifyRunResponse) GetRun() *Run {
@@ -4103,7 +4219,7 @@ type CompareRunsRequest struct {
 
 func (x *CompareRunsRequest) Reset() {
 	*x = CompareRunsRequest{}
-	mi := &file_reins_v1_run_proto_msgTypes[51]
+	mi := &file_reins_v1_run_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4115,7 +4231,7 @@ func (x *CompareRunsRequest) String() string {
 func (*CompareRunsRequest) ProtoMessage() {}
 
 func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[51]
+	mi := &file_reins_v1_run_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4128,7 +4244,7 @@ func (x *CompareRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsRequest.ProtoReflect.Descriptor instead.
 func (*CompareRunsRequest) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{51}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CompareRunsRequest) GetRecorded() string {
@@ -4159,7 +4275,7 @@ type CompareRunsResponse struct {
 
 func (x *CompareRunsResponse) Reset() {
 	*x = CompareRunsResponse{}
-	mi := &file_reins_v1_run_proto_msgTypes[52]
+	mi := &file_reins_v1_run_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4171,7 +4287,7 @@ func (x *CompareRunsResponse) String() string {
 func (*CompareRunsResponse) ProtoMessage() {}
 
 func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_reins_v1_run_proto_msgTypes[52]
+	mi := &file_reins_v1_run_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4184,7 +4300,7 @@ func (x *CompareRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRunsResponse.ProtoReflect.Descriptor instead.
 func (*CompareRunsResponse) Descriptor() ([]byte, []int) {
-	return file_reins_v1_run_proto_rawDescGZIP(), []int{52}
+	return file_reins_v1_run_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CompareRunsResponse) GetSame() bool {
@@ -4233,7 +4349,7 @@ var File_reins_v1_run_proto protoreflect.FileDescriptor
 
 const file_reins_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x12reins/v1/run.proto\x12\breins.v1\x1a\x16reins/v1/sandbox.proto\"\xd8\x05\n" +
+	"\x12reins/v1/run.proto\x12\breins.v1\x1a\x16reins/v1/sandbox.proto\"\xcc\x06\n" +
 	"\aRunSpec\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -4255,14 +4371,21 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x0e \x01(\x03R\vmemoryBytes\x12.\n" +
 	"\x10checkpoint_every\x18\x0f \x01(\x05H\x00R\x0fcheckpointEvery\x88\x01\x01\x12)\n" +
 	"\x10keep_screenshots\x18\x10 \x01(\x05R\x0fkeepScreenshots\x128\n" +
-	"\ascreens\x18\x11 \x03(\v2\x1e.reins.v1.RunSpec.ScreensEntryR\ascreens\x1a<\n" +
+	"\ascreens\x18\x11 \x03(\v2\x1e.reins.v1.RunSpec.ScreensEntryR\ascreens\x12-\n" +
+	"\auploads\x18\x12 \x03(\v2\x13.reins.v1.RunUploadR\auploads\x12%\n" +
+	"\x0euploads_digest\x18\x13 \x01(\tR\ruploadsDigest\x12\x1c\n" +
+	"\tdownloads\x18\x14 \x03(\tR\tdownloads\x1a<\n" +
 	"\x0eSandboxesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fScreensEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x13\n" +
-	"\x11_checkpoint_every\"\xa9\x01\n" +
+	"\x11_checkpoint_every\"E\n" +
+	"\tRunUpload\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x10\n" +
+	"\x03dir\x18\x03 \x01(\bR\x03dir\"\xa9\x01\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
@@ -4467,9 +4590,10 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\tsnapshots\x18\x05 \x03(\v2\x1f.reins.v1.Forked.SnapshotsEntryR\tsnapshots\x1a<\n" +
 	"\x0eSnapshotsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"8\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"R\n" +
 	"\x0fStartRunRequest\x12%\n" +
-	"\x04spec\x18\x01 \x01(\v2\x11.reins.v1.RunSpecR\x04spec\"3\n" +
+	"\x04spec\x18\x01 \x01(\v2\x11.reins.v1.RunSpecR\x04spec\x12\x18\n" +
+	"\auploads\x18\x02 \x01(\fR\auploads\"3\n" +
 	"\x10StartRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.reins.v1.RunR\x03run\"\x1f\n" +
 	"\rGetRunRequest\x12\x0e\n" +
@@ -4491,12 +4615,13 @@ const file_reins_v1_run_proto_rawDesc = "" +
 	"\x10AnswerRunRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\x13\n" +
-	"\x11AnswerRunResponse\"b\n" +
+	"\x11AnswerRunResponse\"x\n" +
 	"\bArtifact\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06source\x18\x04 \x01(\tR\x06source\"&\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"&\n" +
 	"\x14ListArtifactsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"I\n" +
 	"\x15ListArtifactsResponse\x120\n" +
@@ -4632,7 +4757,7 @@ func file_reins_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_reins_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_reins_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_reins_v1_run_proto_goTypes = []any{
 	(RunStatus)(0),                // 0: reins.v1.RunStatus
 	(EventType)(0),                // 1: reins.v1.EventType
@@ -4640,148 +4765,150 @@ var file_reins_v1_run_proto_goTypes = []any{
 	(BlockType)(0),                // 3: reins.v1.BlockType
 	(PolicyAction)(0),             // 4: reins.v1.PolicyAction
 	(*RunSpec)(nil),               // 5: reins.v1.RunSpec
-	(*Usage)(nil),                 // 6: reins.v1.Usage
-	(*Run)(nil),                   // 7: reins.v1.Run
-	(*PendingCall)(nil),           // 8: reins.v1.PendingCall
-	(*RunEvent)(nil),              // 9: reins.v1.RunEvent
-	(*Checkpoint)(nil),            // 10: reins.v1.Checkpoint
-	(*AgentProgram)(nil),          // 11: reins.v1.AgentProgram
-	(*Egress)(nil),                // 12: reins.v1.Egress
-	(*RunCreated)(nil),            // 13: reins.v1.RunCreated
-	(*Block)(nil),                 // 14: reins.v1.Block
-	(*ModelResponse)(nil),         // 15: reins.v1.ModelResponse
-	(*GatewayCall)(nil),           // 16: reins.v1.GatewayCall
-	(*ToolCall)(nil),              // 17: reins.v1.ToolCall
-	(*ToolResult)(nil),            // 18: reins.v1.ToolResult
-	(*SandboxEvent)(nil),          // 19: reins.v1.SandboxEvent
-	(*Waiting)(nil),               // 20: reins.v1.Waiting
-	(*HumanAnswer)(nil),           // 21: reins.v1.HumanAnswer
-	(*Note)(nil),                  // 22: reins.v1.Note
-	(*Finished)(nil),              // 23: reins.v1.Finished
-	(*PolicyDecision)(nil),        // 24: reins.v1.PolicyDecision
-	(*ApprovalRequested)(nil),     // 25: reins.v1.ApprovalRequested
-	(*ApprovalDecided)(nil),       // 26: reins.v1.ApprovalDecided
-	(*Forked)(nil),                // 27: reins.v1.Forked
-	(*StartRunRequest)(nil),       // 28: reins.v1.StartRunRequest
-	(*StartRunResponse)(nil),      // 29: reins.v1.StartRunResponse
-	(*GetRunRequest)(nil),         // 30: reins.v1.GetRunRequest
-	(*GetRunResponse)(nil),        // 31: reins.v1.GetRunResponse
-	(*ListRunsRequest)(nil),       // 32: reins.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 33: reins.v1.ListRunsResponse
-	(*RunEventsRequest)(nil),      // 34: reins.v1.RunEventsRequest
-	(*CancelRunRequest)(nil),      // 35: reins.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),     // 36: reins.v1.CancelRunResponse
-	(*AnswerRunRequest)(nil),      // 37: reins.v1.AnswerRunRequest
-	(*AnswerRunResponse)(nil),     // 38: reins.v1.AnswerRunResponse
-	(*Artifact)(nil),              // 39: reins.v1.Artifact
-	(*ListArtifactsRequest)(nil),  // 40: reins.v1.ListArtifactsRequest
-	(*ListArtifactsResponse)(nil), // 41: reins.v1.ListArtifactsResponse
-	(*GetArtifactRequest)(nil),    // 42: reins.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),   // 43: reins.v1.GetArtifactResponse
-	(*ApproveRequest)(nil),        // 44: reins.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 45: reins.v1.ApproveResponse
-	(*DenyRequest)(nil),           // 46: reins.v1.DenyRequest
-	(*DenyResponse)(nil),          // 47: reins.v1.DenyResponse
-	(*PauseRunRequest)(nil),       // 48: reins.v1.PauseRunRequest
-	(*PauseRunResponse)(nil),      // 49: reins.v1.PauseRunResponse
-	(*ResumeRunRequest)(nil),      // 50: reins.v1.ResumeRunRequest
-	(*ResumeRunResponse)(nil),     // 51: reins.v1.ResumeRunResponse
-	(*ForkRunRequest)(nil),        // 52: reins.v1.ForkRunRequest
-	(*ForkRunResponse)(nil),       // 53: reins.v1.ForkRunResponse
-	(*VerifyRunRequest)(nil),      // 54: reins.v1.VerifyRunRequest
-	(*VerifyRunResponse)(nil),     // 55: reins.v1.VerifyRunResponse
-	(*CompareRunsRequest)(nil),    // 56: reins.v1.CompareRunsRequest
-	(*CompareRunsResponse)(nil),   // 57: reins.v1.CompareRunsResponse
-	nil,                           // 58: reins.v1.RunSpec.SandboxesEntry
-	nil,                           // 59: reins.v1.RunSpec.ScreensEntry
-	nil,                           // 60: reins.v1.Run.SandboxesEntry
-	nil,                           // 61: reins.v1.Forked.SnapshotsEntry
-	(*Network)(nil),               // 62: reins.v1.Network
-	(*EgressLogEntry)(nil),        // 63: reins.v1.EgressLogEntry
+	(*RunUpload)(nil),             // 6: reins.v1.RunUpload
+	(*Usage)(nil),                 // 7: reins.v1.Usage
+	(*Run)(nil),                   // 8: reins.v1.Run
+	(*PendingCall)(nil),           // 9: reins.v1.PendingCall
+	(*RunEvent)(nil),              // 10: reins.v1.RunEvent
+	(*Checkpoint)(nil),            // 11: reins.v1.Checkpoint
+	(*AgentProgram)(nil),          // 12: reins.v1.AgentProgram
+	(*Egress)(nil),                // 13: reins.v1.Egress
+	(*RunCreated)(nil),            // 14: reins.v1.RunCreated
+	(*Block)(nil),                 // 15: reins.v1.Block
+	(*ModelResponse)(nil),         // 16: reins.v1.ModelResponse
+	(*GatewayCall)(nil),           // 17: reins.v1.GatewayCall
+	(*ToolCall)(nil),              // 18: reins.v1.ToolCall
+	(*ToolResult)(nil),            // 19: reins.v1.ToolResult
+	(*SandboxEvent)(nil),          // 20: reins.v1.SandboxEvent
+	(*Waiting)(nil),               // 21: reins.v1.Waiting
+	(*HumanAnswer)(nil),           // 22: reins.v1.HumanAnswer
+	(*Note)(nil),                  // 23: reins.v1.Note
+	(*Finished)(nil),              // 24: reins.v1.Finished
+	(*PolicyDecision)(nil),        // 25: reins.v1.PolicyDecision
+	(*ApprovalRequested)(nil),     // 26: reins.v1.ApprovalRequested
+	(*ApprovalDecided)(nil),       // 27: reins.v1.ApprovalDecided
+	(*Forked)(nil),                // 28: reins.v1.Forked
+	(*StartRunRequest)(nil),       // 29: reins.v1.StartRunRequest
+	(*StartRunResponse)(nil),      // 30: reins.v1.StartRunResponse
+	(*GetRunRequest)(nil),         // 31: reins.v1.GetRunRequest
+	(*GetRunResponse)(nil),        // 32: reins.v1.GetRunResponse
+	(*ListRunsRequest)(nil),       // 33: reins.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 34: reins.v1.ListRunsResponse
+	(*RunEventsRequest)(nil),      // 35: reins.v1.RunEventsRequest
+	(*CancelRunRequest)(nil),      // 36: reins.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),     // 37: reins.v1.CancelRunResponse
+	(*AnswerRunRequest)(nil),      // 38: reins.v1.AnswerRunRequest
+	(*AnswerRunResponse)(nil),     // 39: reins.v1.AnswerRunResponse
+	(*Artifact)(nil),              // 40: reins.v1.Artifact
+	(*ListArtifactsRequest)(nil),  // 41: reins.v1.ListArtifactsRequest
+	(*ListArtifactsResponse)(nil), // 42: reins.v1.ListArtifactsResponse
+	(*GetArtifactRequest)(nil),    // 43: reins.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),   // 44: reins.v1.GetArtifactResponse
+	(*ApproveRequest)(nil),        // 45: reins.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 46: reins.v1.ApproveResponse
+	(*DenyRequest)(nil),           // 47: reins.v1.DenyRequest
+	(*DenyResponse)(nil),          // 48: reins.v1.DenyResponse
+	(*PauseRunRequest)(nil),       // 49: reins.v1.PauseRunRequest
+	(*PauseRunResponse)(nil),      // 50: reins.v1.PauseRunResponse
+	(*ResumeRunRequest)(nil),      // 51: reins.v1.ResumeRunRequest
+	(*ResumeRunResponse)(nil),     // 52: reins.v1.ResumeRunResponse
+	(*ForkRunRequest)(nil),        // 53: reins.v1.ForkRunRequest
+	(*ForkRunResponse)(nil),       // 54: reins.v1.ForkRunResponse
+	(*VerifyRunRequest)(nil),      // 55: reins.v1.VerifyRunRequest
+	(*VerifyRunResponse)(nil),     // 56: reins.v1.VerifyRunResponse
+	(*CompareRunsRequest)(nil),    // 57: reins.v1.CompareRunsRequest
+	(*CompareRunsResponse)(nil),   // 58: reins.v1.CompareRunsResponse
+	nil,                           // 59: reins.v1.RunSpec.SandboxesEntry
+	nil,                           // 60: reins.v1.RunSpec.ScreensEntry
+	nil,                           // 61: reins.v1.Run.SandboxesEntry
+	nil,                           // 62: reins.v1.Forked.SnapshotsEntry
+	(*Network)(nil),               // 63: reins.v1.Network
+	(*EgressLogEntry)(nil),        // 64: reins.v1.EgressLogEntry
 }
 var file_reins_v1_run_proto_depIdxs = []int32{
-	58, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
-	62, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
-	59, // 2: reins.v1.RunSpec.screens:type_name -> reins.v1.RunSpec.ScreensEntry
-	0,  // 3: reins.v1.Run.status:type_name -> reins.v1.RunStatus
-	5,  // 4: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
-	6,  // 5: reins.v1.Run.usage:type_name -> reins.v1.Usage
-	60, // 6: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
-	8,  // 7: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
-	1,  // 8: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
-	13, // 9: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
-	15, // 10: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
-	17, // 11: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
-	18, // 12: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
-	19, // 13: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
-	20, // 14: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
-	21, // 15: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
-	22, // 16: reins.v1.RunEvent.note:type_name -> reins.v1.Note
-	23, // 17: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
-	24, // 18: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
-	25, // 19: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
-	26, // 20: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
-	27, // 21: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
-	39, // 22: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
-	12, // 23: reins.v1.RunEvent.egress:type_name -> reins.v1.Egress
-	11, // 24: reins.v1.RunEvent.agent_program:type_name -> reins.v1.AgentProgram
-	10, // 25: reins.v1.RunEvent.checkpoint:type_name -> reins.v1.Checkpoint
-	63, // 26: reins.v1.Egress.entries:type_name -> reins.v1.EgressLogEntry
-	5,  // 27: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
-	3,  // 28: reins.v1.Block.type:type_name -> reins.v1.BlockType
-	14, // 29: reins.v1.Block.content:type_name -> reins.v1.Block
-	14, // 30: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
-	2,  // 31: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
-	6,  // 32: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
-	16, // 33: reins.v1.ModelResponse.gateway:type_name -> reins.v1.GatewayCall
-	14, // 34: reins.v1.GatewayCall.new:type_name -> reins.v1.Block
-	0,  // 35: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
-	6,  // 36: reins.v1.Finished.usage:type_name -> reins.v1.Usage
-	4,  // 37: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
-	61, // 38: reins.v1.Forked.snapshots:type_name -> reins.v1.Forked.SnapshotsEntry
-	5,  // 39: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
-	7,  // 40: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
-	7,  // 41: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
-	0,  // 42: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
-	7,  // 43: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
-	39, // 44: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
-	7,  // 45: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
-	7,  // 46: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
-	28, // 47: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
-	30, // 48: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
-	32, // 49: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
-	34, // 50: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
-	35, // 51: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
-	37, // 52: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
-	44, // 53: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
-	46, // 54: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
-	48, // 55: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
-	50, // 56: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
-	52, // 57: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
-	54, // 58: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
-	56, // 59: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
-	40, // 60: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
-	42, // 61: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
-	29, // 62: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
-	31, // 63: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
-	33, // 64: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
-	9,  // 65: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
-	36, // 66: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
-	38, // 67: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
-	45, // 68: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
-	47, // 69: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
-	49, // 70: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
-	51, // 71: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
-	53, // 72: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
-	55, // 73: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
-	57, // 74: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
-	41, // 75: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
-	43, // 76: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
-	62, // [62:77] is the sub-list for method output_type
-	47, // [47:62] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	59, // 0: reins.v1.RunSpec.sandboxes:type_name -> reins.v1.RunSpec.SandboxesEntry
+	63, // 1: reins.v1.RunSpec.network:type_name -> reins.v1.Network
+	60, // 2: reins.v1.RunSpec.screens:type_name -> reins.v1.RunSpec.ScreensEntry
+	6,  // 3: reins.v1.RunSpec.uploads:type_name -> reins.v1.RunUpload
+	0,  // 4: reins.v1.Run.status:type_name -> reins.v1.RunStatus
+	5,  // 5: reins.v1.Run.spec:type_name -> reins.v1.RunSpec
+	7,  // 6: reins.v1.Run.usage:type_name -> reins.v1.Usage
+	61, // 7: reins.v1.Run.sandboxes:type_name -> reins.v1.Run.SandboxesEntry
+	9,  // 8: reins.v1.Run.pending:type_name -> reins.v1.PendingCall
+	1,  // 9: reins.v1.RunEvent.type:type_name -> reins.v1.EventType
+	14, // 10: reins.v1.RunEvent.run_created:type_name -> reins.v1.RunCreated
+	16, // 11: reins.v1.RunEvent.model_response:type_name -> reins.v1.ModelResponse
+	18, // 12: reins.v1.RunEvent.tool_call:type_name -> reins.v1.ToolCall
+	19, // 13: reins.v1.RunEvent.tool_result:type_name -> reins.v1.ToolResult
+	20, // 14: reins.v1.RunEvent.sandbox:type_name -> reins.v1.SandboxEvent
+	21, // 15: reins.v1.RunEvent.waiting:type_name -> reins.v1.Waiting
+	22, // 16: reins.v1.RunEvent.human_answer:type_name -> reins.v1.HumanAnswer
+	23, // 17: reins.v1.RunEvent.note:type_name -> reins.v1.Note
+	24, // 18: reins.v1.RunEvent.finished:type_name -> reins.v1.Finished
+	25, // 19: reins.v1.RunEvent.policy_decision:type_name -> reins.v1.PolicyDecision
+	26, // 20: reins.v1.RunEvent.approval_requested:type_name -> reins.v1.ApprovalRequested
+	27, // 21: reins.v1.RunEvent.approval_decided:type_name -> reins.v1.ApprovalDecided
+	28, // 22: reins.v1.RunEvent.forked:type_name -> reins.v1.Forked
+	40, // 23: reins.v1.RunEvent.artifact:type_name -> reins.v1.Artifact
+	13, // 24: reins.v1.RunEvent.egress:type_name -> reins.v1.Egress
+	12, // 25: reins.v1.RunEvent.agent_program:type_name -> reins.v1.AgentProgram
+	11, // 26: reins.v1.RunEvent.checkpoint:type_name -> reins.v1.Checkpoint
+	64, // 27: reins.v1.Egress.entries:type_name -> reins.v1.EgressLogEntry
+	5,  // 28: reins.v1.RunCreated.spec:type_name -> reins.v1.RunSpec
+	3,  // 29: reins.v1.Block.type:type_name -> reins.v1.BlockType
+	15, // 30: reins.v1.Block.content:type_name -> reins.v1.Block
+	15, // 31: reins.v1.ModelResponse.content:type_name -> reins.v1.Block
+	2,  // 32: reins.v1.ModelResponse.stop_reason:type_name -> reins.v1.StopReason
+	7,  // 33: reins.v1.ModelResponse.usage:type_name -> reins.v1.Usage
+	17, // 34: reins.v1.ModelResponse.gateway:type_name -> reins.v1.GatewayCall
+	15, // 35: reins.v1.GatewayCall.new:type_name -> reins.v1.Block
+	0,  // 36: reins.v1.Finished.status:type_name -> reins.v1.RunStatus
+	7,  // 37: reins.v1.Finished.usage:type_name -> reins.v1.Usage
+	4,  // 38: reins.v1.PolicyDecision.action:type_name -> reins.v1.PolicyAction
+	62, // 39: reins.v1.Forked.snapshots:type_name -> reins.v1.Forked.SnapshotsEntry
+	5,  // 40: reins.v1.StartRunRequest.spec:type_name -> reins.v1.RunSpec
+	8,  // 41: reins.v1.StartRunResponse.run:type_name -> reins.v1.Run
+	8,  // 42: reins.v1.GetRunResponse.run:type_name -> reins.v1.Run
+	0,  // 43: reins.v1.ListRunsRequest.statuses:type_name -> reins.v1.RunStatus
+	8,  // 44: reins.v1.ListRunsResponse.runs:type_name -> reins.v1.Run
+	40, // 45: reins.v1.ListArtifactsResponse.artifacts:type_name -> reins.v1.Artifact
+	8,  // 46: reins.v1.ForkRunResponse.run:type_name -> reins.v1.Run
+	8,  // 47: reins.v1.VerifyRunResponse.run:type_name -> reins.v1.Run
+	29, // 48: reins.v1.RunService.Start:input_type -> reins.v1.StartRunRequest
+	31, // 49: reins.v1.RunService.Get:input_type -> reins.v1.GetRunRequest
+	33, // 50: reins.v1.RunService.List:input_type -> reins.v1.ListRunsRequest
+	35, // 51: reins.v1.RunService.Events:input_type -> reins.v1.RunEventsRequest
+	36, // 52: reins.v1.RunService.Cancel:input_type -> reins.v1.CancelRunRequest
+	38, // 53: reins.v1.RunService.Answer:input_type -> reins.v1.AnswerRunRequest
+	45, // 54: reins.v1.RunService.Approve:input_type -> reins.v1.ApproveRequest
+	47, // 55: reins.v1.RunService.Deny:input_type -> reins.v1.DenyRequest
+	49, // 56: reins.v1.RunService.Pause:input_type -> reins.v1.PauseRunRequest
+	51, // 57: reins.v1.RunService.Resume:input_type -> reins.v1.ResumeRunRequest
+	53, // 58: reins.v1.RunService.Fork:input_type -> reins.v1.ForkRunRequest
+	55, // 59: reins.v1.RunService.Verify:input_type -> reins.v1.VerifyRunRequest
+	57, // 60: reins.v1.RunService.Compare:input_type -> reins.v1.CompareRunsRequest
+	41, // 61: reins.v1.RunService.ListArtifacts:input_type -> reins.v1.ListArtifactsRequest
+	43, // 62: reins.v1.RunService.GetArtifact:input_type -> reins.v1.GetArtifactRequest
+	30, // 63: reins.v1.RunService.Start:output_type -> reins.v1.StartRunResponse
+	32, // 64: reins.v1.RunService.Get:output_type -> reins.v1.GetRunResponse
+	34, // 65: reins.v1.RunService.List:output_type -> reins.v1.ListRunsResponse
+	10, // 66: reins.v1.RunService.Events:output_type -> reins.v1.RunEvent
+	37, // 67: reins.v1.RunService.Cancel:output_type -> reins.v1.CancelRunResponse
+	39, // 68: reins.v1.RunService.Answer:output_type -> reins.v1.AnswerRunResponse
+	46, // 69: reins.v1.RunService.Approve:output_type -> reins.v1.ApproveResponse
+	48, // 70: reins.v1.RunService.Deny:output_type -> reins.v1.DenyResponse
+	50, // 71: reins.v1.RunService.Pause:output_type -> reins.v1.PauseRunResponse
+	52, // 72: reins.v1.RunService.Resume:output_type -> reins.v1.ResumeRunResponse
+	54, // 73: reins.v1.RunService.Fork:output_type -> reins.v1.ForkRunResponse
+	56, // 74: reins.v1.RunService.Verify:output_type -> reins.v1.VerifyRunResponse
+	58, // 75: reins.v1.RunService.Compare:output_type -> reins.v1.CompareRunsResponse
+	42, // 76: reins.v1.RunService.ListArtifacts:output_type -> reins.v1.ListArtifactsResponse
+	44, // 77: reins.v1.RunService.GetArtifact:output_type -> reins.v1.GetArtifactResponse
+	63, // [63:78] is the sub-list for method output_type
+	48, // [48:63] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_reins_v1_run_proto_init() }
@@ -4791,7 +4918,7 @@ func file_reins_v1_run_proto_init() {
 	}
 	file_reins_v1_sandbox_proto_init()
 	file_reins_v1_run_proto_msgTypes[0].OneofWrappers = []any{}
-	file_reins_v1_run_proto_msgTypes[4].OneofWrappers = []any{
+	file_reins_v1_run_proto_msgTypes[5].OneofWrappers = []any{
 		(*RunEvent_RunCreated)(nil),
 		(*RunEvent_ModelResponse)(nil),
 		(*RunEvent_ToolCall)(nil),
@@ -4816,7 +4943,7 @@ func file_reins_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_reins_v1_run_proto_rawDesc), len(file_reins_v1_run_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

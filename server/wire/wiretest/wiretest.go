@@ -38,7 +38,9 @@ func Samples() map[string]any {
 			Sandboxes: map[string]string{"default": "busybox"}, MaxSteps: 7, MaxCost: 1.5, MaxTokens: 9000,
 			Timeout: runlog.Duration(90 * time.Second), Tools: []string{"bash"}, Policy: "tools: {bash: ask}", Script: `{"turns":[]}`,
 			Network: Network(), Agent: "codex", Memory: 3 << 30, CheckpointEvery: &checkpointEvery,
-			KeepScreenshots: 5, Screens: map[string]string{"web": "1280x800"}}},
+			KeepScreenshots: 5, Screens: map[string]string{"web": "1280x800"},
+			Uploads: []runlog.Upload{{Path: "/workspace/in", Dir: true}, {Path: "/workspace/in/a.txt", Size: 3}}, UploadsDigest: "sha256:up",
+			Downloads: []string{"/workspace/*.md"}}},
 		runlog.EventModelResponse: runlog.ModelResponse{Step: 2, Content: []model.Block{
 			{Type: model.BlockText, Text: "Checking the disk."},
 			{Type: model.BlockToolUse, ToolCallID: "call_1_0", ToolName: "bash", Input: json.RawMessage(`{"command":"df -h"}`)},
@@ -87,6 +89,6 @@ func Samples() map[string]any {
 			Reason: "every 10 mutating calls", Error: "unset on a taken one; set here to carry every field"},
 		runlog.EventCheckpointFailed: runlog.Checkpoint{Sandbox: "db", ID: "sbx2", Digest: "sha256:none", Seq: 42, Files: 1, Bytes: 2,
 			Reason: "before the run parks", Error: "no space left on the snapshot store"},
-		runlog.EventArtifact: runlog.Artifact{Name: "report.txt", Digest: "sha256:cc", Size: 1234, Source: "default:/workspace/report.txt"},
+		runlog.EventArtifact: runlog.Artifact{Name: "report.txt", Digest: "sha256:cc", Size: 1234, Source: "default:/workspace/report.txt", Error: "not saved: why"},
 	}
 }
