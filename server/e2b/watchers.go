@@ -58,31 +58,32 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	if err := paths(req.Header(), &dir); err != nil {
 		return nil, err
 	}
+	// The watch outlives this call: it lives until removed or left
+	// unpolled for watcherIdle. Its slot is taken before it starts, so
+	// concurrent calls cannot pass the bounds.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	pw := &polledWatcher{sandbox: sb.ID, ctx: wctx, cancel: cancel, lastPoll: time.Now()}
+	id := rand.Text()
 	ws := &f.h.watchers
 	ws.mu.Lock()
 	all, here := ws.count(sb.ID)
-	ws.mu.Unlock()
 	if here >= maxWatchersPerSandbox || all >= maxWatchers {
+		ws.mu.Unlock()
+		cancel()
 		return nil, errdefs.WithMessage(errdefs.ErrResourceExhausted,
 			fmt.Sprintf("the sandbox has %d watchers, the most it may have: remove one (RemoveWatcher) first", maxWatchersPerSandbox))
 	}
-	// The watch outlives this call: it lives until removed or left
-	// unpolled for watcherIdle.
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	pw := &polledWatcher{sandbox: sb.ID, ctx: wctx, cancel: cancel, lastPoll: time.Now()}
-	started := make(chan error, 1)
-	go pw.run(wctx, sb, dir, req.Msg.Recursive, req.Msg.IncludeEntry, started)
-	if err := <-started; err != nil {
-		cancel()
-		return nil, err
-	}
-	id := rand.Text()
-	ws.mu.Lock()
 	if ws.m == nil {
 		ws.m = map[string]*polledWatcher{}
 	}
 	ws.m[id] = pw
 	ws.mu.Unlock()
+	started := make(chan error, 1)
+	go pw.run(wctx, sb, dir, req.Msg.Recursive, req.Msg.IncludeEntry, started)
+	if err := <-started; err != nil {
+		ws.remove(id)
+		return nil, err
+	}
 	go ws.expire(id, pw)
 	return connect.NewResponse(&filesystem.CreateWatcherResponse{WatcherId: id}), nil
 }
