@@ -10,7 +10,7 @@
 //     timeout, pause, connect, metrics; E2B-shaped errors.
 //   - envd: the data plane (E2b-Sandbox-Id, E2b-Sandbox-Port,
 //     X-Access-Token): envd's Connect services process.Process and
-//     filesystem.Filesystem, generated from E2B's published protos (MIT,
-//     their notice kept beside them in api/e2b), plus GET/POST /files and
-//     GET /health.
+//     filesystem.Filesystem, generated from E2B's published protos
+//     (under E2B's repository license, Apache 2.0, kept beside them in
+//     api/e2b), plus GET/POST /files and GET /health.
 package e2b

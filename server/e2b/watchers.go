@@ -59,12 +59,11 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 		return nil, err
 	}
 	// The watch outlives this call: it lives until removed or left
-	// unpolled for watcherIdle.
+	// unpolled for watcherIdle. Its slot is taken before it starts, so
+	// concurrent calls cannot pass the bounds.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pw := &polledWatcher{sandbox: sb.ID, ctx: wctx, cancel: cancel, lastPoll: time.Now()}
 	id := rand.Text()
-	// The slot is taken as it is counted, so that calls at once are
-	// bounded as calls one after another.
 	ws := &f.h.watchers
 	ws.mu.Lock()
 	all, here := ws.count(sb.ID)
