@@ -33,12 +33,12 @@ const SandboxHeader = "Reins-Sandbox"
 
 // binaryOnly are the executor calls a JSON caller cannot make, left out of
 // the document: the service's own (Sync, Stage, Place, SetDefaults) and
-// the bulk transfers it relays as bytes (the raw file routes are their
+// the bulk transfers and Watch, which it relays as bytes (the raw file routes are their
 // JSON callers' way). The service answers every other executor call in
 // JSON (server/executorjson.go; TestOpenAPIExecutorCalls holds the two
 // lists together).
 var binaryOnly = map[protoreflect.Name]bool{"Sync": true, "Stage": true, "Place": true, "SetDefaults": true,
-	"Upload": true, "ReadStream": true, "WriteStream": true}
+	"Upload": true, "ReadStream": true, "WriteStream": true, "Watch": true}
 
 // Described reports whether the document describes md: every call but
 // the executor's binaryOnly ones.
