@@ -53,19 +53,39 @@ func (s *Server) withExecutor(next http.Handler) http.Handler {
 
 // executorOf finds the caller's sandbox named by SandboxHeader and its
 // executor client, or answers the call with the error and reports false.
-// Client also marks the sandbox active, for its idle timeout.
+// Client also marks the sandbox active, for its idle timeout, unless the
+// call only looks (lookOnly).
 func (s *Server) executorOf(w http.ResponseWriter, r *http.Request) (string, Executor, bool) {
 	id := r.Header.Get(SandboxHeader)
 	if id == "" {
 		s.writeError(w, r, fmt.Errorf("executor calls need the %s header naming a sandbox: %w", SandboxHeader, errdefs.ErrInvalidArgument))
 		return "", nil, false
 	}
-	ex, err := s.m.Executor(r.Context(), tenant(r.Context()), id)
+	lookup := s.m.Executor
+	if q, ok := s.m.(quietExecutors); ok && lookOnly[r.URL.Path] {
+		lookup = q.QuietExecutor
+	}
+	ex, err := lookup(r.Context(), tenant(r.Context()), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return "", nil, false
 	}
 	return id, ex, true
+}
+
+// lookOnly are the executor calls that only look at a sandbox: they do not
+// count as its activity (`reins sandbox show` polled by its owner must not
+// keep an idle sandbox alive).
+var lookOnly = map[string]bool{
+	executorv1connect.ExecutorUsageProcedure:  true,
+	executorv1connect.ExecutorHelloProcedure:  true,
+	executorv1connect.ExecutorHealthProcedure: true,
+}
+
+// quietExecutors is the optional part of Sandboxes with lookups that do
+// not count as activity (Over's, for a Manager).
+type quietExecutors interface {
+	QuietExecutor(ctx context.Context, tenant, id string) (Executor, error)
 }
 
 type executorKey struct{}

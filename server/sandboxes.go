@@ -74,6 +74,26 @@ func Over[E Executor](s ClientSandboxes[E]) Sandboxes { return over[E]{s} }
 
 type over[E Executor] struct{ ClientSandboxes[E] }
 
+// quietClients is the optional part of ClientSandboxes whose lookups do
+// not count as the sandbox's activity (Manager.QuietClient).
+type quietClients[E Executor] interface {
+	QuietClient(ctx context.Context, tenant, id string) (E, error)
+}
+
+// QuietExecutor is Executor for calls that only look at a sandbox (the
+// executor's Usage, Hello, Health): they do not hold off its idle timeout.
+func (o over[E]) QuietExecutor(ctx context.Context, tenant, id string) (Executor, error) {
+	q, ok := o.ClientSandboxes.(quietClients[E])
+	if !ok {
+		return o.Executor(ctx, tenant, id)
+	}
+	ex, err := q.QuietClient(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return ex, nil
+}
+
 func (o over[E]) Executor(ctx context.Context, tenant, id string) (Executor, error) {
 	ex, err := o.Client(ctx, tenant, id)
 	if err != nil {

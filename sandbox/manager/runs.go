@@ -306,13 +306,26 @@ func (r Runs) Release(ctx context.Context, runID string) {
 // any): the executor client package's, with its deadlines and bulk
 // transfers.
 func (m *Manager) Client(ctx context.Context, tenant, id string) (*client.Client, error) {
+	return m.client(ctx, tenant, id, true)
+}
+
+// QuietClient is Client for calls that only look (the executor's Usage,
+// Hello, Health: `reins sandbox show`): they do not count as activity, so
+// a sandbox watched by its owner still reaches its idle timeout.
+func (m *Manager) QuietClient(ctx context.Context, tenant, id string) (*client.Client, error) {
+	return m.client(ctx, tenant, id, false)
+}
+
+func (m *Manager) client(ctx context.Context, tenant, id string, active bool) (*client.Client, error) {
 	b, err := m.lookup(tenant, id)
 	if err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.activity = time.Now()
+	if active {
+		b.activity = time.Now()
+	}
 	if b.rec.State == sandbox.StateSuspended || b.rec.State == sandbox.StatePaused {
 		return nil, fmt.Errorf("sandbox %s is %s: resume it first (reins sandbox resume %s): %w", id, b.rec.State, id, errdefs.ErrFailedPrecondition)
 	}

@@ -385,7 +385,7 @@ func TestStagedDownloadSeesMappedWrites(t *testing.T) {
 		t.Fatalf("building mmapwrite: %v\n%s", err, out)
 	}
 	s.must("sandbox", "cp", bin, sb+":/mmapwrite")
-	s.must("sandbox", "exec", sb, "--detach", "--", "/mmapwrite", "/m")
+	s.must("sandbox", "exec", "--detach", sb, "--", "/mmapwrite", "/m")
 	eventually(t, 20*time.Second, "the mapped write", func() (bool, string) {
 		out := s.run("sandbox", "exec", sb, "--", "head", "-c", "1", "/m")
 		return out.stdout == "b", out.String()
