@@ -64,6 +64,24 @@ func (e *entries) find(host string, allowed bool) bool {
 	return false
 }
 
+// await waits a few seconds for an entry for host with the given verdict.
+func (e *entries) await(host string, allowed bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if e.find(host, allowed) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+func (e *entries) snapshot() []egress.Entry {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]egress.Entry(nil), e.got...)
+}
+
 // inNetNS runs f on a thread in the network namespace at path.
 func inNetNS(t *testing.T, path string, f func()) {
 	t.Helper()
@@ -234,8 +252,10 @@ func TestBoundary(t *testing.T) {
 	if _, ok := got.Load("/denied"); ok {
 		t.Error("the denied request arrived")
 	}
-	if !log.find("allowed.test", true) || !log.find("denied.test", false) {
-		t.Errorf("log: %+v", log.got)
+	// The proxy logs a connection when it closes, which can be after the
+	// client has read its answer: wait for the entries.
+	if !log.await("allowed.test", true) || !log.await("denied.test", false) {
+		t.Errorf("log: %+v", log.snapshot())
 	}
 
 	// New rules: denied.test now, allowed.test no more.
