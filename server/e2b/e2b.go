@@ -2,6 +2,8 @@ package e2b
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -82,38 +84,40 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // with (fail): unauthenticated for a bad or missing credential,
 // not_found for a sandbox the caller does not have (another tenant's is
 // answered as a missing one), failed_precondition for one that is not
-// running.
-func (h *Handler) sandboxClient(r *http.Request) (*client.Client, *client.Sandbox, error) {
+// running. caller names the credential's holder (the token's hash) for
+// the bounds kept per tenant.
+func (h *Handler) sandboxClient(r *http.Request) (c *client.Client, sb *client.Sandbox, caller string, err error) {
 	id := r.Header.Get(SandboxIDHeader)
 	if !goodID(id) {
-		return nil, nil, errNoSandbox(id)
+		return nil, nil, "", errNoSandbox(id)
 	}
 	var token string
 	if t := r.Header.Get(AccessTokenHeader); t != "" {
 		sb, tok, ok := h.tokens.open(t)
 		if !ok {
-			return nil, nil, errBadAccessToken
+			return nil, nil, "", errBadAccessToken
 		}
 		if sb != id {
 			// The token is for another sandbox: the caller has no such
 			// one, whoever owns it.
-			return nil, nil, errNoSandbox(id)
+			return nil, nil, "", errNoSandbox(id)
 		}
 		token = tok
 	} else if k := apiKey(r); k != "" {
 		token = k
 	} else {
-		return nil, nil, errBadAccessToken
+		return nil, nil, "", errBadAccessToken
 	}
-	c := h.cfg.Client(token)
-	sb, err := lookup(r.Context(), c, id)
+	c = h.cfg.Client(token)
+	got, err := lookup(r.Context(), c, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	if !running(sb) {
-		return nil, nil, fmt.Errorf("sandbox %s is %s: connect to it (Sandbox.connect) to resume it: %w", id, state(sb), errdefs.ErrFailedPrecondition)
+	if !running(got) {
+		return nil, nil, "", fmt.Errorf("sandbox %s is %s: connect to it (Sandbox.connect) to resume it: %w", id, state(got), errdefs.ErrFailedPrecondition)
 	}
-	return c, c.Sandbox(id), nil
+	sum := sha256.Sum256([]byte(token))
+	return c, c.Sandbox(id), hex.EncodeToString(sum[:8]), nil
 }
 
 var errBadAccessToken = errdefs.WithMessage(errdefs.ErrUnauthenticated,

@@ -59,8 +59,9 @@ const maxMessage = 4 << 20
 // call is what withSandbox found for a request: the caller's client and
 // sandbox.
 type call struct {
-	c  *client.Client
-	sb *client.Sandbox
+	c      *client.Client
+	sb     *client.Sandbox
+	caller string // whose credential: bounds kept per tenant
 }
 
 type callKey struct{}
@@ -74,7 +75,7 @@ func callOf(ctx context.Context) *call {
 // and hands it to next in the context; a failure is answered by fail.
 func (h *Handler) withSandbox(next http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, sb, err := h.sandboxClient(r)
+		c, sb, caller, err := h.sandboxClient(r)
 		if err != nil {
 			if errdefs.Kind(err) == nil {
 				err = errdefs.WithMessage(errdefs.ErrUnauthenticated, err.Error())
@@ -82,7 +83,7 @@ func (h *Handler) withSandbox(next http.Handler, fail func(http.ResponseWriter, 
 			fail(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, &call{c: c, sb: sb})))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, &call{c: c, sb: sb, caller: caller})))
 	})
 }
 

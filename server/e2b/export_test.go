@@ -7,7 +7,7 @@ import (
 // SandboxClientOf exposes sandboxClient to the tests: the id of the
 // sandbox whose client it made.
 func (h *Handler) SandboxClientOf(r *http.Request) (string, error) {
-	_, sb, err := h.sandboxClient(r)
+	_, sb, _, err := h.sandboxClient(r)
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -46,17 +47,75 @@ func (oneSandbox) Get(ctx context.Context, req *connect.Request[reinsv1.GetSandb
 // watch; it answers a filesystem client of that sandbox.
 func lyingEnvd(t *testing.T, watch func(context.Context, *connect.ServerStream[executorv1.WatchEvent]) error) filesystemconnect.FilesystemClient {
 	t.Helper()
+	return lyingEnvds(t, watch)("sb1", "reins_test")
+}
+
+// lyingEnvds is lyingEnvd for any sandbox id and API key: every id is a
+// running sandbox behind the same executor.
+func lyingEnvds(t *testing.T, watch func(context.Context, *connect.ServerStream[executorv1.WatchEvent]) error) func(sandbox, key string) filesystemconnect.FilesystemClient {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(executorv1connect.NewExecutorHandler(&lyingWatcher{watch: watch}))
 	mux.Handle(reinsv1connect.NewSandboxServiceHandler(oneSandbox{}))
 	ex := httptest.NewServer(mux)
 	t.Cleanup(ex.Close)
-	c := client.NewWithHTTPClient(ex.URL, "reins_test", &http.Client{})
-	h := New(Config{Client: func(string) *client.Client { return c }})
+	h := New(Config{Client: func(token string) *client.Client { return client.NewWithHTTPClient(ex.URL, token, &http.Client{}) }})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	hc := &http.Client{Transport: headers{rt: http.DefaultTransport, set: map[string]string{SandboxIDHeader: "sb1", APIKeyHeader: "reins_test"}}}
-	return filesystemconnect.NewFilesystemClient(hc, srv.URL)
+	return func(sandbox, key string) filesystemconnect.FilesystemClient {
+		hc := &http.Client{Transport: headers{rt: http.DefaultTransport, set: map[string]string{SandboxIDHeader: sandbox, APIKeyHeader: key}}}
+		return filesystemconnect.NewFilesystemClient(hc, srv.URL)
+	}
+}
+
+// One tenant (one API key) spreading polled watchers over many of its
+// sandboxes may not take the slots every tenant shares: another key still
+// gets one, and the first is refused at its own bound.
+func TestHostileWatchersOfOneTenant(t *testing.T) {
+	envd := lyingEnvds(t, func(ctx context.Context, s *connect.ServerStream[executorv1.WatchEvent]) error {
+		if err := s.Send(started()); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	})
+	ctx := ctxT(t)
+	made := 0
+	var refusal error
+	type made1 struct {
+		fs filesystemconnect.FilesystemClient
+		id string
+	}
+	var all []made1
+	t.Cleanup(func() { // before the servers close, which wait for the watches
+		for _, m := range all {
+			m.fs.RemoveWatcher(context.Background(), connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: m.id}))
+		}
+	})
+	for i := 0; refusal == nil && i < maxWatchers/maxWatchersPerSandbox+1; i++ {
+		fs := envd(fmt.Sprintf("sb%d", i), "reins_greedy")
+		for range maxWatchersPerSandbox {
+			resp, err := fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/tmp"}))
+			if err != nil {
+				refusal = err
+				break
+			}
+			all = append(all, made1{fs, resp.Msg.WatcherId})
+			made++
+		}
+	}
+	if made > maxWatchersPerCaller {
+		t.Fatalf("one API key made %d polled watchers, past its bound of %d", made, maxWatchersPerCaller)
+	}
+	if connect.CodeOf(refusal) != connect.CodeResourceExhausted || !strings.Contains(refusal.Error(), "RemoveWatcher") {
+		t.Fatalf("the refusal: %v", refusal)
+	}
+	other := envd("other", "reins_other")
+	resp, err := other.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/tmp"}))
+	if err != nil {
+		t.Fatalf("another tenant's first watcher, after one tenant made %d: %v", made, err)
+	}
+	all = append(all, made1{other, resp.Msg.WatcherId})
 }
 
 func started() *executorv1.WatchEvent {

@@ -15,11 +15,13 @@ import (
 	"github.com/reinsdev/reins/errdefs"
 )
 
-// The bounds of the polled watchers (CreateWatcher): per sandbox, in
-// all, events kept between two polls, and how long a watcher nobody
-// polls lives.
+// The bounds of the polled watchers (CreateWatcher): per sandbox, per
+// tenant (its API key), in all, events kept between two polls, and how
+// long a watcher nobody polls lives. A tenant may hold an eighth of all,
+// so that one cannot starve the others.
 const (
 	maxWatchersPerSandbox = 16
+	maxWatchersPerCaller  = 128
 	maxWatchers           = 1024
 	maxPolledEvents       = 1024
 	watcherIdle           = 5 * time.Minute
@@ -34,6 +36,7 @@ type watchers struct {
 
 type polledWatcher struct {
 	sandbox string
+	caller  string
 	ctx     context.Context // ends when it is removed
 	cancel  context.CancelFunc
 
@@ -44,17 +47,31 @@ type polledWatcher struct {
 	lastPoll time.Time
 }
 
-func (w *watchers) count(sandbox string) (all, here int) {
+// full says why one more watcher of caller on sandbox is refused, or "".
+func (w *watchers) full(sandbox, caller string) string {
+	here, mine := 0, 0
 	for _, pw := range w.m {
 		if pw.sandbox == sandbox {
 			here++
 		}
+		if pw.caller == caller {
+			mine++
+		}
 	}
-	return len(w.m), here
+	switch {
+	case here >= maxWatchersPerSandbox:
+		return fmt.Sprintf("the sandbox has %d watchers, the most it may have: remove one (RemoveWatcher) first", here)
+	case mine >= maxWatchersPerCaller:
+		return fmt.Sprintf("your sandboxes have %d watchers, the most a tenant may have: remove one (RemoveWatcher) first", mine)
+	case len(w.m) >= maxWatchers:
+		return "the service holds as many watchers as it may: remove one of yours (RemoveWatcher), or try again later"
+	}
+	return ""
 }
 
 func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
-	sb, dir := callOf(ctx).sb, req.Msg.Path
+	who := callOf(ctx)
+	sb, dir := who.sb, req.Msg.Path
 	if err := paths(req.Header(), &dir); err != nil {
 		return nil, err
 	}
@@ -62,16 +79,14 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	// unpolled for watcherIdle. Its slot is taken before it starts, so
 	// concurrent calls cannot pass the bounds.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	pw := &polledWatcher{sandbox: sb.ID, ctx: wctx, cancel: cancel, lastPoll: time.Now()}
+	pw := &polledWatcher{sandbox: sb.ID, caller: who.caller, ctx: wctx, cancel: cancel, lastPoll: time.Now()}
 	id := rand.Text()
 	ws := &f.h.watchers
 	ws.mu.Lock()
-	all, here := ws.count(sb.ID)
-	if here >= maxWatchersPerSandbox || all >= maxWatchers {
+	if why := ws.full(sb.ID, who.caller); why != "" {
 		ws.mu.Unlock()
 		cancel()
-		return nil, errdefs.WithMessage(errdefs.ErrResourceExhausted,
-			fmt.Sprintf("the sandbox has %d watchers, the most it may have: remove one (RemoveWatcher) first", maxWatchersPerSandbox))
+		return nil, errdefs.WithMessage(errdefs.ErrResourceExhausted, why)
 	}
 	if ws.m == nil {
 		ws.m = map[string]*polledWatcher{}
