@@ -33,6 +33,10 @@ want xz xz-utils
 want Xvfb xvfb
 want xwd x11-apps
 want xdotool xdotool
+# ... and its window manager test starts the one the desktop image has.
+want matchbox-window-manager matchbox-window-manager
+# egress/netns's tests enter the namespaces they make.
+want nsenter util-linux
 # internal/mirrortest's git source runs `git http-backend`.
 want git git
 # scripts/agent-programs.sh fetches Claude Code and Codex for the tests
