@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	executorv1 "github.com/reinsdev/reins/api/reins/executor/v1"
 	reinsv1 "github.com/reinsdev/reins/api/reins/v1"
 	"github.com/reinsdev/reins/client"
 	"github.com/reinsdev/reins/errdefs"
@@ -303,9 +306,11 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, c *client.Clie
 	return nil
 }
 
-// metrics is one sample, now, of what reins measures: memory in use and
-// the limits. A sandbox that is not running has none. reins measures no
-// CPU use nor disk use, which read 0.
+// metrics is one sample, now, of what the sandbox uses: memory as the
+// host counts it, the disk its files take and the CPU it used since the
+// last sample (cpuSamples), as the executor measures them, and its
+// limits. A sandbox that is not running has none; one whose executor does
+// not answer soon has its memory and limits only.
 func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, c *client.Client) error {
 	sb, err := sandboxIn(w, r, c, nil)
 	if err != nil {
@@ -327,14 +332,89 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, c *client.Clie
 	out := []metric{}
 	if running(sb) && inRange {
 		spec := sb.GetSpec()
-		out = append(out, metric{
+		m := metric{
 			Timestamp: time.Unix(now, 0).UTC().Format(time.RFC3339), TimestampUnix: now,
 			CPUCount: listed(sb).CPUCount, MemUsed: int64(sb.MemoryBytes), MemTotal: spec.GetMemoryBytes(),
 			DiskTotal: spec.GetDiskBytes(),
-		})
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		ex := c.Sandbox(sb.Id)
+		u, err := client.Unary(ctx, ex, ex.RPC().Usage, &executorv1.UsageRequest{})
+		if err == nil {
+			pct, ok := h.cpu.percent(sb.Id, u.CpuSeconds, time.Now(), m.CPUCount)
+			if !ok {
+				// The first reading: another shortly after it.
+				select {
+				case <-time.After(firstCPUSample):
+				case <-ctx.Done():
+				}
+				if u2, err := client.Unary(ctx, ex, ex.RPC().Usage, &executorv1.UsageRequest{}); err == nil {
+					u = u2
+					pct, _ = h.cpu.percent(sb.Id, u.CpuSeconds, time.Now(), m.CPUCount)
+				}
+			}
+			m.CPUUsedPct = pct
+			m.DiskUsed = int64(min(u.DiskUsedBytes, 1<<62))
+			if m.MemUsed == 0 {
+				m.MemUsed = int64(min(u.MemoryBytes, 1<<62))
+			}
+		}
+		out = append(out, m)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// cpuSamples keeps each sandbox's last CPU reading, so that a sample's
+// CPU use is over the time since the one before it, as E2B's is. A
+// sandbox's first sample takes two readings firstCPUSample apart (the
+// executor's count since its start would mean little); at most
+// maxCPUSamples are kept, the oldest dropped.
+type cpuSamples struct {
+	mu sync.Mutex
+	m  map[string]cpuSample
+}
+
+type cpuSample struct {
+	seconds float64 // the executor's CPU time
+	at      time.Time
+	pct     float64 // the sample's answer
+}
+
+const (
+	maxCPUSamples  = 4096
+	firstCPUSample = 250 * time.Millisecond
+)
+
+// percent records a reading of sandbox's CPU time and answers its use
+// since the last as a percent of its CPUs; ok is false when there was no
+// reading before (or the executor's count went back: it restarted).
+func (s *cpuSamples) percent(sandbox string, seconds float64, now time.Time, cpus int) (pct float64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, had := s.m[sandbox]
+	if had && seconds >= prev.seconds && now.Sub(prev.at) < 100*time.Millisecond {
+		return prev.pct, true // too close to the last to say more
+	}
+	if had && seconds >= prev.seconds {
+		pct, ok = 100*(seconds-prev.seconds)/now.Sub(prev.at).Seconds()/float64(max(cpus, 1)), true
+	}
+	pct = math.Round(min(max(pct, 0), 100)*10) / 10
+	if s.m == nil {
+		s.m = map[string]cpuSample{}
+	}
+	if _, ok := s.m[sandbox]; !ok && len(s.m) >= maxCPUSamples {
+		oldest := ""
+		for id, c := range s.m {
+			if oldest == "" || c.at.Before(s.m[oldest].at) {
+				oldest = id
+			}
+		}
+		delete(s.m, oldest)
+	}
+	s.m[sandbox] = cpuSample{seconds: seconds, at: now, pct: pct}
+	return pct, ok
 }
 
 // networkUpdate is PUT /sandboxes/{id}/network's body

@@ -45,6 +45,7 @@ type Handler struct {
 	control  *http.ServeMux // control.go registers its routes here
 	data     *http.ServeMux // envd's routes: process, filesystem, /files, /health
 	watchers watchers       // the polled watchers (watchers.go)
+	cpu      cpuSamples     // each sandbox's last CPU reading (metrics)
 }
 
 // New makes the handler.

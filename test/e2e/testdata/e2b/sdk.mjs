@@ -104,7 +104,9 @@ async function main() {
   await run('getMetrics', async () => {
     const m = await sbx.getMetrics()
     check(m.length === 1, `${m.length} samples`)
-    check(m[0].memTotal > 0 && m[0].cpuCount >= 1, `sample ${JSON.stringify(m[0])}`)
+    check(m[0].memTotal > 0 && m[0].memUsed > 0 && m[0].cpuCount >= 1, `sample ${JSON.stringify(m[0])}`)
+    check(m[0].diskUsed > 0 && m[0].diskUsed < m[0].diskTotal, `disk in the sample ${JSON.stringify(m[0])}`)
+    check(m[0].cpuUsedPct >= 0 && m[0].cpuUsedPct <= 100, `CPU in the sample ${JSON.stringify(m[0])}`)
   })
 
   await run('getHost', async () => {
