@@ -306,8 +306,12 @@ func TestShowEnvMasksSecrets(t *testing.T) {
 		t.Errorf("expiry %q, want %q", got, want)
 	}
 	u := &executorv1.UsageResponse{MemoryBytes: 12 << 20, DiskUsedBytes: 3 << 20, DiskTotalBytes: 4 << 30, Processes: 2, CpuSeconds: 0.42}
-	if got, want := usageWords(u), "memory 12 MiB, disk 3 MiB of 4 GiB, 2 processes, CPU 0.4s"; got != want {
+	if got, want := usageWords(u, false), "memory 12 MiB, disk 3 MiB of 4 GiB, 2 processes, CPU 0.4s"; got != want {
 		t.Errorf("usage %q, want %q", got, want)
+	}
+	// With the host's "memory used" line printed, memory is not given twice.
+	if got, want := usageWords(u, true), "disk 3 MiB of 4 GiB, 2 processes, CPU 0.4s"; got != want {
+		t.Errorf("usage beside the host's memory %q, want %q", got, want)
 	}
 }
 

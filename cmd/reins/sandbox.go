@@ -323,7 +323,7 @@ func showCmd() *cobra.Command {
 			}
 			printSandboxEnv(w, sb)
 			if sb.State == reinsv1.SandboxState_SANDBOX_STATE_RUNNING {
-				printUsage(ctx, w, cl.Sandbox(sb.Id))
+				printUsage(ctx, w, cl.Sandbox(sb.Id), memoryUsed(sb) != "")
 			}
 			if s.IdleTimeoutMs != 0 {
 				fmt.Fprintf(w, "idle timeout\t%s\n", time.Duration(s.IdleTimeoutMs)*time.Millisecond)

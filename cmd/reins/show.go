@@ -75,23 +75,29 @@ func printSandboxEnv(w io.Writer, sb *reinsv1.Sandbox) {
 }
 
 // printUsage prints what a running sandbox uses, as its executor reports
-// it; nothing when it does not answer soon.
-func printUsage(ctx context.Context, w io.Writer, sb *client.Sandbox) {
+// it; nothing when it does not answer soon. Its memory is left out when
+// the host's figure is printed already (hostMemory: the "memory used"
+// line), so that show does not give two figures for one thing.
+func printUsage(ctx context.Context, w io.Writer, sb *client.Sandbox, hostMemory bool) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	u, err := client.Unary(ctx, sb, sb.RPC().Usage, &executorv1.UsageRequest{})
 	if err != nil {
 		return
 	}
-	fmt.Fprintf(w, "usage\t%s\n", usageWords(u))
+	fmt.Fprintf(w, "usage\t%s\n", usageWords(u, hostMemory))
 }
 
-// usageWords: "memory 12 MiB, disk 3.1 MiB of 4 GiB, 2 processes, CPU 0.4s".
-func usageWords(u *executorv1.UsageResponse) string {
+// usageWords: "memory 12 MiB, disk 3.1 MiB of 4 GiB, 2 processes, CPU
+// 0.4s", without the memory when hostMemory.
+func usageWords(u *executorv1.UsageResponse, hostMemory bool) string {
 	disk := sandbox.FormatBytes(int64(min(u.DiskUsedBytes, 1<<62)))
 	if u.DiskTotalBytes > 0 {
 		disk += " of " + sandbox.FormatBytes(int64(min(u.DiskTotalBytes, 1<<62)))
 	}
-	return fmt.Sprintf("memory %s, disk %s, %s, CPU %.1fs", sandbox.FormatBytes(int64(min(u.MemoryBytes, 1<<62))), disk,
-		count(int(u.Processes), "process"), u.CpuSeconds)
+	words := fmt.Sprintf("disk %s, %s, CPU %.1fs", disk, count(int(u.Processes), "process"), u.CpuSeconds)
+	if hostMemory {
+		return words
+	}
+	return "memory " + sandbox.FormatBytes(int64(min(u.MemoryBytes, 1<<62))) + ", " + words
 }
