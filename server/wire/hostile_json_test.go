@@ -154,3 +154,20 @@ func TestHostileJSONTimes(t *testing.T) {
 		t.Errorf("read %v", &m)
 	}
 }
+
+// A request the reader refuses is told of its fields by the names of the
+// JSON shape (snake_case), which are what it sent, not protojson's
+// camelCase ones; a value that is no field's name is left as it was.
+func TestDecodeErrorsNameFieldsAsTheShape(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"spec":{"memory_bytes":"x"}}`:            "field memory_bytes",
+		`{"spec":{"network":{"allow_hosts":[1]}}}`: "field allow_hosts",
+		`{"spec":{"idle_timeout_ms":"soon"}}`:      "field idle_timeout_ms",
+		`{"spec":{"ttl_ms":true}}`:                 "field ttl_ms",
+	} {
+		err := (JSONCodec{}).Unmarshal([]byte(body), &reinsv1.CreateSandboxRequest{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want it to name %q", body, err, want)
+		}
+	}
+}

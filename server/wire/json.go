@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -434,7 +435,50 @@ func (c JSONCodec) Unmarshal(data []byte, m any) error {
 	case c.Opaque:
 		return fmt.Errorf("the request is not JSON of a %s: %s", pm.ProtoReflect().Descriptor().FullName(), jsonHint)
 	}
-	return fmt.Errorf("the request is not JSON of a %s (%w): %s", pm.ProtoReflect().Descriptor().FullName(), err, jsonHint)
+	return fmt.Errorf("the request is not JSON of a %s (%s): %s", pm.ProtoReflect().Descriptor().FullName(),
+		shapeNames(err.Error(), pm.ProtoReflect().Descriptor()), jsonHint)
+}
+
+// fieldWord is how protojson's errors name a field: by its camelCase JSON
+// name.
+var fieldWord = regexp.MustCompile(`field ([A-Za-z0-9_]+)`)
+
+// shapeNames renames the fields msg names by their JSON names (protojson
+// writes "field memoryBytes") to their names in the JSON shape, which
+// are what the caller sent ("field memory_bytes"). A name of no field in
+// md's tree is left as it is.
+func shapeNames(msg string, md protoreflect.MessageDescriptor) string {
+	return fieldWord.ReplaceAllStringFunc(msg, func(w string) string {
+		if name := fieldNamed(md, strings.TrimPrefix(w, "field "), map[protoreflect.FullName]bool{}); name != "" {
+			return "field " + name
+		}
+		return w
+	})
+}
+
+// fieldNamed finds the field of md's tree whose JSON name is json and
+// answers its proto name, or "".
+func fieldNamed(md protoreflect.MessageDescriptor, json string, seen map[protoreflect.FullName]bool) string {
+	if seen[md.FullName()] {
+		return ""
+	}
+	seen[md.FullName()] = true
+	fields := md.Fields()
+	if fd := fields.ByJSONName(json); fd != nil {
+		return string(fd.Name())
+	}
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.IsMap() {
+			fd = fd.MapValue()
+		}
+		if IsMessage(fd) {
+			if name := fieldNamed(fd.Message(), json, seen); name != "" {
+				return name
+			}
+		}
+	}
+	return ""
 }
 
 // jsonHint says what a reader takes, for a request it could not read.
