@@ -356,6 +356,9 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, c *client.Clie
 			}
 			m.CPUUsedPct = pct
 			m.DiskUsed = int64(min(u.DiskUsedBytes, 1<<62))
+			if m.DiskTotal == 0 {
+				m.DiskTotal = int64(min(u.DiskTotalBytes, 1<<62))
+			}
 			if m.MemUsed == 0 {
 				m.MemUsed = int64(min(u.MemoryBytes, 1<<62))
 			}
