@@ -394,6 +394,9 @@ const (
 // since the last as a percent of its CPUs; ok is false when there was no
 // reading before (or the executor's count went back: it restarted).
 func (s *cpuSamples) percent(sandbox string, seconds float64, now time.Time, cpus int) (pct float64, ok bool) {
+	if math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds < 0 {
+		return 0, true // a lying executor's count: no reading
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, had := s.m[sandbox]

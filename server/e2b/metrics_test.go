@@ -3,6 +3,7 @@ package e2b
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -88,5 +89,17 @@ func TestHostileCPUSamples(t *testing.T) {
 	}
 	if pct, ok := s.percent("x", 1e12, now.Add(3*time.Second), 2); pct != 100 || !ok {
 		t.Errorf("a lying count: %v%% %v", pct, ok)
+	}
+	// The count is the executor's, which the sandbox can rewrite: one
+	// that is no number of seconds is no reading, and every answer is a
+	// percent JSON can carry.
+	for i, lie := range []float64{math.Inf(1), math.Inf(1), math.NaN(), math.Inf(-1), -5, 3, math.NaN()} {
+		pct, _ := s.percent("y", lie, now.Add(time.Duration(i)*time.Second), 1)
+		if math.IsNaN(pct) || pct < 0 || pct > 100 {
+			t.Errorf("after a count of %v: %v%%", lie, pct)
+		}
+		if _, err := json.Marshal(metric{CPUUsedPct: pct}); err != nil {
+			t.Errorf("after a count of %v: %v", lie, err)
+		}
 	}
 }
