@@ -23,13 +23,16 @@ func TestCLIHabits(t *testing.T) {
 
 	show := s.must("sandbox", "show", short)
 	for _, want := range []string{`id\s+` + id, `cpus\s+0\.5\n`, `memory\s+256 MiB\n`, `workdir\s+/tmp\n`, `env\s+GREETING=hi\n\s+API_KEY=•••• \(masked\)\n`,
-		`expires\s+in (9m\d+s|10m0s) \(at .*; ttl 10m0s\)`, `usage\s+memory \d.*, disk .* of .*, \d+ process(es)?, CPU \d`} {
+		`expires\s+in (9m\d+s|10m0s) \(at .*; ttl 10m0s\)`, `memory used\s+\d.* now`, `usage\s+disk .* of .*, \d+ process(es)?, CPU \d`} {
 		if !regexp.MustCompile(want).MatchString(show) {
 			t.Errorf("show lacks %s:\n%s", want, show)
 		}
 	}
 	if strings.Contains(show, "sk-live") {
 		t.Errorf("show printed a secret's value:\n%s", show)
+	}
+	if regexp.MustCompile(`usage\s+memory`).MatchString(show) {
+		t.Errorf("show gives memory twice, in memory used and in usage:\n%s", show)
 	}
 
 	// Everything after the id is the command, its flags included.
