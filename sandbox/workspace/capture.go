@@ -60,8 +60,8 @@ func (s *Store) Capture(ctx context.Context, upper string, o CaptureOptions) (Sn
 	mf := os.NewFile(uintptr(mfd), "manifest")
 	defer mf.Close()
 	h := sha256.New()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	c := &capture{
 		s: s, ctx: ctx, cancel: cancel, o: o, refs: r, verify: collecting,
 		enc:   newEncoder(&hashWriter{mf, h}),
@@ -143,7 +143,7 @@ func (w *hashWriter) Write(b []byte) (int, error) {
 type capture struct {
 	s      *Store
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc // with the error that stops the capture
 	o      CaptureOptions
 	refs   *refs
 	verify bool // a Collect was running when the capture began
@@ -207,9 +207,14 @@ func (c *capture) emit(p *pending) error {
 	case c.order <- p:
 		return nil
 	case <-c.ctx.Done():
-		return c.ctx.Err()
+		return c.stopped()
 	}
 }
+
+// stopped is why the capture stopped: the error of the file or entry that
+// stopped it, or the caller's context's. (Every other read then stops
+// too; its error must not be the one reported.)
+func (c *capture) stopped() error { return context.Cause(c.ctx) }
 
 func (c *capture) tooMany() error {
 	return errdefs.WithMessage(errdefs.ErrTooLarge, fmt.Sprintf(
@@ -227,8 +232,8 @@ func (c *capture) walkDir(fd int, path string, depth int, cur *cursor) error {
 		return fmt.Errorf("reading the workspace's directory %q: %w", displayPath(path), err)
 	}
 	for _, d := range ents {
-		if err := c.ctx.Err(); err != nil {
-			return err
+		if c.ctx.Err() != nil {
+			return c.stopped()
 		}
 		if err := c.child(fd, path, depth, d, cur); err != nil {
 			return err
@@ -363,9 +368,9 @@ func (c *capture) file(fd int, st *unix.Stat_t, name, path string) error {
 		return nil
 	case <-c.ctx.Done():
 		unix.Close(fd)
-		p.err = c.ctx.Err()
+		p.err = c.stopped()
 		close(p.done)
-		return c.ctx.Err()
+		return p.err
 	}
 }
 
@@ -456,13 +461,13 @@ func (c *capture) worker() {
 	xbuf := make([]byte, 64<<10)
 	for p := range c.jobs {
 		if c.ctx.Err() != nil {
-			p.err = c.ctx.Err()
+			p.err = c.stopped()
 		} else {
 			p.err = c.read(p, buf, xbuf)
 		}
 		unix.Close(p.fd)
 		if p.err != nil {
-			c.cancel()
+			c.cancel(p.err)
 		}
 		close(p.done)
 	}
@@ -480,8 +485,8 @@ func (c *capture) read(p *pending, buf, xbuf []byte) error {
 	size := p.st.Size
 	sparse := p.st.Blocks*512 < size
 	for off := int64(0); off < size; {
-		if err := c.ctx.Err(); err != nil {
-			return err
+		if c.ctx.Err() != nil {
+			return c.stopped()
 		}
 		start, end := off, min(size, (off/ChunkSize+1)*ChunkSize)
 		if sparse {
@@ -581,15 +586,15 @@ func (c *capture) writer() error {
 			<-p.done
 		}
 		if first == nil && p.err != nil {
-			first = p.err
-			c.cancel()
+			c.cancel(p.err)
+			first = c.stopped() // p's own error, or the one that stopped p
 		}
 		if first != nil {
 			continue
 		}
 		if err := c.enc.entry(&p.e); err != nil {
 			first = fmt.Errorf("capturing the workspace: %w", storeError(err))
-			c.cancel()
+			c.cancel(first)
 			continue
 		}
 		if p.e.kind != kDir && p.e.kind != kEnd {

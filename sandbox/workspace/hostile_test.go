@@ -518,6 +518,29 @@ func TestHostileCaptureIntoAFullStore(t *testing.T) {
 	must(t, err)
 }
 
+// A store that fills while many files are read at once: whichever
+// file's chunk finds the disk full, the capture says the store is full,
+// never "context canceled" (the other files' reads stopping because of it;
+// an earlier file stopped so used to be the error reported).
+func TestHostileCaptureOfManyFilesIntoAFullStore(t *testing.T) {
+	ctx := context.Background()
+	storeDisk := disk(t, 16<<20)
+	s := store(t, filepath.Join(storeDisk, "ws"))
+	src := disk(t, 128<<20)
+	for i := range 48 {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("f%02d", i)), pattern(fmt.Sprint(i), 2*ChunkSize), 0o644)
+	}
+	for try := range 8 {
+		_, err := s.Capture(ctx, src, CaptureOptions{})
+		if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "workspace store is full") {
+			t.Fatalf("try %d: capture of 96 MiB in 48 files into 16 MiB: %v", try, err)
+		}
+		if _, err := s.Collect(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func dirRec(name string) entry {
 	return entry{kind: kDir, name: name, meta: meta{mode: unix.S_IFDIR | 0o755}}
 }
